@@ -1,0 +1,56 @@
+# Horus developer entry points. Every target works from a fresh clone (each calls `setup` as needed).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+HORUS := $(BIN)/horus
+PYTEST_ARGS ?=
+
+.PHONY: setup control-plane demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# Compiles kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok once; cached.
+control-plane:
+	bash hack/build-control-plane.sh
+
+demo: setup control-plane
+	bash hack/demo.sh
+
+# Unit tests, then the e2e suite against the real local control plane.
+# pytest exits 5 when it collected nothing: that fails the target like any other failure.
+test: setup control-plane
+	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)
+	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
+
+test-unit: setup
+	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)
+
+test-e2e: setup control-plane
+	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+
+cluster-up: setup control-plane
+	$(HORUS) cluster up
+
+cluster-down: setup
+	$(HORUS) cluster down
+
+reproduce: setup
+	$(HORUS) simulate --workload horus-2500 --policy horus,exclusive,binpack --seed 1 --output out/reproduce
+
+bench: setup control-plane
+	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) out .pytest_cache .ruff_cache

@@ -1,0 +1,90 @@
+"""Cluster state as a policy sees it, and what a policy answers.
+
+Extend these types with defaulted fields; never rename a field (the operator, agent and simulator all
+build them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from horus_operator.prediction.api import Workload
+
+
+@dataclass(frozen=True)
+class Gpu:
+    node: str
+    index: int
+    product: str  # normalised GPU type known to the predictor, e.g. "v100"
+    memory_mib: int
+    uuid: str | None = None
+    healthy: bool = True  # False: unhealthy, or its agent is silent beyond the TTL
+    observed_memory_used_mib: float | None = None  # live telemetry, when an agent reports it
+    observed_utilization: float | None = None  # 0..1, live telemetry
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.node, self.index)
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    gpus: tuple[Gpu, ...]
+    schedulable: bool = True
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """A job waiting for GPUs. `key` is unique (the operator uses "namespace/name")."""
+
+    key: str
+    workload: Workload
+    gpus: int = 1
+    max_slowdown: float = 2.0  # 1.0: never share
+    priority: int = 0
+    submitted_at: float = 0.0  # seconds, on the caller's clock
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    request: JobRequest
+    node: str
+    gpu_indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    nodes: tuple[Node, ...]
+    running: tuple[RunningJob, ...] = ()
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One placement decision: bind `job` to GPUs `gpu_indices` of `node`."""
+
+    job: str  # JobRequest.key
+    node: str
+    gpu_indices: tuple[int, ...]
+    predicted_utilization: float = 0.0
+    predicted_memory_mib: float = 0.0
+    predicted_slowdown: float = 1.0  # of the newcomer
+    colocated_with: tuple[str, ...] = ()  # keys of jobs already on those GPUs
+    cotenant_slowdowns: dict[str, float] = field(default_factory=dict)  # predicted, after placement
+
+
+class Policy(Protocol):
+    """One decision method, like kube-scheduler's filter -> score -> bind."""
+
+    name: str
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        """Assignments for some of `queue` given `snapshot`; jobs left out wait for a later call.
+
+        Assignments in one answer are consistent with each other (the policy accounts for its own
+        earlier assignments in the same call).
+        """
+        ...

@@ -1,0 +1,6 @@
+"""Prediction: model-graph features, GPU utilization / memory and co-location slowdown models.
+
+Contract: pure computation over data files shipped in this package. No Kubernetes, no network, no
+subprocesses, and nothing here imports another part of `horus_operator`. The operator and the simulator
+call the same `Predictor`.
+"""

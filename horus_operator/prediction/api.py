@@ -1,0 +1,51 @@
+"""The prediction interface every consumer (placement, operator, simulator) programs against."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What a job trains: a catalog model name and batch size, or its own graph features.
+
+    `features` is None for catalog models (the predictor looks them up); jobs described by an ONNX
+    graph or by precomputed features carry them here, keyed by the feature names in `features.py`.
+    """
+
+    model: str
+    batch_size: int
+    features: Mapping[str, float] | None = field(default=None, compare=False, hash=False)
+    # Identifies custom features for caching and equality (e.g. a hash of the ONNX file).
+    features_key: str = ""
+
+
+@dataclass(frozen=True)
+class JobPrediction:
+    """A job running alone on one GPU of a given type."""
+
+    utilization: float  # mean GPU utilization, 0..1
+    memory_mib: float  # peak GPU memory
+
+
+class Predictor(Protocol):
+    """Predicts from model features alone (no profiling)."""
+
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        """Utilization and memory of `workload` alone on a GPU of type `gpu` (e.g. "v100")."""
+        ...
+
+    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+        """Slowdown (alone throughput / shared throughput, >= 1) of each workload when all of them
+        share one GPU of type `gpu`; None when they cannot share it (e.g. out of memory)."""
+        ...
+
+
+class UnknownModelError(ValueError):
+    """A model name that is neither in the catalog nor described by features."""
+
+
+class UnknownGpuError(ValueError):
+    """A GPU type the models were not trained for and cannot map to a known one."""
