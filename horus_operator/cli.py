@@ -12,7 +12,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cluster": "horus_operator.commands.cluster:cluster",
     "run": "horus_operator.commands.run:run",
     "agent": "horus_operator.commands.agent:agent",
-    "features": "horus_operator.commands.predict:features",
+    "features": "horus_operator.commands.features:features",
     "predict": "horus_operator.commands.predict:predict",
     "train": "horus_operator.commands.predict:train",
     "simulate": "horus_operator.commands.simulate:simulate",
