@@ -7,15 +7,15 @@ import importlib
 
 import click
 
-# name -> "module:attribute" of a click command or group
-SUBCOMMANDS: dict[str, str] = {
-    "cluster": "horus_operator.commands.cluster:cluster",
-    "run": "horus_operator.commands.run:run",
-    "agent": "horus_operator.commands.agent:agent",
-    "features": "horus_operator.commands.features:features",
-    "predict": "horus_operator.commands.predict:predict",
-    "train": "horus_operator.commands.predict:train",
-    "simulate": "horus_operator.commands.simulate:simulate",
+# name -> ("module:attribute" of a click command or group, one-line help shown by `horus --help`)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "cluster": ("horus_operator.commands.cluster:cluster", "Local control plane with fake GPU nodes."),
+    "run": ("horus_operator.commands.run:run", "Run the DLJob operator."),
+    "agent": ("horus_operator.commands.agent:agent", "Run the GPU node agent (NVML telemetry)."),
+    "features": ("horus_operator.commands.features:features", "Print graph features of an ONNX model."),
+    "predict": ("horus_operator.commands.predict:predict", "Predict utilization and co-location slowdown."),
+    "train": ("horus_operator.commands.predict:train", "Retrain the prediction models from measurements."),
+    "simulate": ("horus_operator.commands.simulate:simulate", "Trace-driven cluster simulation of policies."),
 }
 
 
@@ -24,11 +24,15 @@ class LazyGroup(click.Group):
         return sorted(SUBCOMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        target = SUBCOMMANDS.get(cmd_name)
-        if target is None:
+        if cmd_name not in SUBCOMMANDS:
             return None
-        module_name, attribute = target.split(":")
+        module_name, attribute = SUBCOMMANDS[cmd_name][0].split(":")
         return getattr(importlib.import_module(module_name), attribute)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Listing must not import every subcommand (kopf, xgboost, matplotlib): use the static help.
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SUBCOMMANDS[name][1]) for name in self.list_commands(ctx)])
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
