@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from horus_operator.prediction.api import Workload
+
+if TYPE_CHECKING:
+    from horus_operator.placement.index import ClusterIndex
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,10 @@ class ClusterSnapshot:
     nodes: tuple[Node, ...]
     running: tuple[RunningJob, ...] = ()
     now: float = 0.0
+    # Optional `placement.index.ClusterIndex` of exactly this state, kept current by callers that see
+    # every change (the simulator) so a policy need not re-index the cluster on every call. When given
+    # it is authoritative and `running` may be left empty; policies return it unchanged.
+    index: ClusterIndex | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class Assignment:
     predicted_slowdown: float = 1.0  # of the newcomer
     colocated_with: tuple[str, ...] = ()  # keys of jobs already on those GPUs
     cotenant_slowdowns: dict[str, float] = field(default_factory=dict)  # predicted, after placement
+    reason: str = ""  # one human sentence on why here, e.g. for a Kubernetes Event
 
 
 class Policy(Protocol):
