@@ -1,0 +1,93 @@
+"""The GPUNode custom resource (horus.dev/v1alpha1, cluster-scoped, one per node, named after it):
+how a `NodeSummary` is written into its status. The schema is in crds/gpunode.yaml; the operator reads
+it back in `operator/telemetry.py`. Pure.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from statistics import fmean
+from typing import Any
+
+from horus_operator.agent.summary import GpuSummary, NodeSummary, PodUsage
+
+GROUP = "horus.dev"
+VERSION = "v1alpha1"
+PLURAL = "gpunodes"
+KIND = "GPUNode"
+
+
+def rfc3339(epoch_seconds: float) -> str:
+    return datetime.fromtimestamp(epoch_seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_object(node: str, node_uid: str | None) -> dict[str, Any]:
+    """An empty GPUNode, owned by its Node so that deleting the node deletes its telemetry."""
+    metadata: dict[str, Any] = {"name": node, "labels": {"horus.dev/node": node}}
+    if node_uid:
+        metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}]
+    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": metadata, "spec": {"node": node}}
+
+
+def status_body(summary: NodeSummary, *, sample_interval: float) -> dict[str, Any]:
+    """The full status (a merge patch replaces the `gpus` list as a whole)."""
+    known_utilizations = [g.utilization for g in summary.gpus if g.utilization is not None]
+    return {
+        "status": {
+            "lastUpdate": rfc3339(summary.taken_at),
+            "backend": summary.backend,
+            "nvmlAvailable": summary.nvml_available,
+            "message": summary.message,
+            "sampleIntervalSeconds": sample_interval,
+            "windowSeconds": round(summary.window_seconds, 3),
+            "gpuCount": len(summary.gpus),
+            "healthyGpus": sum(g.healthy for g in summary.gpus),
+            "utilization": _rounded(fmean(known_utilizations)) if known_utilizations else None,
+            "memoryUsedMiB": _whole(sum(g.memory_used_mib or 0.0 for g in summary.gpus)),
+            "memoryTotalMiB": sum(g.memory_total_mib for g in summary.gpus),
+            "gpus": [_gpu(g) for g in summary.gpus],
+        }
+    }
+
+
+def _gpu(gpu: GpuSummary) -> dict[str, Any]:
+    return _present(
+        {
+            "index": gpu.index,
+            "uuid": gpu.uuid,
+            "product": gpu.product,
+            "memoryTotalMiB": gpu.memory_total_mib,
+            "memoryUsedMiB": _whole(gpu.memory_used_mib),
+            "utilization": _rounded(gpu.utilization),
+            "memoryUtilization": _rounded(gpu.memory_utilization),
+            "healthy": gpu.healthy,
+            "pods": [_pod(p) for p in gpu.pods],
+        }
+    )
+
+
+def _pod(pod: PodUsage) -> dict[str, Any]:
+    return _present(
+        {
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+            "job": pod.job,
+            "utilization": _rounded(pod.utilization),
+            "memoryMiB": _whole(pod.memory_mib),
+            "stepsPerSecond": pod.steps_per_second,
+        }
+    )
+
+
+def _present(fields: dict[str, Any]) -> dict[str, Any]:
+    """List items carry only known fields (the schema has no nullable fields)."""
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def _rounded(fraction: float | None) -> float | None:
+    return None if fraction is None else round(fraction, 4)
+
+
+def _whole(mib: float | None) -> int | None:
+    return None if mib is None else round(mib)

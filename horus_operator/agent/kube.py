@@ -1,0 +1,114 @@
+"""The agent's only door to the API server (kubernetes client library): read its node and the pods
+bound to it, create its GPUNode and patch its status. Errors surface as `ApiUnavailableError`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from horus_operator.agent import gpunode
+from horus_operator.agent.readings import PodInfo
+
+VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+_ACTIVE_PHASES = ("Pending", "Running")  # bound pods that hold (or are about to hold) a GPU
+
+
+class ApiUnavailableError(RuntimeError):
+    """The API server refused or could not be reached; the caller backs off and retries."""
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    name: str
+    uid: str
+    labels: Mapping[str, str]
+
+
+def load_config() -> None:
+    """In-cluster credentials (the DaemonSet's ServiceAccount), else the local kubeconfig."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+
+
+def read_node(name: str, api_client: client.ApiClient | None = None) -> NodeInfo:
+    with _translated_errors():
+        node = client.CoreV1Api(api_client).read_node(name)
+    return NodeInfo(name=name, uid=node.metadata.uid, labels=dict(node.metadata.labels or {}))
+
+
+class NodeApi:
+    """The API calls of one node's agent."""
+
+    def __init__(self, node: NodeInfo, api_client: client.ApiClient | None = None) -> None:
+        self._node = node
+        self._core = client.CoreV1Api(api_client)
+        self._custom = client.CustomObjectsApi(api_client)
+
+    def pods(self) -> list[PodInfo]:
+        # resource_version="0": served from the API server's watch cache, cheap at one list per interval
+        with _translated_errors():
+            pods = self._core.list_pod_for_all_namespaces(
+                field_selector=f"spec.nodeName={self._node.name}", resource_version="0"
+            )
+        return [_pod_info(p) for p in pods.items if p.status and p.status.phase in _ACTIVE_PHASES]
+
+    def publish(self, status: Mapping[str, Any]) -> None:
+        """Patches the node's GPUNode status, creating the GPUNode first when it does not exist."""
+        with _translated_errors():
+            try:
+                self._patch_status(status)
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+                self._create()
+                self._patch_status(status)
+
+    def _create(self) -> None:
+        body = gpunode.new_object(self._node.name, self._node.uid)
+        try:
+            self._custom.create_cluster_custom_object(gpunode.GROUP, gpunode.VERSION, gpunode.PLURAL, body)
+        except ApiException as error:
+            if error.status != 409:  # created meanwhile (e.g. by a restarted agent): fine
+                raise
+
+    def _patch_status(self, status: Mapping[str, Any]) -> None:
+        self._custom.patch_cluster_custom_object_status(
+            gpunode.GROUP, gpunode.VERSION, gpunode.PLURAL, self._node.name, dict(status)
+        )
+
+
+@contextlib.contextmanager
+def _translated_errors() -> Iterator[None]:
+    try:
+        yield
+    except (ApiException, HTTPError, OSError) as error:
+        raise ApiUnavailableError(f"API server: {error}") from error
+
+
+def _pod_info(pod: Any) -> PodInfo:
+    meta = pod.metadata
+    return PodInfo(
+        uid=meta.uid,
+        namespace=meta.namespace,
+        name=meta.name,
+        labels=dict(meta.labels or {}),
+        annotations=dict(meta.annotations or {}),
+        visible_devices=_visible_devices(pod.spec.containers or []),
+    )
+
+
+def _visible_devices(containers: list[Any]) -> tuple[str, ...]:
+    devices: dict[str, None] = {}  # ordered set
+    for container in containers:
+        for env in container.env or []:
+            if env.name == VISIBLE_DEVICES_ENV and env.value:
+                devices.update((d.strip(), None) for d in env.value.split(",") if d.strip())
+    return tuple(devices)

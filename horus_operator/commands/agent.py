@@ -1,0 +1,116 @@
+"""`horus agent`: the per-node GPU telemetry daemon (see docs/agent.md)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+
+import click
+
+from horus_operator.agent import kube
+from horus_operator.agent.backend import BACKENDS
+from horus_operator.agent.metrics import AgentMetrics
+from horus_operator.agent.pacing import Backoff, PublishPacer
+from horus_operator.agent.runner import Agent
+
+log = logging.getLogger(__name__)
+
+
+@click.group(invoke_without_command=True)
+@click.option(
+    "--node", envvar="HORUS_NODE_NAME", help="This node's name (the DaemonSet passes spec.nodeName)."
+)
+@click.option(
+    "--backend",
+    envvar="HORUS_NVML_BACKEND",
+    type=click.Choice(sorted(BACKENDS)),
+    default="nvml",
+    show_default=True,
+    help="nvml: the GPUs through NVIDIA's driver; fake: readings derived from the pods Horus placed here.",
+)
+@click.option(
+    "--sample-interval",
+    envvar="HORUS_SAMPLE_INTERVAL",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between NVML samples.",
+)
+@click.option(
+    "--publish-interval",
+    envvar="HORUS_PUBLISH_INTERVAL",
+    type=click.FloatRange(min=0.1),
+    default=10.0,
+    show_default=True,
+    help="Seconds between GPUNode status updates (health changes go out at once).",
+)
+@click.option(
+    "--metrics-port",
+    envvar="HORUS_METRICS_PORT",
+    type=click.IntRange(min=0, max=65535),
+    default=9400,
+    show_default=True,
+    help="Port of the Prometheus /metrics endpoint; 0 turns it off.",
+)
+@click.pass_context
+def agent(
+    ctx: click.Context,
+    node: str | None,
+    backend: str,
+    sample_interval: float,
+    publish_interval: float,
+    metrics_port: int,
+) -> None:
+    """Sample this node's GPUs and publish them as its GPUNode (horus.dev) and on /metrics."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if not node:
+        raise click.UsageError("--node (or HORUS_NODE_NAME) is required")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    kube.load_config()
+    stop = _stop_on_signals()
+    node_info = _read_node_until_available(node, stop)
+    if node_info is None:
+        return
+    metrics = AgentMetrics()
+    if metrics_port:
+        metrics.serve(metrics_port)
+    daemon = Agent(
+        node=node,
+        backend=BACKENDS[backend](node, node_info.labels),
+        api=kube.NodeApi(node_info),
+        api_error=kube.ApiUnavailableError,
+        metrics=metrics,
+        pacer=PublishPacer(interval=publish_interval, backoff=Backoff()),
+        sample_interval=sample_interval,
+    )
+    log.info(
+        "agent for %s: backend %s, sample every %ss, publish every %ss",
+        node,
+        backend,
+        sample_interval,
+        publish_interval,
+    )
+    daemon.run_forever(time.time, stop)
+
+
+def _read_node_until_available(node: str, stop: threading.Event) -> kube.NodeInfo | None:
+    """The agent may start before the API server answers: wait for it (with backoff) instead of failing."""
+    backoff = Backoff()
+    while not stop.is_set():
+        try:
+            return kube.read_node(node)
+        except kube.ApiUnavailableError as error:
+            delay = backoff.failed(time.time())
+            log.warning("reading node %s failed, retrying in %.1fs: %s", node, delay, error)
+            stop.wait(delay)
+    return None
+
+
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    return stop

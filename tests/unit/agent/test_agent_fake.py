@@ -1,0 +1,92 @@
+from agent_builders import inventory, pod
+
+from horus_operator.agent.fake import (
+    GFD_COUNT_LABEL,
+    GFD_MEMORY_LABEL,
+    GFD_PRODUCT_LABEL,
+    FakeBackend,
+    FakeInventory,
+)
+from horus_operator.agent.readings import PodInfo
+
+
+def test_a_pod_alone_shows_its_predicted_utilization_and_memory_on_its_gpu() -> None:
+    sample = FakeBackend(inventory()).sample(
+        [pod("a", devices=("1",), utilization=0.4, memory_mib=3000)], now=5.0
+    )
+
+    idle, busy = sample.gpus
+    assert (idle.utilization, idle.memory_used_mib) == (0.0, 0.0)
+    assert (busy.utilization, busy.memory_used_mib) == (0.4, 3000.0)
+    assert sample.taken_at == 5.0
+    assert [(p.gpu_index, p.pod_uid, p.utilization) for p in sample.processes] == [(1, "uid-a", 0.4)]
+
+
+def test_pods_that_oversubscribe_a_gpu_time_slice_it_in_proportion_to_their_demand() -> None:
+    pods = [pod("a", utilization=0.9, memory_mib=4000), pod("b", utilization=0.6, memory_mib=2000)]
+
+    sample = FakeBackend(inventory()).sample(pods, now=0.0)
+
+    assert sample.gpus[0].utilization == 1.0
+    assert sample.gpus[0].memory_used_mib == 6000.0
+    shares = {p.pod_uid: p.utilization for p in sample.processes}
+    assert shares == {"uid-a": 0.9 / 1.5, "uid-b": 0.6 / 1.5}
+
+
+def test_memory_is_capped_at_the_gpu_size() -> None:
+    pods = [pod("a", memory_mib=10000), pod("b", memory_mib=10000)]
+
+    assert FakeBackend(inventory(memory_mib=16384)).sample(pods, now=0.0).gpus[0].memory_used_mib == 16384
+
+
+def test_gpus_are_found_by_uuid_index_or_all() -> None:
+    fake_inventory = inventory(count=3)
+    pods = [
+        pod("by-uuid", devices=(fake_inventory.uuid(2),), utilization=0.2),
+        pod("everywhere", devices=("all",), utilization=0.1),
+        pod("unknown-device", devices=("7", "GPU-nope"), utilization=0.3),
+    ]
+
+    sample = FakeBackend(fake_inventory).sample(pods, now=0.0)
+
+    assert [round(g.utilization, 6) for g in sample.gpus] == [0.1, 0.1, 0.3]
+
+
+def test_without_visible_devices_the_operators_gpu_annotation_is_used() -> None:
+    base = pod("a", devices=(), utilization=0.3)
+    annotated = PodInfo(
+        uid=base.uid,
+        namespace=base.namespace,
+        name=base.name,
+        annotations={**base.annotations, "horus.dev/gpus": "0,1"},
+    )
+
+    assert [g.utilization for g in FakeBackend(inventory()).sample([annotated], now=0.0).gpus] == [0.3, 0.3]
+
+
+def test_pods_without_a_prediction_are_left_out() -> None:
+    sample = FakeBackend(inventory()).sample([pod("plain", utilization=None)], now=0.0)
+
+    assert sample.gpus[0].utilization == 0.0
+    assert sample.processes == ()
+
+
+def test_inventory_comes_from_gpu_feature_discovery_labels_and_uuids_are_stable() -> None:
+    labels = {GFD_COUNT_LABEL: "4", GFD_PRODUCT_LABEL: "NVIDIA-A100-SXM4-40GB", GFD_MEMORY_LABEL: "40960"}
+
+    fake_inventory = FakeInventory.from_node_labels("n1", labels)
+
+    assert (fake_inventory.count, fake_inventory.product, fake_inventory.memory_mib) == (
+        4,
+        "NVIDIA-A100-SXM4-40GB",
+        40960,
+    )
+    assert fake_inventory.uuid(0) == FakeInventory.from_node_labels("n1", labels).uuid(0)
+    assert fake_inventory.uuid(0).startswith("GPU-")
+    assert (
+        len(
+            {fake_inventory.uuid(i) for i in range(4)}
+            | {FakeInventory.from_node_labels("n2", labels).uuid(0)}
+        )
+        == 5
+    )
