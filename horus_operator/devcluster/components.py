@@ -1,0 +1,173 @@
+"""Command lines of the control-plane processes. Everything listens on 127.0.0.1 only.
+
+Pure functions of the state-directory layout and the ports chosen at start, so the flags can be
+read (and unit-tested) in one place.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+LOOPBACK = "127.0.0.1"
+SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
+NODE_LEASE_SECONDS = 40  # what kwokctl uses; kwok renews each fake node's lease well within it
+
+# kube-controller-manager runs only what the project relies on: the garbage collector (owner
+# references cascade), namespace deletion, node lifecycle (lifts the not-ready taint admission puts
+# on new nodes), the workload controllers and pod GC. Controllers that need a cloud provider, a
+# kubelet, volumes or certificates stay off.
+CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "node-lifecycle-controller",
+    "serviceaccount-controller",
+    "job-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "pod-garbage-collector-controller",
+    "ttl-after-finished-controller",
+)
+
+
+@dataclass(frozen=True)
+class Ports:
+    etcd_client: int
+    etcd_peer: int
+    apiserver: int
+    controller_manager: int
+    scheduler: int
+
+    @classmethod
+    def free(cls) -> Ports:
+        """Ports the kernel reports free now; held together so that they are distinct."""
+        sockets = [socket.socket() for _ in range(5)]
+        try:
+            for sock in sockets:
+                sock.bind((LOOPBACK, 0))
+            return cls(*(sock.getsockname()[1] for sock in sockets))
+        finally:
+            for sock in sockets:
+                sock.close()
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Files of one cluster under its state directory."""
+
+    state_dir: Path
+
+    @property
+    def etcd_data(self) -> Path:
+        return self.state_dir / "etcd-data"
+
+    @property
+    def pki(self) -> Path:
+        return self.state_dir / "pki"
+
+    @property
+    def service_account_key(self) -> Path:
+        return self.pki / "service-account.key"
+
+    @property
+    def token_file(self) -> Path:
+        return self.pki / "tokens.csv"
+
+    @property
+    def serving_cert(self) -> Path:
+        """Self-signed by kube-apiserver in --cert-dir on first start; the kubeconfig trusts it."""
+        return self.pki / "apiserver.crt"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def cluster_file(self) -> Path:
+        return self.state_dir / "cluster.json"
+
+
+def etcd_argv(etcd: Path, layout: Layout, ports: Ports) -> list[str]:
+    client = f"http://{LOOPBACK}:{ports.etcd_client}"
+    peer = f"http://{LOOPBACK}:{ports.etcd_peer}"
+    return [
+        str(etcd),
+        "--name=horus",
+        f"--data-dir={layout.etcd_data}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=horus={peer}",
+        "--auto-compaction-retention=1",
+        "--quota-backend-bytes=8589934592",
+    ]
+
+
+def apiserver_argv(binary: Path, layout: Layout, ports: Ports) -> list[str]:
+    return [
+        str(binary),
+        f"--etcd-servers=http://{LOOPBACK}:{ports.etcd_client}",
+        f"--bind-address={LOOPBACK}",
+        f"--advertise-address={LOOPBACK}",
+        f"--secure-port={ports.apiserver}",
+        f"--cert-dir={layout.pki}",
+        f"--token-auth-file={layout.token_file}",
+        "--authorization-mode=RBAC",
+        f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
+        f"--service-account-key-file={layout.service_account_key}",
+        f"--service-account-signing-key-file={layout.service_account_key}",
+        "--service-cluster-ip-range=10.96.0.0/16",
+        # No kubelet mounts service-account tokens here, and the admission plugin would make the
+        # first pod of a fresh namespace wait for its default ServiceAccount.
+        "--disable-admission-plugins=ServiceAccount",
+        "--allow-privileged=true",
+        "--endpoint-reconciler-type=none",
+        # One developer, two cores: priority-and-fairness queues only cost CPU here.
+        "--enable-priority-and-fairness=false",
+        "--profiling=false",
+    ]
+
+
+def _component_base_flags(layout: Layout, port: int) -> list[str]:
+    return [
+        f"--kubeconfig={layout.kubeconfig}",
+        f"--authentication-kubeconfig={layout.kubeconfig}",
+        f"--authorization-kubeconfig={layout.kubeconfig}",
+        "--leader-elect=false",
+        f"--bind-address={LOOPBACK}",
+        f"--secure-port={port}",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+        "--profiling=false",
+    ]
+
+
+def controller_manager_argv(binary: Path, layout: Layout, ports: Ports) -> list[str]:
+    return [
+        str(binary),
+        *_component_base_flags(layout, ports.controller_manager),
+        f"--controllers={','.join(CONTROLLERS)}",
+        "--use-service-account-credentials=false",
+        f"--service-account-private-key-file={layout.service_account_key}",
+    ]
+
+
+def scheduler_argv(binary: Path, layout: Layout, ports: Ports) -> list[str]:
+    return [str(binary), *_component_base_flags(layout, ports.scheduler)]
+
+
+def kwok_argv(binary: Path, layout: Layout, stage_files: list[Path]) -> list[str]:
+    return [
+        str(binary),
+        f"--kubeconfig={layout.kubeconfig}",
+        "--manage-all-nodes=false",
+        "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+        "--cidr=10.244.0.0/16",
+        "--node-ip=10.0.0.1",
+        f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}",
+        *(f"--config={path}" for path in stage_files),
+    ]

@@ -1,0 +1,128 @@
+"""Background processes that outlive the command that started them, and stop exactly those.
+
+Each process runs in a session (and so a process group) of its own, writes its output to
+`<state>/logs/<name>.log`, and is recorded in `<state>/run/<NN>-<name>.pid` (NN: start order) as
+"pid start-time". The start
+time (from /proc) guards against a recycled pid: `stop` signals a group only while the recorded
+process is still the one we started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+STOP_GRACE_SECONDS = 10.0
+
+
+def _start_time(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (clock ticks since boot), or None when the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+    after_name = stat.rsplit(")", 1)[1].split()
+    if after_name[0] == "Z":  # a zombie has exited; only its parent's wait() remains
+        return None
+    return after_name[19]
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """One started process, as its pid file records it."""
+
+    name: str
+    pid: int
+    start_time: str
+    pid_file: Path
+
+    @property
+    def alive(self) -> bool:
+        return _start_time(self.pid) == self.start_time
+
+
+class ProcessGroup:
+    """The processes of one state directory, started in order and stopped in reverse."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.run_dir = state_dir / "run"
+        self.log_dir = state_dir / "logs"
+        self._children: dict[int, subprocess.Popen[bytes]] = {}
+
+    def log_path(self, name: str) -> Path:
+        return self.log_dir / f"{name}.log"
+
+    def start(self, name: str, argv: Sequence[str | os.PathLike[str]], cwd: Path) -> ProcessRecord:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path(name).open("ab") as log:
+            child = subprocess.Popen(
+                [os.fspath(arg) for arg in argv],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                start_new_session=True,  # own process group; Ctrl-C in the terminal does not reach it
+            )
+        start_time = _start_time(child.pid)
+        order = len(list(self.run_dir.glob("*.pid")))
+        record = ProcessRecord(
+            name, child.pid, start_time or "exited", self.run_dir / f"{order:02d}-{name}.pid"
+        )
+        record.pid_file.write_text(f"{record.pid} {record.start_time}\n")
+        self._children[child.pid] = child
+        return record
+
+    def records(self) -> list[ProcessRecord]:
+        """Recorded processes in start order."""
+        if not self.run_dir.is_dir():
+            return []
+        records = []
+        for pid_file in sorted(self.run_dir.glob("*.pid")):
+            pid, start_time = pid_file.read_text().split()
+            records.append(ProcessRecord(pid_file.stem.split("-", 1)[1], int(pid), start_time, pid_file))
+        return records
+
+    def exit_code(self, record: ProcessRecord) -> int | None:
+        """Exit status of a process this object started, None while it runs (or if not ours)."""
+        child = self._children.get(record.pid)
+        return None if child is None else child.poll()
+
+    def stop_all(self) -> None:
+        """SIGTERM each live group, newest first; SIGKILL what is left after the grace period."""
+        for record in reversed(self.records()):
+            self._stop(record)
+            record.pid_file.unlink(missing_ok=True)
+
+    def _stop(self, record: ProcessRecord) -> None:
+        if not record.alive:
+            self._reap(record.pid)
+            return
+        _signal_group(record.pid, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            self._reap(record.pid)
+            if not record.alive:
+                return
+            time.sleep(0.1)
+        _signal_group(record.pid, signal.SIGKILL)
+        while record.alive:
+            self._reap(record.pid)
+            time.sleep(0.05)
+
+    def _reap(self, pid: int) -> None:
+        child = self._children.get(pid)
+        if child is not None:
+            child.poll()
+
+
+def _signal_group(pgid: int, signum: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):  # exited between the check and the signal
+        os.killpg(pgid, signum)

@@ -1,0 +1,76 @@
+"""End-to-end fixtures: one real local control plane per test session.
+
+Fixtures for tests marked `@pytest.mark.e2e`:
+
+- `cluster` (session): a running `horus_operator.devcluster.LocalCluster` — compiled etcd-backed
+  kube-apiserver, kube-controller-manager (garbage collector, namespace, job/replicaset/deployment
+  controllers), kube-scheduler and kwok — brought up once in a temporary state directory and torn
+  down after the last test. `KUBECONFIG` points at its admin kubeconfig for the whole session (so
+  kopf, the kubernetes client and subprocesses find it). Provides `.kubeconfig` (Path),
+  `.kubectl(*args, input=None, check=True, timeout=120) -> CompletedProcess[str]` (raises
+  `devcluster.ClusterError` on failure when `check`), `.add_nodes(GpuNodePool(...)) -> [names]`,
+  `.state_dir` (logs in `logs/<process>.log`), `.ports`. Its nodes are `E2E_POOLS`: two
+  `gpu-node-<i>` (4 × Tesla-V100-SXM2-16GB) and one `a100-node-0` (8 × NVIDIA-A100-SXM4-40GB),
+  labelled like GPU Feature Discovery, with `nvidia.com/gpu` capacity. Nodes are shared by the
+  session: a test that adds nodes uses its own `name_prefix`.
+- `namespace` (per test): a fresh namespace named after the test, deleted afterwards (without
+  waiting). Put every object a test creates in it.
+
+Pods end through kwok stages keyed on annotations (see docs/local-cluster.md):
+`pod-complete.stage.kwok.x-k8s.io/delay: "5s"` → Succeeded, `pod-fail.stage.kwok.x-k8s.io/delay`
+→ Failed. Without either, a bound pod stays Running.
+
+If the control plane is not compiled yet, the fixture builds it (a long first build) instead of
+skipping: an e2e run that silently tested nothing would be worse than a slow one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+from collections.abc import Iterator
+
+import pytest
+
+from horus_operator import devcluster
+
+E2E_POOLS = (
+    devcluster.GpuNodePool(count=2, gpus_per_node=4),
+    devcluster.GpuNodePool(
+        count=1,
+        gpus_per_node=8,
+        gpu_product="NVIDIA-A100-SXM4-40GB",
+        gpu_memory_mib=40960,
+        name_prefix="a100-node",
+    ),
+)
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.LocalCluster]:
+    control_plane = devcluster.ControlPlane.pinned()
+    if not control_plane.is_built:
+        control_plane.build()
+    local = devcluster.LocalCluster(tmp_path_factory.mktemp("cluster"), pools=E2E_POOLS)
+    local.up()
+    previous_kubeconfig = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = str(local.kubeconfig)
+    try:
+        yield local
+    finally:
+        if previous_kubeconfig is None:
+            os.environ.pop("KUBECONFIG", None)
+        else:
+            os.environ["KUBECONFIG"] = previous_kubeconfig
+        local.down()
+
+
+@pytest.fixture
+def namespace(cluster: devcluster.LocalCluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    # Namespace names are DNS labels: lower case, at most 63 characters.
+    stem = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:48]
+    name = f"{stem}-{secrets.token_hex(3)}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
