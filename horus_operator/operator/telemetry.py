@@ -1,0 +1,112 @@
+"""Live GPU telemetry (the agents' GPUNode objects, see crds/gpunode.yaml) merged into the placement view.
+
+Pure: `merge` takes the GFD-derived nodes, the GPUNode bodies and the time, and returns nodes whose GPUs
+carry their UUID, health and observed memory/utilization. Rules:
+- a node without a GPUNode keeps its GPUs as they are (clusters may run without agents);
+- a GPUNode older than the TTL (a silent agent), or one whose NVML is unavailable, makes every GPU of
+  its node unhealthy;
+- a GPU the labels promise but the agent does not list is unhealthy (it fell off the bus).
+`lastUpdate` is the agent's wall clock: the TTL must exceed the clock skew between nodes (default 60 s).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from horus_operator.placement.types import Gpu, Node
+
+GROUP = "horus.dev"  # the agent's GPUNode resource (agent/gpunode.py writes it)
+VERSION = "v1alpha1"
+PLURAL = "gpunodes"
+DEFAULT_TTL_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class GpuTelemetry:
+    index: int
+    uuid: str | None
+    healthy: bool
+    memory_used_mib: float | None
+    utilization: float | None
+
+
+@dataclass(frozen=True)
+class NodeTelemetry:
+    node: str
+    updated_at: float | None  # epoch seconds; None: never published
+    nvml_available: bool
+    gpus: Mapping[int, GpuTelemetry]
+
+    def fresh(self, now: float, ttl: float) -> bool:
+        return self.updated_at is not None and now - self.updated_at <= ttl
+
+
+def parse(body: Mapping[str, Any]) -> NodeTelemetry:
+    status = body.get("status") or {}
+    gpus = (_gpu(g) for g in status.get("gpus") or [] if "index" in g)
+    return NodeTelemetry(
+        node=body["metadata"]["name"],
+        updated_at=_epoch(status.get("lastUpdate")),
+        nvml_available=bool(status.get("nvmlAvailable", False)),
+        gpus={g.index: g for g in gpus},
+    )
+
+
+def merge(
+    nodes: Iterable[Node],
+    gpunodes: Iterable[Mapping[str, Any]],
+    *,
+    now: float,
+    ttl: float = DEFAULT_TTL_SECONDS,
+) -> tuple[Node, ...]:
+    telemetry = {t.node: t for t in map(parse, gpunodes)}
+    return tuple(_merged(node, telemetry.get(node.name), now, ttl) for node in nodes)
+
+
+def _merged(node: Node, telemetry: NodeTelemetry | None, now: float, ttl: float) -> Node:
+    if telemetry is None:
+        return node
+    usable = telemetry.nvml_available and telemetry.fresh(now, ttl)
+    return dataclasses.replace(node, gpus=tuple(_observed(gpu, telemetry, usable) for gpu in node.gpus))
+
+
+def _observed(gpu: Gpu, telemetry: NodeTelemetry, usable: bool) -> Gpu:
+    seen = telemetry.gpus.get(gpu.index)
+    if seen is None:
+        return dataclasses.replace(gpu, healthy=False)
+    return dataclasses.replace(
+        gpu,
+        uuid=seen.uuid or gpu.uuid,
+        healthy=gpu.healthy and usable and seen.healthy,
+        observed_memory_used_mib=seen.memory_used_mib if usable else None,
+        observed_utilization=seen.utilization if usable else None,
+    )
+
+
+def _gpu(entry: Mapping[str, Any]) -> GpuTelemetry:
+    return GpuTelemetry(
+        index=int(entry["index"]),
+        uuid=entry.get("uuid"),
+        healthy=bool(entry.get("healthy", False)),
+        memory_used_mib=_number(entry.get("memoryUsedMiB")),
+        utilization=_number(entry.get("utilization")),
+    )
+
+
+def _number(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def _epoch(stamp: str | datetime | None) -> float | None:
+    if stamp is None:
+        return None
+    if isinstance(stamp, datetime):
+        return stamp.timestamp()
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None

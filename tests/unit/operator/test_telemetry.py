@@ -1,0 +1,113 @@
+from __future__ import annotations
+
+from typing import Any
+
+from horus_operator.agent import gpunode as agent_gpunode
+from horus_operator.agent import summary
+from horus_operator.agent.readings import GpuReading, Sample
+from horus_operator.operator import telemetry
+from horus_operator.placement.types import Gpu, Node
+
+NOW = 1_800_000_000.0  # epoch seconds
+
+
+def node(name: str = "n1", gpus: int = 2) -> Node:
+    return Node(
+        name=name, gpus=tuple(Gpu(node=name, index=i, product="v100", memory_mib=16384) for i in range(gpus))
+    )
+
+
+def gpunode(
+    name: str = "n1", *, age: float = 5.0, nvml: bool = True, gpus: list[dict[str, Any]] | None = None
+) -> dict:
+    listed = (
+        gpus
+        if gpus is not None
+        else [
+            {"index": 0, "uuid": "GPU-a", "healthy": True, "memoryUsedMiB": 4000, "utilization": 0.5},
+            {"index": 1, "uuid": "GPU-b", "healthy": True, "memoryUsedMiB": 0, "utilization": 0.0},
+        ]
+    )
+    return {
+        "metadata": {"name": name},
+        "status": {"lastUpdate": agent_gpunode.rfc3339(NOW - age), "nvmlAvailable": nvml, "gpus": listed},
+    }
+
+
+def test_fresh_telemetry_gives_uuids_health_and_observed_usage() -> None:
+    (merged,) = telemetry.merge([node()], [gpunode()], now=NOW, ttl=60)
+
+    assert [(g.uuid, g.healthy, g.observed_memory_used_mib, g.observed_utilization) for g in merged.gpus] == [
+        ("GPU-a", True, 4000.0, 0.5),
+        ("GPU-b", True, 0.0, 0.0),
+    ]
+
+
+def test_a_node_without_an_agent_is_left_as_the_labels_describe_it() -> None:
+    plain = node("n2")
+
+    assert telemetry.merge([plain], [gpunode("n1")], now=NOW) == (plain,)
+
+
+def test_a_silent_agent_beyond_the_ttl_makes_its_gpus_unhealthy_but_keeps_their_uuids() -> None:
+    (merged,) = telemetry.merge([node()], [gpunode(age=61)], now=NOW, ttl=60)
+
+    assert [(g.uuid, g.healthy, g.observed_utilization) for g in merged.gpus] == [
+        ("GPU-a", False, None),
+        ("GPU-b", False, None),
+    ]
+
+
+def test_unavailable_nvml_or_a_gpu_reported_unhealthy_or_missing_is_unhealthy() -> None:
+    (no_nvml,) = telemetry.merge([node()], [gpunode(nvml=False)], now=NOW)
+    (partial,) = telemetry.merge(
+        [node(gpus=3)],
+        [
+            gpunode(
+                gpus=[
+                    {"index": 0, "uuid": "GPU-a", "healthy": False},
+                    {"index": 1, "uuid": "GPU-b", "healthy": True},
+                ]
+            )
+        ],
+        now=NOW,
+    )
+
+    assert [g.healthy for g in no_nvml.gpus] == [False, False]
+    assert [g.healthy for g in partial.gpus] == [False, True, False]
+
+
+def test_an_unschedulable_gpu_stays_unhealthy_whatever_the_agent_says() -> None:
+    sick = Node(name="n1", gpus=(Gpu(node="n1", index=0, product="v100", memory_mib=16384, healthy=False),))
+
+    (merged,) = telemetry.merge([sick], [gpunode()], now=NOW)
+
+    assert merged.gpus[0].healthy is False
+
+
+def test_what_the_agent_writes_is_what_the_operator_reads() -> None:
+    reading = GpuReading(
+        index=0,
+        uuid="GPU-x",
+        product="Tesla V100",
+        memory_total_mib=16384,
+        memory_used_mib=2500.0,
+        utilization=0.25,
+        memory_utilization=0.1,
+    )
+    node_summary = summary.summarize(
+        node="n1", backend="fake", samples=[Sample(taken_at=NOW, gpus=(reading,))], pods=[]
+    )
+    body = {"metadata": {"name": "n1"}, **agent_gpunode.status_body(node_summary, sample_interval=1.0)}
+
+    parsed = telemetry.parse(body)
+
+    assert (parsed.updated_at, parsed.nvml_available) == (NOW, True)
+    assert parsed.gpus[0] == telemetry.GpuTelemetry(
+        index=0, uuid="GPU-x", healthy=True, memory_used_mib=2500, utilization=0.25
+    )
+    assert (telemetry.GROUP, telemetry.VERSION, telemetry.PLURAL) == (
+        agent_gpunode.GROUP,
+        agent_gpunode.VERSION,
+        agent_gpunode.PLURAL,
+    )
