@@ -1,0 +1,65 @@
+"""`horus run`: the operator (kopf) in the foreground. Every flag also reads an environment variable."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+ENV_BY_OPTION = {
+    "models": "HORUS_MODELS",
+    "policy": "HORUS_POLICY",
+    "namespace": "HORUS_NAMESPACE",
+    "lease_namespace": "HORUS_LEASE_NAMESPACE",
+    "identity": "HORUS_IDENTITY",
+    "resync_seconds": "HORUS_RESYNC_SECONDS",
+    "unschedulable_grace_seconds": "HORUS_UNSCHEDULABLE_GRACE_SECONDS",
+    "api_workers": "HORUS_API_WORKERS",
+}
+
+
+@click.command()
+@click.option("--models", type=click.Path(file_okay=False), envvar="HORUS_MODELS", help="Model directory.")
+@click.option("--policy", default="horus", show_default=True, envvar="HORUS_POLICY", help="Placement policy.")
+@click.option("--namespace", envvar="HORUS_NAMESPACE", help="Watch one namespace [default: all].")
+@click.option("--all-namespaces", "-A", is_flag=True, help="Watch all namespaces (the default).")
+@click.option(
+    "--lease-namespace",
+    default="horus-system",
+    show_default=True,
+    envvar="HORUS_LEASE_NAMESPACE",
+    help="Namespace of the leader-election Lease.",
+)
+@click.option("--identity", envvar="HORUS_IDENTITY", help="Lease holder identity [default: host name].")
+@click.option("--resync-seconds", type=float, default=10.0, show_default=True, envvar="HORUS_RESYNC_SECONDS")
+@click.option(
+    "--unschedulable-grace-seconds",
+    type=float,
+    default=30.0,
+    show_default=True,
+    envvar="HORUS_UNSCHEDULABLE_GRACE_SECONDS",
+    help="Re-place a pod unschedulable for longer.",
+)
+@click.option("--api-workers", type=int, default=32, show_default=True, envvar="HORUS_API_WORKERS")
+@click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
+@click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
+@click.option("--verbose", "-v", is_flag=True)
+def run(all_namespaces: bool, liveness: str, log_format: str, verbose: bool, **settings: object) -> None:
+    """Run the Horus operator: watch DLJobs, place them on GPUs, report in their status."""
+    from horus_operator.operator import entry
+    from horus_operator.operator.config import OperatorConfig
+
+    if all_namespaces:
+        settings["namespace"] = None
+    for option, variable in ENV_BY_OPTION.items():
+        value = settings.get(option)
+        if value is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = str(value)
+    entry.run(
+        OperatorConfig.from_env(),
+        liveness_endpoint=liveness or None,
+        json_logs=log_format == "json",
+        verbose=verbose,
+    )

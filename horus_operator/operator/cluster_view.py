@@ -1,0 +1,72 @@
+"""The cluster as a placement policy sees it, built only from what the API server shows.
+
+One function, `build_snapshot`, turns Node objects (GPU Feature Discovery labels) and the pods Horus
+placed (their GPU-assignment annotations) into a `ClusterSnapshot`. Node-agent telemetry (UUIDs, health,
+observed memory) is merged here too, so every decision sees one consistent view.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from horus_operator.operator import keys
+from horus_operator.operator.pods import PodView
+from horus_operator.placement.types import ClusterSnapshot, Gpu, Node, RunningJob
+from horus_operator.prediction.api import UnknownGpuError
+from horus_operator.prediction.gpus import normalize_gpu
+
+log = logging.getLogger(__name__)
+
+
+def build_snapshot(
+    nodes: Iterable[Mapping[str, Any]], pods: Iterable[PodView], *, now: float
+) -> ClusterSnapshot:
+    gpu_nodes = tuple(node for node in (gpu_node(body) for body in nodes) if node is not None)
+    running = tuple(
+        RunningJob(request=pod.request, node=pod.node, gpu_indices=pod.gpu_indices)
+        for pod in pods
+        if pod.holds_gpus and pod.request is not None
+    )
+    return ClusterSnapshot(nodes=gpu_nodes, running=running, now=now)
+
+
+def gpu_node(body: Mapping[str, Any]) -> Node | None:
+    """The GPUs of a node from its GFD labels; None for a node without (known) GPUs."""
+    meta = body["metadata"]
+    labels = meta.get("labels") or {}
+    product_label = labels.get(keys.LABEL_GPU_PRODUCT)
+    count = _int(labels.get(keys.LABEL_GPU_COUNT))
+    memory_mib = _int(labels.get(keys.LABEL_GPU_MEMORY))
+    if not product_label or not count or not memory_mib:
+        return None
+    try:
+        product = normalize_gpu(product_label)
+    except UnknownGpuError:
+        log.warning(
+            "node %s: GPU %r unknown to the models; not scheduling on it", meta["name"], product_label
+        )
+        return None
+    name = meta["name"]
+    gpus = tuple(Gpu(node=name, index=i, product=product, memory_mib=memory_mib) for i in range(count))
+    return Node(name=name, gpus=gpus, schedulable=is_schedulable(body))
+
+
+def is_schedulable(body: Mapping[str, Any]) -> bool:
+    if (body.get("spec") or {}).get("unschedulable"):
+        return False
+    conditions = (body.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def hostname(body: Mapping[str, Any]) -> str:
+    meta = body["metadata"]
+    return (meta.get("labels") or {}).get(keys.LABEL_HOSTNAME, meta["name"])
+
+
+def _int(value: str | None) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except ValueError:
+        return 0

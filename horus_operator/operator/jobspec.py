@@ -1,0 +1,147 @@
+"""A DLJob's spec as typed values, and the checks only the operator can make (the schema makes the rest).
+
+Pure: reading an ONNX ConfigMap and the catalog are injected, so the checks are unit-tested without a
+cluster. An `InvalidJob` names the offending field and value; the operator turns it into a Failed
+condition instead of retrying.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from horus_operator.placement.types import JobRequest
+from horus_operator.prediction.api import UnknownModelError, Workload
+
+CUSTOM_MODEL = "custom"  # Workload.model of jobs described by their own graph features
+
+
+class InvalidJob(ValueError):
+    """A DLJob the operator cannot run as written: `field` and `value` say which part is wrong."""
+
+    def __init__(self, field_path: str, value: object, reason: str) -> None:
+        super().__init__(f"{field_path}={value!r}: {reason}")
+        self.field_path = field_path
+        self.value = value
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class OnnxRef:
+    config_map: str
+    key: str
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    batch_size: int
+    gpus: int
+    max_slowdown: float
+    priority: int
+    backoff_limit: int
+    architecture: str | None = None
+    onnx: OnnxRef | None = None
+    features: Mapping[str, float] | None = field(default=None, compare=False)
+    simulated_duration: str | None = None
+    simulated_failure: bool = False
+    template: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def parse(body: Mapping[str, Any]) -> JobSpec:
+    """The typed spec of a DLJob object (defaults as in crds/dljob.yaml, for objects the API server has
+    not defaulted, e.g. in tests)."""
+    meta = body["metadata"]
+    spec = body.get("spec", {})
+    model = spec.get("model", {})
+    simulation = spec.get("simulation", {})
+    onnx = model.get("onnx")
+    return JobSpec(
+        namespace=meta["namespace"],
+        name=meta["name"],
+        uid=meta.get("uid", ""),
+        generation=int(meta.get("generation", 1)),
+        batch_size=int(spec.get("batchSize", 1)),
+        gpus=int(spec.get("gpus", 1)),
+        max_slowdown=float(spec.get("maxSlowdown", 2.0)),
+        priority=int(spec.get("priority", 0)),
+        backoff_limit=int(spec.get("backoffLimit", 3)),
+        architecture=model.get("architecture"),
+        onnx=OnnxRef(onnx["configMap"], onnx.get("key", "model.onnx")) if onnx else None,
+        features={k: float(v) for k, v in model["features"].items()} if "features" in model else None,
+        simulated_duration=simulation.get("duration"),
+        simulated_failure=bool(simulation.get("fail", False)),
+        template=spec.get("template", {}),
+    )
+
+
+@dataclass(frozen=True)
+class WorkloadResolver:
+    """Turns a spec's model into a `Workload` the predictor understands.
+
+    `canonical_model` maps a catalog name to its canonical form (raising `UnknownModelError`);
+    `read_onnx(namespace, config_map, key)` returns the file's bytes (raising `LookupError` when absent);
+    `onnx_features(data, batch_size)` computes graph features (raising on an unreadable graph).
+    """
+
+    canonical_model: Callable[[str], str]
+    read_onnx: Callable[[str, str, str], bytes]
+    onnx_features: Callable[[bytes, int], Mapping[str, float]]
+
+    def workload(self, job: JobSpec) -> Workload:
+        if job.architecture is not None:
+            return self._catalog(job)
+        if job.onnx is not None:
+            return self._from_onnx(job, job.onnx)
+        if job.features is not None:
+            return _custom(
+                job.features, job.batch_size, "features:" + _digest(repr(sorted(job.features.items())))
+            )
+        raise InvalidJob("spec.model", None, "set one of architecture, onnx, features")
+
+    def _catalog(self, job: JobSpec) -> Workload:
+        try:
+            return Workload(model=self.canonical_model(job.architecture or ""), batch_size=job.batch_size)
+        except UnknownModelError as error:
+            raise InvalidJob("spec.model.architecture", job.architecture, str(error)) from error
+
+    def _from_onnx(self, job: JobSpec, ref: OnnxRef) -> Workload:
+        where = f"{job.namespace}/{ref.config_map}[{ref.key}]"
+        try:
+            data = self.read_onnx(job.namespace, ref.config_map, ref.key)
+        except LookupError as error:
+            raise InvalidJob("spec.model.onnx", where, f"not found: {error}") from error
+        try:
+            features = self.onnx_features(data, job.batch_size)
+        except Exception as error:  # any parse failure of user data is the user's input error
+            raise InvalidJob("spec.model.onnx", where, f"unreadable ONNX graph: {error}") from error
+        return _custom(features, job.batch_size, "onnx:" + _digest(data))
+
+
+def _custom(features: Mapping[str, float], batch_size: int, key: str) -> Workload:
+    return Workload(model=CUSTOM_MODEL, batch_size=batch_size, features=dict(features), features_key=key)
+
+
+def _digest(data: bytes | str) -> str:
+    raw = data.encode() if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def request(job: JobSpec, workload: Workload, submitted_at: float) -> JobRequest:
+    return JobRequest(
+        key=job.key,
+        workload=workload,
+        gpus=job.gpus,
+        max_slowdown=job.max_slowdown,
+        priority=job.priority,
+        submitted_at=submitted_at,
+    )

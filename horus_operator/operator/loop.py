@@ -1,0 +1,273 @@
+"""The scheduling loop: one asyncio task that turns cache changes into status updates and placements.
+
+Each cycle (1) re-decides every job whose DLJob or pods changed (`reconcile.decide`), writing only the
+statuses that differ, and (2) hands all jobs waiting for a pod to the placement policy in ONE call on a
+fresh `ClusterSnapshot`, then creates the pods concurrently. Pod creation is idempotent (deterministic
+names, 409 = done), so a crash between any two steps is repaired by the next cycle of any replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from horus_operator.operator import cluster_view, jobspec, pods, reconcile
+from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.feasibility import unsatisfiable
+from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
+from horus_operator.operator.kube import Kube
+from horus_operator.operator.messages import placed_message, waiting_message
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy
+from horus_operator.prediction.api import JobPrediction, Predictor, Workload
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    namespace: str | None = None  # None: all namespaces
+    resync_every: float = 10.0  # seconds; re-decides every job (timers such as unschedulable pods)
+    unschedulable_grace: timedelta = timedelta(seconds=30)
+    max_batch: int = 1000  # most jobs handed to the policy in one call
+
+
+@dataclass
+class _Pending:
+    attempt: int
+    job: JobSpec
+    workload: Workload
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        *,
+        kube: Kube,
+        cache: ClusterCache,
+        policy: Policy,
+        predictor: Predictor,
+        resolver: WorkloadResolver,
+        config: LoopConfig,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._kube, self._cache, self._policy, self._predictor = kube, cache, policy, predictor
+        self._resolver, self._config, self._clock = resolver, config, clock
+        self._pending: dict[str, _Pending] = {}
+        self._waiting: dict[str, str] = {}  # job key -> why it still waits
+        self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
+        self._unsatisfiable: dict[str, InvalidJob] = {}
+        self._predictions: dict[tuple[Workload, str], JobPrediction] = {}
+
+    async def run(self, leading: asyncio.Event) -> None:
+        while True:
+            await leading.wait()
+            await self.resync()
+            while leading.is_set():
+                try:
+                    await self.cycle()
+                except (ApiException, OSError) as error:  # API server hiccup: the next cycle redoes it
+                    log.warning("scheduling cycle failed: %s", error)
+                    await asyncio.sleep(1.0)
+                await self._idle()
+
+    async def resync(self) -> None:
+        """Rebuild the cache from full lists: the API server is the truth after (re)gaining the lease."""
+        namespace = self._config.namespace
+        jobs, horus_pods, nodes = await asyncio.gather(
+            self._kube.list_dljobs(namespace), self._kube.list_horus_pods(namespace), self._kube.list_nodes()
+        )
+        self._cache.replace_all(jobs=jobs, pods=horus_pods, nodes=nodes)
+        self._pending.clear()
+        log.info("resynced: %d DLJobs, %d Horus pods, %d nodes", len(jobs), len(horus_pods), len(nodes))
+
+    async def _idle(self) -> None:
+        if self._cache.dirty:
+            return
+        try:
+            await asyncio.wait_for(self._cache.wake.wait(), timeout=self._config.resync_every)
+        except TimeoutError:
+            self._cache.mark(self._cache.jobs)
+
+    async def cycle(self) -> None:
+        """Decide the changed jobs, place what waits, then write: a job placed in this cycle gets one
+        status write (Scheduled), not two (Queued, then Scheduled)."""
+        now = self._clock()
+        dirty = self._cache.take_dirty()
+        decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
+        if self._pending and (dirty or self._cache.nodes_changed):
+            self._cache.nodes_changed = False
+            for key in await self._place(now):
+                decisions[key] = await self._decide(key, now)
+        await asyncio.gather(
+            *(self._apply(*d) for d in decisions.values() if d is not None and _needs_write(*d))
+        )
+
+    async def _decide(self, key: str, now: datetime) -> tuple[dict[str, Any], reconcile.Decision] | None:
+        body = self._cache.jobs.get(key)
+        if body is None:
+            self._forget(key)
+            return None
+        job = jobspec.parse(body)
+        workload = await self._workload(job)
+        current = body.get("status") or {}
+        decision = reconcile.decide(
+            job,
+            current,
+            list(self._cache.pods.get(key, {}).values()),
+            reconcile.Context(
+                now=now,
+                nodes=self._cache.nodes.keys(),
+                unschedulable_grace=self._config.unschedulable_grace,
+                verdict=workload if isinstance(workload, InvalidJob) else None,
+                unsatisfiable=self._unsatisfiable.get(key),
+                waiting_message=self._waiting.get(key, ""),
+                extra=_owned_by_others(current),
+            ),
+        )
+        if decision.place_attempt is not None and isinstance(workload, Workload):
+            self._pending[key] = _Pending(decision.place_attempt, job, workload)
+        else:
+            self._pending.pop(key, None)
+        return body, decision
+
+    async def _apply(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        meta = body["metadata"]
+        for name in decision.delete_pods:
+            log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
+            await self._kube.delete_pod(meta["namespace"], name)
+            await self._kube.post_event(
+                body, kind="Warning", reason="Replacing", message=decision.delete_reason
+            )
+        if decision.status != (body.get("status") or {}):
+            stored = await self._kube.patch_status(meta["namespace"], meta["name"], decision.status)
+            if stored is not None:
+                self._cache.jobs[f"{meta['namespace']}/{meta['name']}"] = stored
+            if (
+                decision.status.get("phase") == "Failed"
+                and (body.get("status") or {}).get("phase") != "Failed"
+            ):
+                await self._kube.post_event(
+                    body, kind="Warning", reason="Failed", message=decision.status["message"]
+                )
+
+    async def _workload(self, job: JobSpec) -> Workload | InvalidJob:
+        cache_key = (job.uid, job.generation)
+        if cache_key not in self._workloads:
+            try:  # an ONNX job reads its ConfigMap: off the event loop
+                self._workloads[cache_key] = await self._kube.call(self._resolver.workload, job)
+            except InvalidJob as invalid:
+                self._workloads[cache_key] = invalid
+        return self._workloads[cache_key]
+
+    def _forget(self, key: str) -> None:
+        self._pending.pop(key, None)
+        self._waiting.pop(key, None)
+        self._unsatisfiable.pop(key, None)
+
+    async def _place(self, now: datetime) -> set[str]:
+        """Place waiting jobs; returns the keys whose pods (or verdicts) changed."""
+        snapshot = cluster_view.build_snapshot(
+            self._cache.nodes.values(), self._cache.all_pods(), now=now.timestamp()
+        )
+        queue = self._queue(snapshot)
+        if not queue:
+            return set()
+        assignments = await asyncio.to_thread(self._policy.schedule, snapshot, queue)
+        await asyncio.gather(*(self._bind(a, snapshot) for a in assignments))
+        placed = {a.job for a in assignments}
+        for request in queue:
+            if request.key not in placed:
+                await self._note_waiting(request, snapshot, assignments)
+        return placed | {r.key for r in queue if r.key in self._cache.dirty}
+
+    def _queue(self, snapshot: ClusterSnapshot) -> list[JobRequest]:
+        queue = []
+        for key, pending in list(self._pending.items()):
+            problem = unsatisfiable(pending.job, pending.workload, snapshot, self._predict)
+            if problem is not None:
+                self._unsatisfiable[key] = problem
+                self._pending.pop(key)
+                self._cache.mark([key])
+                continue
+            submitted = _created(self._cache.jobs[key])
+            queue.append(jobspec.request(pending.job, pending.workload, submitted))
+        queue.sort(key=lambda r: (-r.priority, r.submitted_at, r.key))
+        return queue[: self._config.max_batch]
+
+    def _predict(self, workload: Workload, gpu: str) -> JobPrediction:
+        if (workload, gpu) not in self._predictions:
+            self._predictions[(workload, gpu)] = self._predictor.job(workload, gpu)
+        return self._predictions[(workload, gpu)]
+
+    async def _bind(self, assignment: Assignment, snapshot: ClusterSnapshot) -> None:
+        pending = self._pending.pop(assignment.job, None)
+        body = self._cache.jobs.get(assignment.job)
+        if pending is None or body is None:
+            return
+        placement = pods.Placement(
+            job=pending.job,
+            request=jobspec.request(pending.job, pending.workload, _created(body)),
+            assignment=assignment,
+            attempt=pending.attempt,
+            hostname=cluster_view.hostname(self._cache.nodes[assignment.node]),
+            gpu_uuids=_uuids(snapshot, assignment),
+        )
+        try:
+            stored, created = await self._kube.create_pod(pods.build_pod(placement))
+        except ApiException as error:
+            if error.status in (400, 403, 422):  # the template itself is refused: the user must fix it
+                invalid = InvalidJob(
+                    "spec.template", pending.job.name, f"pod refused: {error.reason} {error.body}"
+                )
+                self._workloads[(pending.job.uid, pending.job.generation)] = invalid
+                self._cache.mark([assignment.job])
+                return
+            raise
+        self._waiting.pop(assignment.job, None)
+        self._cache.put_pod(stored)
+        if created:
+            await self._kube.post_event(
+                body, kind="Normal", reason="Placed", message=placed_message(assignment)
+            )
+
+    async def _note_waiting(
+        self, request: JobRequest, snapshot: ClusterSnapshot, assignments: list[Assignment]
+    ) -> None:
+        message = waiting_message(request, snapshot, assignments)
+        if self._waiting.get(request.key) == message:
+            return
+        self._waiting[request.key] = message
+        self._cache.mark([request.key])
+        body = self._cache.jobs.get(request.key)
+        if body is not None:
+            await self._kube.post_event(body, kind="Normal", reason="Waiting", message=message)
+
+
+def _needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:
+    return bool(decision.delete_pods) or decision.status != (body.get("status") or {})
+
+
+def _owned_by_others(current: Mapping[str, Any]) -> dict[str, Any]:
+    """Status fields other components write (observed telemetry): carried over unchanged."""
+    return {name: current[name] for name in ("observed",) if name in current}
+
+
+def _created(body: Mapping[str, Any]) -> float:
+    stamp = body["metadata"].get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+
+
+def _uuids(snapshot: ClusterSnapshot, assignment: Assignment) -> tuple[str | None, ...]:
+    node = next((n for n in snapshot.nodes if n.name == assignment.node), None)
+    if node is None:
+        return ()
+    by_index = {gpu.index: gpu.uuid for gpu in node.gpus}
+    return tuple(by_index.get(i) for i in assignment.gpu_indices)

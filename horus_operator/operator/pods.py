@@ -1,0 +1,248 @@
+"""The pod Horus creates for a placed DLJob, and what a pod tells about its placement.
+
+Pure. A pod carries everything needed to rebuild the cluster view after a restart: its DLJob (label),
+attempt, node, GPU indices/UUIDs and the job request (annotations).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from horus_operator.operator import keys
+from horus_operator.operator.jobspec import JobSpec
+from horus_operator.placement.types import Assignment, JobRequest
+from horus_operator.prediction.api import Workload
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def pod_name(job_name: str, attempt: int) -> str:
+    """Deterministic, so creating the same attempt twice is a harmless 409."""
+    return f"{job_name}-{attempt}"
+
+
+def visible_devices(gpu_indices: Sequence[int], uuids: Sequence[str | None]) -> str:
+    """NVIDIA_VISIBLE_DEVICES: UUIDs when all are known (indices can change across reboots), else indices."""
+    if uuids and all(uuids):
+        return ",".join(str(u) for u in uuids)
+    return ",".join(str(i) for i in gpu_indices)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What the pod for one attempt of a job should look like."""
+
+    job: JobSpec
+    request: JobRequest
+    assignment: Assignment
+    attempt: int
+    hostname: str
+    gpu_uuids: tuple[str | None, ...] = ()
+
+
+def build_pod(placement: Placement) -> dict[str, Any]:
+    job, assignment = placement.job, placement.assignment
+    template = copy.deepcopy(dict(job.template))
+    spec: dict[str, Any] = template.get("spec", {})
+    env = {
+        "name": "NVIDIA_VISIBLE_DEVICES",
+        "value": visible_devices(assignment.gpu_indices, placement.gpu_uuids),
+    }
+    for container in spec.get("containers", []):
+        container["env"] = [*container.get("env", []), env]
+    spec["nodeSelector"] = {**spec.get("nodeSelector", {}), keys.LABEL_HOSTNAME: placement.hostname}
+    spec.setdefault("restartPolicy", "Never")  # Horus counts attempts; "OnFailure" would hide failures
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(job.name, placement.attempt),
+            "namespace": job.namespace,
+            "labels": {**template.get("metadata", {}).get("labels", {}), **_labels(job)},
+            "annotations": {**template.get("metadata", {}).get("annotations", {}), **_annotations(placement)},
+            "ownerReferences": [
+                {
+                    "apiVersion": keys.API_VERSION,
+                    "kind": keys.KIND,
+                    "name": job.name,
+                    "uid": job.uid,
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+
+
+def _labels(job: JobSpec) -> dict[str, str]:
+    return {keys.LABEL_JOB: job.name, keys.LABEL_MANAGED_BY: keys.MANAGER}
+
+
+def _annotations(placement: Placement) -> dict[str, str]:
+    assignment = placement.assignment
+    annotations = {
+        keys.ANNOTATION_ATTEMPT: str(placement.attempt),
+        keys.ANNOTATION_NODE: assignment.node,
+        keys.ANNOTATION_GPUS: ",".join(str(i) for i in assignment.gpu_indices),
+        keys.ANNOTATION_REQUEST: json.dumps(encode_request(placement.request), sort_keys=True),
+        keys.ANNOTATION_PREDICTED: json.dumps(predicted(assignment), sort_keys=True),
+        keys.ANNOTATION_COLOCATED: ",".join(assignment.colocated_with),
+    }
+    if placement.gpu_uuids and all(placement.gpu_uuids):
+        annotations[keys.ANNOTATION_GPU_UUIDS] = ",".join(str(u) for u in placement.gpu_uuids)
+    job = placement.job
+    if job.simulated_duration:
+        delay_key = keys.KWOK_FAIL_DELAY if job.simulated_failure else keys.KWOK_COMPLETE_DELAY
+        annotations[delay_key] = job.simulated_duration
+    return annotations
+
+
+def predicted(assignment: Assignment) -> dict[str, float]:
+    return {
+        "utilization": round(assignment.predicted_utilization, 4),
+        "memoryMiB": round(assignment.predicted_memory_mib, 1),
+        "slowdown": round(assignment.predicted_slowdown, 4),
+    }
+
+
+def encode_request(request: JobRequest) -> dict[str, Any]:
+    workload = request.workload
+    return {
+        "key": request.key,
+        "model": workload.model,
+        "batchSize": workload.batch_size,
+        "features": dict(workload.features) if workload.features is not None else None,
+        "featuresKey": workload.features_key,
+        "gpus": request.gpus,
+        "maxSlowdown": request.max_slowdown,
+        "priority": request.priority,
+        "submittedAt": request.submitted_at,
+    }
+
+
+def decode_request(data: Mapping[str, Any]) -> JobRequest:
+    workload = Workload(
+        model=data["model"],
+        batch_size=int(data["batchSize"]),
+        features=data.get("features"),
+        features_key=data.get("featuresKey", ""),
+    )
+    return JobRequest(
+        key=data["key"],
+        workload=workload,
+        gpus=int(data.get("gpus", 1)),
+        max_slowdown=float(data.get("maxSlowdown", 2.0)),
+        priority=int(data.get("priority", 0)),
+        submitted_at=float(data.get("submittedAt", 0.0)),
+    )
+
+
+@dataclass(frozen=True)
+class PodView:
+    """One Horus pod as the API server shows it."""
+
+    name: str
+    namespace: str
+    job_name: str
+    uid: str
+    attempt: int
+    node: str  # the node Horus chose
+    bound_node: str  # spec.nodeName, "" until bound
+    gpu_indices: tuple[int, ...]
+    gpu_uuids: tuple[str, ...]
+    phase: str
+    request: JobRequest | None
+    predicted: Mapping[str, float]
+    colocated_with: tuple[str, ...]
+    deleting: bool
+    unschedulable_since: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    message: str
+
+    @property
+    def job_key(self) -> str:
+        return f"{self.namespace}/{self.job_name}"
+
+    @property
+    def holds_gpus(self) -> bool:
+        """A pod holds its GPUs until it ends or is being deleted."""
+        return self.phase not in TERMINAL_PHASES and not self.deleting
+
+
+def view(pod: Mapping[str, Any]) -> PodView:
+    meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status") or {}
+    annotations = meta.get("annotations") or {}
+    return PodView(
+        name=meta["name"],
+        namespace=meta["namespace"],
+        job_name=(meta.get("labels") or {}).get(keys.LABEL_JOB, ""),
+        uid=meta.get("uid", ""),
+        attempt=int(annotations.get(keys.ANNOTATION_ATTEMPT, "0")),
+        node=annotations.get(keys.ANNOTATION_NODE, ""),
+        bound_node=spec.get("nodeName") or "",
+        gpu_indices=_split_ints(annotations.get(keys.ANNOTATION_GPUS, "")),
+        gpu_uuids=tuple(u for u in annotations.get(keys.ANNOTATION_GPU_UUIDS, "").split(",") if u),
+        phase=status.get("phase") or "Pending",
+        request=_request(annotations),
+        predicted=json.loads(annotations.get(keys.ANNOTATION_PREDICTED) or "{}"),
+        colocated_with=tuple(k for k in annotations.get(keys.ANNOTATION_COLOCATED, "").split(",") if k),
+        deleting=bool(meta.get("deletionTimestamp")),
+        unschedulable_since=_unschedulable_since(status),
+        started_at=_time(status.get("startTime")),
+        finished_at=_finished_at(status),
+        message=_message(status),
+    )
+
+
+def _request(annotations: Mapping[str, str]) -> JobRequest | None:
+    raw = annotations.get(keys.ANNOTATION_REQUEST)
+    if not raw:
+        return None
+    try:
+        return decode_request(json.loads(raw))
+    except (ValueError, KeyError, TypeError):  # hand-edited annotation: the pod still holds its GPUs
+        return None
+
+
+def _split_ints(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(",") if part.strip())
+
+
+def _time(value: str | datetime | None) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _unschedulable_since(status: Mapping[str, Any]) -> datetime | None:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return _time(condition.get("lastTransitionTime"))
+    return None
+
+
+def _finished_at(status: Mapping[str, Any]) -> datetime | None:
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated and terminated.get("finishedAt"):
+            return _time(terminated["finishedAt"])
+    return None
+
+
+def _message(status: Mapping[str, Any]) -> str:
+    if status.get("message"):
+        return str(status["message"])
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return f"container {container.get('name')} exited {terminated.get('exitCode')}: " + str(
+                terminated.get("reason", "")
+            )
+    return ""

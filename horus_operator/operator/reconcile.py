@@ -1,0 +1,216 @@
+"""Level-triggered decisions for one DLJob: its desired status and next action, from its pods alone.
+
+Pure. Inputs are what the API server shows (the DLJob, its pods, which nodes exist) plus the scheduler's
+latest word on a waiting job; the output says what the status should be and whether the job needs a pod
+placed or a stuck pod removed. Running it twice on the same inputs gives the same answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from horus_operator.operator.jobspec import InvalidJob, JobSpec
+from horus_operator.operator.pods import PodView
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+# Failures the user can fix by editing the spec: a new generation is judged again.
+SPEC_REASONS = frozenset({"InvalidSpec", "Unsatisfiable"})
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: dict[str, Any]
+    place_attempt: int | None = None  # attempt number of the pod to place, None: nothing to place
+    delete_pods: tuple[str, ...] = ()  # stuck pods to remove before re-placing
+    delete_reason: str = ""
+
+
+@dataclass(frozen=True)
+class Context:
+    now: datetime
+    nodes: Collection[str]  # names of nodes that exist
+    unschedulable_grace: timedelta = timedelta(seconds=30)
+    verdict: InvalidJob | None = None  # the job cannot run as written
+    unsatisfiable: InvalidJob | None = None  # no GPU/node of this cluster can ever fit it
+    waiting_message: str = ""  # why the scheduler left it queued
+    extra: Mapping[str, Any] = field(default_factory=dict)  # status fields others own (e.g. observed)
+
+
+def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
+    if _is_final(job, current):
+        return Decision(status=dict(current))
+    if ctx.verdict is not None:
+        return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
+    live = [p for p in pods if not p.deleting]
+    next_attempt = max((p.attempt for p in pods), default=-1) + 1
+    latest = max(live, key=lambda p: p.attempt, default=None)
+    if any(p.phase == "Succeeded" for p in live):
+        winner = next(p for p in live if p.phase == "Succeeded")
+        return Decision(_from_pod(job, current, winner, ctx, Phase.SUCCEEDED, next_attempt))
+    if latest is None or latest.phase == "Failed":
+        return _without_live_pod(job, current, live, latest, next_attempt, ctx)
+    stuck = _stuck_reason(latest, ctx)
+    if stuck:
+        status = _queued(job, current, ctx, next_attempt, f"re-placing: {stuck}")
+        return Decision(status, place_attempt=next_attempt, delete_pods=(latest.name,), delete_reason=stuck)
+    phase = Phase.RUNNING if latest.phase == "Running" else Phase.SCHEDULED
+    return Decision(_from_pod(job, current, latest, ctx, phase, next_attempt))
+
+
+def _without_live_pod(
+    job: JobSpec,
+    current: Mapping[str, Any],
+    live: Sequence[PodView],
+    latest: PodView | None,
+    next_attempt: int,
+    ctx: Context,
+) -> Decision:
+    failures = sum(1 for p in live if p.phase == "Failed")
+    if failures > job.backoff_limit:
+        message = f"pod {latest.name if latest else ''} failed ({failures} failures > backoffLimit "
+        message += f"{job.backoff_limit}): {latest.message if latest else ''}".rstrip(": ")
+        return Decision(_failed(job, current, ctx, "BackoffLimitExceeded", message))
+    if ctx.unsatisfiable is not None:
+        return Decision(_failed(job, current, ctx, "Unsatisfiable", str(ctx.unsatisfiable)))
+    message = ctx.waiting_message or "waiting for a GPU"
+    if latest is not None:
+        message = f"retry {failures}/{job.backoff_limit} after pod {latest.name} failed; {message}"
+    return Decision(_queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt)
+
+
+def _is_final(job: JobSpec, current: Mapping[str, Any]) -> bool:
+    if current.get("phase") not in TERMINAL:
+        return False
+    failed = _condition(current, "Failed")
+    fixable = failed is not None and failed.get("reason") in SPEC_REASONS
+    return not (fixable and current.get("observedGeneration") != job.generation)
+
+
+def _stuck_reason(pod: PodView, ctx: Context) -> str:
+    node = pod.bound_node or pod.node
+    if node not in ctx.nodes:
+        return f"node {node} is gone"
+    if pod.unschedulable_since is not None and ctx.now - pod.unschedulable_since > ctx.unschedulable_grace:
+        grace = int(ctx.unschedulable_grace.total_seconds())
+        return f"pod {pod.name} unschedulable on {pod.node} for over {grace}s"
+    return ""
+
+
+def _base(
+    job: JobSpec, current: Mapping[str, Any], ctx: Context, phase: Phase, attempts: int
+) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": str(phase),
+        "observedGeneration": job.generation,
+        "attempts": attempts,
+        "queuedAt": current.get("queuedAt") or _stamp(ctx.now),
+    }
+    for name, value in ctx.extra.items():
+        status[name] = value
+    return status
+
+
+def _queued(
+    job: JobSpec, current: Mapping[str, Any], ctx: Context, attempts: int, message: str
+) -> dict[str, Any]:
+    status = _base(job, current, ctx, Phase.QUEUED, attempts)
+    status["message"] = message
+    status["conditions"] = _conditions(current, ctx, job, {"Scheduled": ("False", "Waiting", message)})
+    return status
+
+
+def _failed(
+    job: JobSpec, current: Mapping[str, Any], ctx: Context, reason: str, message: str
+) -> dict[str, Any]:
+    status = _base(job, current, ctx, Phase.FAILED, int(current.get("attempts") or 0))
+    for name in ("node", "gpus", "gpuList", "predicted", "colocatedWith", "startTime"):
+        if name in current:
+            status[name] = current[name]
+    status["message"] = message
+    status["completionTime"] = current.get("completionTime") or _stamp(ctx.now)
+    status["conditions"] = _conditions(
+        current, ctx, job, {"Failed": ("True", reason, message), "Running": ("False", reason, "")}
+    )
+    return status
+
+
+def _from_pod(
+    job: JobSpec, current: Mapping[str, Any], pod: PodView, ctx: Context, phase: Phase, attempts: int
+) -> dict[str, Any]:
+    status = _base(job, current, ctx, phase, attempts)
+    gpus = [
+        {"index": index, **({"uuid": pod.gpu_uuids[i]} if i < len(pod.gpu_uuids) else {})}
+        for i, index in enumerate(pod.gpu_indices)
+    ]
+    status.update(
+        node=pod.node,
+        gpus=gpus,
+        gpuList=",".join(str(i) for i in pod.gpu_indices),
+        predicted=dict(pod.predicted),
+        colocatedWith=list(pod.colocated_with),
+    )
+    where = f"pod {pod.name} on {pod.node} GPU {status['gpuList']}"
+    started = pod.started_at or (ctx.now if phase != Phase.SCHEDULED else None)
+    if phase != Phase.SCHEDULED and started is not None:
+        status["startTime"] = current.get("startTime") or _stamp(started)
+    updates = {"Scheduled": ("True", "Placed", where)}
+    if phase == Phase.SCHEDULED:
+        status["message"] = f"{where}, waiting to start"
+    elif phase == Phase.RUNNING:
+        status["message"] = f"{where} running"
+        updates["Running"] = ("True", "PodRunning", where)
+    else:
+        status["message"] = f"{where} succeeded"
+        status["completionTime"] = current.get("completionTime") or _stamp(pod.finished_at or ctx.now)
+        updates["Running"] = ("False", "Completed", where)
+        updates["Complete"] = ("True", "PodSucceeded", where)
+    status["conditions"] = _conditions(current, ctx, job, updates)
+    return status
+
+
+def _conditions(
+    current: Mapping[str, Any],
+    ctx: Context,
+    job: JobSpec,
+    updates: Mapping[str, tuple[str, str, str]],
+) -> list[dict[str, Any]]:
+    """Current conditions with `updates` (type -> status, reason, message) applied; the transition time
+    changes only when the status does."""
+    merged = {c["type"]: dict(c) for c in current.get("conditions") or []}
+    for kind, (state, reason, message) in updates.items():
+        previous = merged.get(kind)
+        changed = previous is None or previous.get("status") != state
+        merged[kind] = {
+            "type": kind,
+            "status": state,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": (
+                _stamp(ctx.now) if changed else previous.get("lastTransitionTime") or _stamp(ctx.now)
+            ),
+            "observedGeneration": job.generation,
+        }
+    order = ["Scheduled", "Running", "Complete", "Failed"]
+    return [merged[k] for k in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))]
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

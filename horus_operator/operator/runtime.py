@@ -1,0 +1,76 @@
+"""Assembles the operator from its settings: API client, predictor, policy, cache, lease and loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass, field
+
+from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.config import OperatorConfig
+from horus_operator.operator.jobspec import WorkloadResolver
+from horus_operator.operator.kube import Kube, load_client
+from horus_operator.operator.leader import LeaderElector, LeaseConfig
+from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement import make_policy
+from horus_operator.prediction import catalog, features, load_predictor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    config: OperatorConfig
+    cache: ClusterCache
+    kube: Kube
+    elector: LeaderElector
+    loop: SchedulingLoop
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+
+    def start(self) -> None:
+        self.tasks = [
+            asyncio.create_task(self.elector.run(), name="horus-lease"),
+            asyncio.create_task(self.loop.run(self.elector.leading), name="horus-scheduling"),
+        ]
+        for task in self.tasks:
+            task.add_done_callback(_crash_loudly)
+
+    async def stop(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for task in self.tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.kube.close()
+
+
+def build(config: OperatorConfig) -> Runtime:
+    kube = Kube(load_client(pool_size=config.api_workers), workers=config.api_workers)
+    predictor = load_predictor(config.models_dir)
+    resolver = WorkloadResolver(
+        canonical_model=catalog.canonical,
+        read_onnx=kube.read_config_map_file,
+        onnx_features=features.from_onnx,
+    )
+    cache = ClusterCache()
+    loop = SchedulingLoop(
+        kube=kube,
+        cache=cache,
+        policy=make_policy(config.policy, predictor=predictor),
+        predictor=predictor,
+        resolver=resolver,
+        config=LoopConfig(
+            namespace=config.namespace,
+            resync_every=config.resync_seconds,
+            unschedulable_grace=config.unschedulable_grace,
+        ),
+    )
+    elector = LeaderElector(kube, LeaseConfig(namespace=config.lease_namespace, identity=config.identity))
+    return Runtime(config=config, cache=cache, kube=kube, elector=elector, loop=loop)
+
+
+def _crash_loudly(task: asyncio.Task[None]) -> None:
+    """A background task must never die silently: log it (the liveness probe then fails)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("%s stopped", task.get_name(), exc_info=task.exception())

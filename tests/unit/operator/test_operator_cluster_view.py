@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from operator_builders import PodBuilder, gpu_node
+
+from horus_operator.operator import cluster_view, pods
+
+
+def test_gfd_labels_become_gpus_of_the_normalised_type() -> None:
+    node = cluster_view.gpu_node(
+        gpu_node("a100-node-0", count=8, product="NVIDIA-A100-SXM4-40GB", memory_mib=40960)
+    )
+    assert node is not None
+    assert [g.index for g in node.gpus] == list(range(8))
+    assert {(g.product, g.memory_mib) for g in node.gpus} == {("v100", 40960)}
+
+
+def test_nodes_without_gpus_or_with_unknown_gpus_are_left_out() -> None:
+    plain = {"metadata": {"name": "cpu-node", "labels": {}}, "status": {}}
+    unknown = gpu_node("weird", product="Voodoo-5500")
+    assert cluster_view.gpu_node(plain) is None
+    assert cluster_view.gpu_node(unknown) is None
+
+
+def test_not_ready_or_cordoned_nodes_are_not_schedulable() -> None:
+    assert cluster_view.gpu_node(gpu_node("n", ready=False)).schedulable is False
+    cordoned = gpu_node("n")
+    cordoned["spec"]["unschedulable"] = True
+    assert cluster_view.gpu_node(cordoned).schedulable is False
+
+
+def test_only_pods_still_holding_gpus_count_as_running() -> None:
+    views = [
+        pods.view(PodBuilder("a").on("gpu-node-0", 1).bound().phase("Running").obj()),
+        pods.view(PodBuilder("b").on("gpu-node-0", 2).phase("Pending").obj()),
+        pods.view(PodBuilder("c").phase("Succeeded").obj()),
+        pods.view(PodBuilder("d").phase("Running").deleting().obj()),
+    ]
+    snapshot = cluster_view.build_snapshot([gpu_node("gpu-node-0")], views, now=7.0)
+    assert sorted((r.request.key, r.gpu_indices) for r in snapshot.running) == [
+        ("team-a/a", (1,)),
+        ("team-a/b", (2,)),
+    ]
+    assert snapshot.now == 7.0 and len(snapshot.nodes) == 1

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from operator_builders import DLJobBuilder, gpu_node
+
+from horus_operator.operator import cluster_view, jobspec
+from horus_operator.operator.feasibility import unsatisfiable
+from horus_operator.placement.types import ClusterSnapshot
+from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+
+CATALOG = {"resnet50": "resnet50", "ResNet-50": "resnet50"}
+
+
+def _canonical(name: str) -> str:
+    if name not in CATALOG:
+        raise UnknownModelError(f"unknown model {name!r}")
+    return CATALOG[name]
+
+
+def _resolver(files: dict[tuple[str, str, str], bytes] | None = None) -> jobspec.WorkloadResolver:
+    def read(namespace: str, name: str, key: str) -> bytes:
+        try:
+            return (files or {})[(namespace, name, key)]
+        except KeyError as error:
+            raise LookupError(f"ConfigMap {namespace}/{name}") from error
+
+    def parse_onnx(data: bytes, batch_size: int) -> dict[str, float]:
+        if not data.startswith(b"ONNX"):
+            raise ValueError("not a protobuf")
+        return {"flops": 1e9 * batch_size}
+
+    return jobspec.WorkloadResolver(canonical_model=_canonical, read_onnx=read, onnx_features=parse_onnx)
+
+
+def test_defaults_match_the_crd() -> None:
+    job = jobspec.parse(DLJobBuilder("cnn").obj())
+    assert (job.gpus, job.max_slowdown, job.priority, job.backoff_limit) == (1, 2.0, 0, 3)
+    assert job.key == "team-a/cnn"
+
+
+def test_catalog_names_are_canonicalised() -> None:
+    job = jobspec.parse(DLJobBuilder("cnn").model(architecture="ResNet-50").obj())
+    assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32)
+
+
+def test_unknown_architecture_names_the_field() -> None:
+    job = jobspec.parse(DLJobBuilder("cnn").model(architecture="nosuchnet").obj())
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver().workload(job)
+    assert caught.value.field_path == "spec.model.architecture"
+    assert caught.value.value == "nosuchnet"
+
+
+def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
+    files = {("team-a", "graphs", "model.onnx"): b"ONNX..."}
+    job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "graphs"}).obj())
+    workload = _resolver(files).workload(job)
+    assert workload.model == jobspec.CUSTOM_MODEL
+    assert workload.features == {"flops": 32e9}
+    assert workload.features_key.startswith("onnx:")
+
+
+@pytest.mark.parametrize(
+    ("files", "reason"),
+    [({}, "not found"), ({("team-a", "graphs", "model.onnx"): b"garbage"}, "unreadable ONNX")],
+)
+def test_missing_or_unreadable_onnx_names_the_field(files: dict, reason: str) -> None:
+    job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "graphs"}).obj())
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver(files).workload(job)
+    assert caught.value.field_path == "spec.model.onnx"
+    assert reason in str(caught.value)
+
+
+def test_precomputed_features_are_used_as_given() -> None:
+    job = jobspec.parse(DLJobBuilder("net").model(features={"flops": 5e9, "params": 1e6}).obj())
+    workload = _resolver().workload(job)
+    assert workload.features == {"flops": 5e9, "params": 1e6}
+    assert workload.features_key.startswith("features:")
+
+
+def _snapshot() -> ClusterSnapshot:
+    nodes = [gpu_node("v100-node", count=4, memory_mib=16384)]
+    return cluster_view.build_snapshot(nodes, [], now=0.0)
+
+
+def _predict_memory(memory_mib: float) -> Callable[[Workload, str], JobPrediction]:
+    return lambda workload, gpu: JobPrediction(utilization=0.5, memory_mib=memory_mib)
+
+
+def test_more_gpus_than_any_node_has_is_unsatisfiable() -> None:
+    job = jobspec.parse(DLJobBuilder("big").spec(gpus=8).obj())
+    problem = unsatisfiable(job, Workload("resnet50", 32), _snapshot(), _predict_memory(1000))
+    assert problem is not None and (problem.field_path, problem.value) == ("spec.gpus", 8)
+
+
+def test_more_memory_than_any_gpu_has_is_unsatisfiable() -> None:
+    job = jobspec.parse(DLJobBuilder("huge").spec(batchSize=4096).obj())
+    problem = unsatisfiable(job, Workload("resnet50", 4096), _snapshot(), _predict_memory(40000))
+    assert problem is not None and problem.field_path == "spec.batchSize"
+    assert unsatisfiable(job, Workload("resnet50", 32), _snapshot(), _predict_memory(8000)) is None
+
+
+def test_an_empty_cluster_judges_nothing() -> None:
+    job = jobspec.parse(DLJobBuilder("big").spec(gpus=8).obj())
+    empty = ClusterSnapshot(nodes=())
+    assert unsatisfiable(job, Workload("resnet50", 32), empty, _predict_memory(1e9)) is None

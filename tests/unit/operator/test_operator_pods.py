@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import json
+
+from operator_builders import DLJobBuilder
+
+from horus_operator.operator import jobspec, keys, pods
+from horus_operator.placement.types import Assignment
+from horus_operator.prediction.api import Workload
+
+
+def _placement(job_body: dict, *, uuids: tuple[str | None, ...] = (), attempt: int = 0) -> pods.Placement:
+    job = jobspec.parse(job_body)
+    workload = Workload(model="resnet50", batch_size=job.batch_size)
+    return pods.Placement(
+        job=job,
+        request=jobspec.request(job, workload, 5.0),
+        assignment=Assignment(
+            job=job.key,
+            node="gpu-node-3",
+            gpu_indices=(1, 2),
+            predicted_utilization=0.61,
+            predicted_memory_mib=5120.0,
+            predicted_slowdown=1.12,
+            colocated_with=("team-a/bert-1",),
+        ),
+        attempt=attempt,
+        hostname="gpu-node-3",
+        gpu_uuids=uuids,
+    )
+
+
+def test_pod_is_named_by_job_and_attempt_and_owned_by_the_dljob() -> None:
+    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), attempt=2))
+    assert pod["metadata"]["name"] == "cnn-2"
+    owner = pod["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+        "DLJob",
+        "cnn",
+        "uid-cnn",
+        True,
+    )
+
+
+def test_pod_is_pinned_to_the_node_and_sees_only_its_gpus() -> None:
+    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj()))
+    assert pod["spec"]["nodeSelector"] == {keys.LABEL_HOSTNAME: "gpu-node-3"}
+    env = pod["spec"]["containers"][0]["env"]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "1,2"} in env
+
+
+def test_gpu_uuids_are_preferred_when_all_are_known() -> None:
+    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), uuids=("GPU-a", "GPU-b")))
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-a,GPU-b"} in pod["spec"]["containers"][0]["env"]
+    partly_known = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), uuids=("GPU-a", None)))
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "1,2"} in partly_known["spec"]["containers"][0]["env"]
+
+
+def test_template_labels_env_and_node_selector_are_kept() -> None:
+    template = {
+        "metadata": {"labels": {"team": "a"}},
+        "spec": {
+            "nodeSelector": {"zone": "z1"},
+            "containers": [{"name": "train", "env": [{"name": "EPOCHS", "value": "3"}]}],
+        },
+    }
+    body = DLJobBuilder("cnn").spec(template=template).obj()
+    pod = pods.build_pod(_placement(body))
+    assert pod["metadata"]["labels"]["team"] == "a"
+    assert pod["spec"]["nodeSelector"]["zone"] == "z1"
+    assert pod["spec"]["containers"][0]["env"][0] == {"name": "EPOCHS", "value": "3"}
+    assert pod["spec"]["restartPolicy"] == "Never"
+    assert (
+        "env" not in body["spec"]["template"]["spec"]["containers"][0]
+        or len(body["spec"]["template"]["spec"]["containers"][0]["env"]) == 1
+    ), "the DLJob's template must not be mutated"
+
+
+def test_simulated_duration_becomes_the_kwok_stage_annotation() -> None:
+    done = pods.build_pod(_placement(DLJobBuilder("cnn").spec(simulation={"duration": "5s"}).obj()))
+    assert done["metadata"]["annotations"][keys.KWOK_COMPLETE_DELAY] == "5s"
+    failing = DLJobBuilder("cnn").spec(simulation={"duration": "2s", "fail": True}).obj()
+    assert pods.build_pod(_placement(failing))["metadata"]["annotations"][keys.KWOK_FAIL_DELAY] == "2s"
+
+
+def test_a_built_pod_reads_back_as_the_same_placement() -> None:
+    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), attempt=1))
+    view = pods.view(pod)
+    assert (view.job_key, view.attempt, view.node, view.gpu_indices) == (
+        "team-a/cnn",
+        1,
+        "gpu-node-3",
+        (1, 2),
+    )
+    assert view.request is not None and view.request.workload.model == "resnet50"
+    assert view.predicted["slowdown"] == 1.12
+    assert view.colocated_with == ("team-a/bert-1",)
+    assert view.holds_gpus
+
+
+def test_request_round_trips_custom_features() -> None:
+    request = jobspec.request(
+        jobspec.parse(DLJobBuilder("x").obj()),
+        Workload(model="custom", batch_size=8, features={"flops": 1e9}, features_key="onnx:abc"),
+        1.0,
+    )
+    decoded = pods.decode_request(json.loads(json.dumps(pods.encode_request(request))))
+    assert decoded == request
+    assert decoded.workload.features == {"flops": 1e9}
