@@ -1,0 +1,479 @@
+"""Generate horus_operator/prediction/data/catalog.json from real computation graphs.
+
+Every catalog model is built as a graph-only ONNX model (hack/catalog/: layer for layer as its
+reference PyTorch code defines it, weights as shapes without data), shape-inferred by onnx, and
+profiled by the same `features.profile_onnx` that `horus features MODEL.onnx` runs. Where a
+parameter count is published (torchvision's model tables, Hugging Face's model cards) the generator
+checks the graph against it and refuses to write a catalog that disagrees.
+
+    python hack/gen_catalog.py            # rewrite the catalog
+    python hack/gen_catalog.py --check    # exit 1 if the committed catalog is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import onnx
+from catalog import other, sequence, vision
+
+from horus_operator.prediction import catalog as runtime_catalog
+from horus_operator.prediction import features
+
+CATALOG_PATH = Path(__file__).resolve().parent.parent / "horus_operator/prediction/data/catalog.json"
+
+TORCHVISION = "torchvision.models (ImageNet, 3×224×224, 1000 classes)"
+IMAGENET_SAMPLE = "one 3×224×224 image"
+FORWARD_ONLY = "forward pass of the model as trained; backward ≈ 2× forward is not in the graph"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    build: Callable[[], onnx.ModelProto]
+    task: str
+    dataset: str
+    sample: str  # what one unit of batch size is
+    source: str  # the code the graph follows
+    assumptions: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    published_params: int | None = None  # checked against the graph when known
+    groups: tuple[str, ...] = field(default=())  # which workload sets use it: gavel, muri, horus
+
+
+def _torchvision(
+    name: str,
+    build: Callable[[], onnx.ModelProto],
+    params: int,
+    *aliases: str,
+    groups: tuple[str, ...] = ("horus",),
+) -> Entry:
+    return Entry(
+        name,
+        build,
+        "image classification",
+        "ImageNet",
+        IMAGENET_SAMPLE,
+        f"{TORCHVISION}: {name}",
+        ("224×224 crops as torchvision's ImageNet recipe trains them",),
+        aliases,
+        params,
+        groups,
+    )
+
+
+def _resnet(blocks: list[int], bottleneck: bool, **options: Any) -> Callable[[], onnx.ModelProto]:
+    return lambda: vision.resnet(blocks, bottleneck=bottleneck, **options)
+
+
+GAVEL = (
+    Entry(
+        "resnet18",
+        _resnet([2, 2, 2, 2], False, input_shape=vision.CIFAR, classes=10),
+        "image classification",
+        "CIFAR-10",
+        "one 3×32×32 image",
+        "Gavel workloads/pytorch/image_classification/cifar10 (kuangliu/pytorch-cifar ResNet18: 3×3 stem, "
+        "no max-pool, 10 classes)",
+        (
+            "Gavel's ResNet-18 job trains on CIFAR-10; Muri's resnet18 jobs are ImageNet-sized: see "
+            "resnet18-imagenet",
+        ),
+        ("ResNet-18", "resnet18-cifar10", "resnet18_cifar"),
+        None,
+        ("gavel", "muri"),
+    ),
+    Entry(
+        "resnet50",
+        _resnet([3, 4, 6, 3], True),
+        "image classification",
+        "ImageNet",
+        IMAGENET_SAMPLE,
+        "Gavel workloads/pytorch/image_classification/imagenet main.py -a resnet50 (torchvision resnet50)",
+        ("224×224 crops (RandomResizedCrop(224) in the ImageNet example)",),
+        ("ResNet-50", "resnet-50-imagenet"),
+        25_557_032,
+        ("gavel", "horus"),
+    ),
+    Entry(
+        "transformer",
+        lambda: sequence.translation_transformer(
+            source_vocabulary=3000,
+            target_vocabulary=3000,
+            width=512,
+            inner=2048,
+            heads=8,
+            layers=6,
+            source_length=32,
+            target_length=32,
+            max_length=52,
+        ),
+        "translation",
+        "Multi30k (en-de, tokenized, lower-cased)",
+        "one source/target sentence pair",
+        "Gavel workloads/pytorch/translation (attention-is-all-you-need-pytorch: 6+6 layers, d_model 512, "
+        "d_inner 2048, 8 heads, d_k = d_v = 64, Conv1d feed-forward, -proj_share_weight)",
+        (
+            "vocabularies of 3,000 source and 3,000 target words: Multi30k after preprocess.py's rare-word "
+            "trimming has a few thousand; the exact size depends on the preprocessing run",
+            "sentences padded to 32 tokens (a batch is padded to its longest sentence; Multi30k sentences "
+            "average about 13 tokens, max_len 50)",
+            "position tables are frozen sinusoids (not parameters), as in the reference code",
+        ),
+        ("Transformer", "transformer-translation", "transformer-multi30k"),
+        None,
+        ("gavel", "horus"),
+    ),
+    Entry(
+        "lstm-lm",
+        lambda: sequence.word_lstm_lm(vocabulary=33278, embedding=200, hidden=200, layers=2, bptt=35),
+        "language modelling",
+        "Wikitext-2",
+        "one 35-token column of a bptt chunk",
+        "Gavel workloads/pytorch/language_modeling (pytorch/examples word_language_model RNNModel: "
+        "LSTM, emsize 200, nhid 200, 2 layers, bptt 35, untied)",
+        ("Wikitext-2 vocabulary of 33,278 words (the example's Corpus dictionary)",),
+        ("LM", "LSTM", "lstm_lm", "word-lm", "lstm-wikitext2"),
+        None,
+        ("gavel", "horus"),
+    ),
+    Entry(
+        "recommendation",
+        lambda: other.recoder_autoencoder(items=20108, hidden=200),
+        "recommendation (collaborative filtering)",
+        "MovieLens-20M",
+        "one user's item vector",
+        "Gavel workloads/pytorch/recommendation (recoder DynamicAutoencoder hidden_layers=[200], tanh)",
+        (
+            "20,108 items: the ML-20M item count after the VAE-CF preprocessing Gavel's pro_sg data follows",
+            "the dynamic autoencoder only touches items present in the batch (plus negative samples); the "
+            "graph uses the full item vector, an upper bound",
+        ),
+        ("Recommendation", "autoencoder", "recoder"),
+        None,
+        ("gavel",),
+    ),
+    Entry(
+        "a3c",
+        lambda: other.a3c_lstm(frame=80, actions=6),
+        "reinforcement learning",
+        "Atari Pong",
+        "one forward step on one frame",
+        "Gavel workloads/pytorch/rl (rl_a3c_pytorch A3Clstm: 4 conv/max-pool stages, LSTMCell(1024, 512))",
+        (
+            "1×80×80 grey frames and 6 Pong actions (the repository's environment config)",
+            "Gavel reports batch size 1: each worker process steps one environment",
+        ),
+        ("A3C",),
+        None,
+        ("gavel",),
+    ),
+    Entry(
+        "cyclegan",
+        lambda: other.cyclegan(image=256, residual_blocks=9),
+        "image-to-image translation",
+        "monet2photo",
+        "one unaligned image pair (A, B) through a whole training step",
+        "Gavel workloads/pytorch/cyclegan (PyTorch-GAN cyclegan.py: ResNet generators with 9 residual "
+        "blocks, PatchGAN discriminators, instance norm)",
+        (
+            "256×256 crops (img_height/img_width defaults), batch size 1",
+            "the graph holds one training step's forward work: 6 generator and 6 discriminator passes",
+        ),
+        ("CycleGAN",),
+        None,
+        ("gavel",),
+    ),
+)
+
+MURI = (
+    Entry(
+        "gpt2",
+        lambda: sequence.gpt2(
+            vocabulary=50257, positions=1024, width=768, heads=12, layers=12, sequence=1024
+        ),
+        "language modelling",
+        "WikiText (Muri's text corpus)",
+        "one 1,024-token block",
+        "Muri cluster_exp/workloads/models/nlp_model.py (Hugging Face GPT2LMHeadModel with the default "
+        "GPT2Config: 12 layers, 768 wide, 12 heads)",
+        (
+            "block size 1,024 tokens (tokenizer.max_len_single_sentence for gpt2)",
+            "LM head tied to the token embedding, as in GPT2LMHeadModel",
+        ),
+        ("GPT-2", "gpt-2"),
+        124_439_808,
+        ("muri",),
+    ),
+    Entry(
+        "bert",
+        lambda: sequence.bert_mlm(
+            vocabulary=30522, positions=512, width=768, heads=12, layers=12, inner=3072, sequence=512
+        ),
+        "masked language modelling",
+        "WikiText (Muri's text corpus)",
+        "one 512-token block",
+        "Muri cluster_exp/workloads/models/nlp_model.py (Hugging Face BertForMaskedLM with the default "
+        "BertConfig: BERT-base, 12 layers, 768 wide)",
+        (
+            "block size 510 tokens + [CLS] and [SEP] = 512 (bert-base-uncased max_len_single_sentence)",
+            "MLM head over every position (masking picks the loss positions, not the compute)",
+        ),
+        ("BERT", "bert-base"),
+        109_514_298,
+        ("muri",),
+    ),
+    _torchvision("vgg16", lambda: vision.vgg("vgg16"), 138_357_544, "VGG-16", groups=("muri", "horus")),
+    _torchvision("vgg19", lambda: vision.vgg("vgg19"), 143_667_240, "VGG-19", groups=("muri", "horus")),
+    _torchvision(
+        "shufflenet_v2_x1_0",
+        lambda: vision.shufflenet_v2([116, 232, 464, 1024], "shufflenet_v2_x1_0"),
+        2_278_604,
+        "ShuffleNetV2",
+        "shufflenet-v2",
+        groups=("muri", "horus"),
+    ),
+    Entry(
+        "a2c",
+        lambda: other.a2c(frames=4, actions=4),
+        "reinforcement learning",
+        "Atari Breakout",
+        "one observation (batch size = number of parallel environments)",
+        "Muri cluster_exp/workloads/models/a2c_model.py (DeepRL CategoricalActorCriticNet(NatureConvBody))",
+        (
+            "4 stacked 84×84 frames, 4 Breakout actions",
+            "one forward pass per observation; the rollout's extra forward passes are not in the graph",
+        ),
+        ("A2C",),
+        None,
+        ("muri",),
+    ),
+    Entry(
+        "dqn",
+        lambda: other.dqn(frames=4, actions=4),
+        "reinforcement learning",
+        "Atari Breakout",
+        "one replayed transition",
+        "Muri cluster_exp/workloads/models/dqn_model.py (DeepRL VanillaNet(NatureConvBody), DQNAgent)",
+        (
+            "4 stacked 84×84 frames, 4 Breakout actions",
+            "each transition runs the online network on the state and the target network on the next state; "
+            "the target copy is frozen, so its weights are not counted as parameters",
+        ),
+        ("DQN",),
+        None,
+        ("muri",),
+    ),
+    _torchvision(
+        "resnet18-imagenet",
+        _resnet([2, 2, 2, 2], False),
+        11_689_512,
+        "resnet18_imagenet",
+        groups=("muri", "horus"),
+    ),
+)
+
+HORUS = (
+    _torchvision("resnet34", _resnet([3, 4, 6, 3], False), 21_797_672, "ResNet-34"),
+    _torchvision("resnet101", _resnet([3, 4, 23, 3], True), 44_549_160, "ResNet-101"),
+    _torchvision("resnet152", _resnet([3, 8, 36, 3], True), 60_192_808, "ResNet-152"),
+    _torchvision(
+        "resnext50_32x4d",
+        _resnet([3, 4, 6, 3], True, groups=32, width_per_group=4),
+        25_028_904,
+        "ResNeXt-50",
+        "resnext50",
+    ),
+    _torchvision(
+        "resnext101_32x8d",
+        _resnet([3, 4, 23, 3], True, groups=32, width_per_group=8),
+        88_791_336,
+        "ResNeXt-101",
+        "resnext101",
+    ),
+    _torchvision("vgg11", lambda: vision.vgg("vgg11"), 132_863_336, "VGG-11"),
+    _torchvision("vgg13", lambda: vision.vgg("vgg13"), 133_047_848, "VGG-13"),
+    _torchvision(
+        "densenet121",
+        lambda: vision.densenet(32, (6, 12, 24, 16), 64, "densenet121"),
+        7_978_856,
+        "DenseNet-121",
+        "densenet",
+    ),
+    _torchvision(
+        "densenet169",
+        lambda: vision.densenet(32, (6, 12, 32, 32), 64, "densenet169"),
+        14_149_480,
+        "DenseNet-169",
+    ),
+    _torchvision(
+        "densenet201",
+        lambda: vision.densenet(32, (6, 12, 48, 32), 64, "densenet201"),
+        20_013_928,
+        "DenseNet-201",
+    ),
+    _torchvision("mobilenet_v2", vision.mobilenet_v2, 3_504_872, "MobileNetV2", "mobilenet-v2"),
+    _torchvision(
+        "shufflenet_v2_x0_5",
+        lambda: vision.shufflenet_v2([48, 96, 192, 1024], "shufflenet_v2_x0_5"),
+        1_366_792,
+    ),
+    _torchvision(
+        "shufflenet_v2_x1_5",
+        lambda: vision.shufflenet_v2([176, 352, 704, 1024], "shufflenet_v2_x1_5"),
+        3_503_624,
+    ),
+    _torchvision(
+        "shufflenet_v2_x2_0",
+        lambda: vision.shufflenet_v2([244, 488, 976, 2048], "shufflenet_v2_x2_0"),
+        7_393_996,
+    ),
+    _torchvision("mnasnet0_5", lambda: vision.mnasnet(0.5, "mnasnet0_5"), 2_218_512),
+    _torchvision("mnasnet1_0", lambda: vision.mnasnet(1.0, "mnasnet1_0"), 4_383_312, "MNASNet", "mnasnet"),
+    _torchvision(
+        "efficientnet_b0",
+        vision.efficientnet_b0,
+        5_288_548,
+        "EfficientNet",
+        "efficientnet",
+        "EfficientNet-B0",
+    ),
+    _torchvision("squeezenet1_0", lambda: vision.squeezenet("1_0"), 1_248_424, "SqueezeNet", "squeezenet"),
+    _torchvision("squeezenet1_1", lambda: vision.squeezenet("1_1"), 1_235_496, "SqueezeNet-1.1"),
+    Entry(
+        "googlenet",
+        vision.googlenet,
+        "image classification",
+        "ImageNet",
+        IMAGENET_SAMPLE,
+        f"{TORCHVISION}: googlenet",
+        ("trained from scratch, so both auxiliary classifiers run (aux_logits)",),
+        ("GoogLeNet", "inception-v1"),
+        13_004_888,
+        ("horus",),
+    ),
+    Entry(
+        "dpn92",
+        vision.dpn92_cifar,
+        "image classification",
+        "CIFAR-10",
+        "one 3×32×32 image",
+        "kuangliu/pytorch-cifar DPN92 (DPN is not in torchvision)",
+        ("CIFAR-10 input: the Horus papers do not state the DPN variant or dataset",),
+        ("DPN", "DPN-92"),
+        None,
+        ("horus",),
+    ),
+    Entry(
+        "pyramidnet110",
+        vision.pyramidnet_cifar,
+        "image classification",
+        "CIFAR-10",
+        "one 3×32×32 image",
+        "dyhan0920/PyramidNet-PyTorch PyramidNet(depth 110, alpha 48, basic blocks, CIFAR)",
+        (
+            "depth 110 and alpha 48, the repository's CIFAR example; "
+            "the Horus papers do not state the variant",
+        ),
+        ("PyramidNet", "pyramidnet"),
+        None,
+        ("horus",),
+    ),
+    Entry(
+        "transformer-lm",
+        lambda: sequence.word_transformer_lm(
+            vocabulary=33278, width=200, heads=2, feedforward=200, layers=2, bptt=35
+        ),
+        "language modelling",
+        "Wikitext-2",
+        "one 35-token sequence",
+        "pytorch/examples word_language_model TransformerModel (emsize 200, nhid 200, 2 layers, 2 heads)",
+        ("the word_language_model defaults with --model Transformer; Wikitext-2 vocabulary 33,278",),
+        ("TransformerLM", "transformer_lm"),
+        None,
+        ("horus",),
+    ),
+)
+
+ENTRIES: tuple[Entry, ...] = GAVEL + MURI + HORUS
+
+CONVENTIONS = {
+    "flops": "forward-pass FLOPs, a multiply-add counted as 2; " + FORWARD_ONLY,
+    "profile": "batch-independent: *_per_sample scale with the batch size, everything else is per model; "
+    "features.at_batch(profile, b) gives the features at batch size b",
+    "graphs": "graph-only ONNX built by hack/catalog from the stated source, "
+    "profiled by features.profile_onnx",
+}
+
+
+def build_catalog() -> dict[str, object]:
+    models: dict[str, dict[str, Any]] = {}
+    for entry in ENTRIES:
+        profile = features.profile_onnx(entry.build())
+        if entry.published_params is not None and profile["params"] != entry.published_params:
+            raise SystemExit(
+                f"{entry.name}: graph has {profile['params']:,.0f} parameters, the published count is "
+                f"{entry.published_params:,}; the builder is wrong"
+            )
+        models[entry.name] = {
+            "aliases": list(entry.aliases),
+            "task": entry.task,
+            "dataset": entry.dataset,
+            "sample": entry.sample,
+            "source": entry.source,
+            "assumptions": list(entry.assumptions),
+            "workloads": list(entry.groups),
+            "published_params_checked": entry.published_params is not None,
+            "profile": {name: _number(profile[name]) for name in features.PROFILE_NAMES},
+        }
+    _check_aliases(models)
+    return {"generated_by": "hack/gen_catalog.py", "conventions": CONVENTIONS, "models": models}
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else round(value, 3)
+
+
+def _check_aliases(models: dict[str, dict[str, Any]]) -> None:
+    owners: dict[str, str] = {}
+    for name, entry in models.items():
+        for alias in [name, *entry["aliases"]]:
+            key = runtime_catalog.alias_key(alias)
+            if owners.setdefault(key, name) != name:
+                raise SystemExit(f"alias {alias!r} of {name} collides with {owners[key]}")
+
+
+def render(catalog: dict[str, object]) -> str:
+    return json.dumps(catalog, indent=1, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="compare with the committed catalog, write nothing"
+    )
+    parser.add_argument("--output", type=Path, default=CATALOG_PATH)
+    args = parser.parse_args()
+    text = render(build_catalog())
+    if args.check:
+        current = args.output.read_text() if args.output.exists() else ""
+        if current != text:
+            print(f"{args.output} is stale: run python hack/gen_catalog.py", file=sys.stderr)
+            return 1
+        return 0
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text)
+    print(f"wrote {len(ENTRIES)} models to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
