@@ -1,0 +1,83 @@
+"""The observed co-location dataset in size-capped ConfigMaps (labelled horus.dev/dataset=colocation, in
+the operator's namespace). Each ConfigMap is a valid CSV on its own (`observations.csv`, with header) plus
+the pair ids it recorded (`pairs`), so `kubectl get cm -l horus.dev/dataset=colocation` exports it too.
+Synchronous kubernetes client calls: the operator runs them in its thread pool."""
+
+from __future__ import annotations
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from horus_operator.operator import observed
+from horus_operator.operator.observed import Chunk
+
+DATASET_LABEL = "horus.dev/dataset"
+DATASET = "colocation"
+CSV_KEY = "observations.csv"
+PAIRS_KEY = "pairs"
+NAME_PREFIX = "horus-observations-"
+MAX_CHUNK_BYTES = 256 * 1024  # well under the 1 MiB ConfigMap limit
+MAX_CHUNKS = 16  # about 4 MiB of rows (tens of thousands of pairs); the oldest go first
+
+
+class ObservationStore:
+    def __init__(
+        self,
+        core: client.CoreV1Api,
+        namespace: str,
+        *,
+        max_chunk_bytes: int = MAX_CHUNK_BYTES,
+        max_chunks: int = MAX_CHUNKS,
+    ) -> None:
+        self._core, self._namespace = core, namespace
+        self._max_chunk_bytes, self._max_chunks = max_chunk_bytes, max_chunks
+
+    def load(self) -> tuple[Chunk, ...]:
+        maps = self._core.list_namespaced_config_map(
+            self._namespace, label_selector=f"{DATASET_LABEL}={DATASET}"
+        )
+        chunks = (_chunk(m) for m in maps.items if m.metadata.name.startswith(NAME_PREFIX))
+        return tuple(sorted(chunks, key=lambda c: c.index))
+
+    def record(self, row: tuple[str, ...], pair: str) -> bool:
+        """Appends one co-location row unless its pair is already recorded; True when it was added."""
+        before = self.load()
+        after = observed.appended(before, row, pair, max_bytes=self._max_chunk_bytes)
+        if after == before:
+            return False
+        kept, dropped = observed.dropped_oldest(after, max_chunks=self._max_chunks)
+        self._write(kept[-1], exists=len(after) == len(before))
+        for chunk in dropped:
+            self._delete(chunk)
+        return True
+
+    def _write(self, chunk: Chunk, *, exists: bool) -> None:
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=_name(chunk.index), labels={DATASET_LABEL: DATASET}),
+            data={CSV_KEY: observed.export_csv([chunk]), PAIRS_KEY: "\n".join(chunk.pairs)},
+        )
+        if exists:
+            self._core.replace_namespaced_config_map(_name(chunk.index), self._namespace, body)
+        else:
+            self._core.create_namespaced_config_map(self._namespace, body)
+
+    def _delete(self, chunk: Chunk) -> None:
+        try:
+            self._core.delete_namespaced_config_map(_name(chunk.index), self._namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def _name(index: int) -> str:
+    return f"{NAME_PREFIX}{index:05d}"
+
+
+def _chunk(config_map: client.V1ConfigMap) -> Chunk:
+    data = config_map.data or {}
+    lines = [line for line in data.get(CSV_KEY, "").splitlines() if line]
+    return Chunk(
+        index=int(config_map.metadata.name.removeprefix(NAME_PREFIX)),
+        rows=tuple(lines[1:]),  # the first line is the header
+        pairs=tuple(p for p in data.get(PAIRS_KEY, "").splitlines() if p),
+    )
