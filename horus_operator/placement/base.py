@@ -1,0 +1,138 @@
+"""What every policy shares: the per-call scratch state, the capacity filters and wait explanations.
+
+A `PlacementCall` is the scratch state of one `schedule` call (kube-scheduler's CycleState): it indexes
+the snapshot once (or borrows the caller's index), records tentative placements so later jobs in the
+same call see them, and undoes them on exit so a borrowed index comes back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from horus_operator.placement.index import ClusterIndex, GpuSlot, wants_whole_gpus
+from horus_operator.placement.predictions import CachedPredictions
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Capacity rules every policy applies (the co-location limit is the same for horus and binpack).
+
+    - `max_jobs_per_gpu`: co-tenants per GPU. 2 because measured interference is pairwise; beyond a
+      pair the predictor extrapolates.
+    - `memory_margin_mib`: headroom kept free on every GPU against memory-prediction error and CUDA
+      context growth (the Horus authors' simulator keeps 500 MB).
+    - `busy_utilization`: a GPU whose *measured* utilization is at or above this has no room, whatever
+      the predictions say.
+    - `scan_depth`: how far down the queue one call looks for jobs that fit (backfilling); bounds the
+      cost of a call when the queue is long.
+    """
+
+    max_jobs_per_gpu: int = 2
+    memory_margin_mib: float = 500.0
+    busy_utilization: float = 0.95
+    scan_depth: int = 256
+
+
+class PlacementCall:
+    """Scratch state of one `schedule` call. Use as a context manager."""
+
+    def __init__(self, snapshot: ClusterSnapshot, predictions: CachedPredictions, limits: Limits) -> None:
+        self.snapshot = snapshot
+        self.predictions = predictions
+        self.limits = limits
+        self._borrowed = snapshot.index is not None
+        self.index = snapshot.index if snapshot.index is not None else ClusterIndex.build(snapshot)
+        self.assignments: list[Assignment] = []
+        self.placed: set[str] = set()
+
+    def __enter__(self) -> PlacementCall:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._borrowed:
+            for assignment in reversed(self.assignments):
+                self.index.remove(assignment.job)
+
+    def place(self, request: JobRequest, slots: Sequence[GpuSlot], reason: str) -> Assignment:
+        """Record `request` on `slots` (one node) and return the Assignment, with predictions filled in."""
+        product = slots[0].product
+        job = self.predictions.job(request.workload, product)
+        tenants = list(slots[0].tenants) if len(slots) == 1 else []
+        slowdowns = self.predictions.slowdowns(
+            product, [tenant.request.workload for tenant in tenants] + [request.workload]
+        )
+        newcomer_slowdown = slowdowns[-1] if slowdowns else 1.0
+        assignment = Assignment(
+            job=request.key,
+            node=slots[0].node,
+            gpu_indices=tuple(slot.key[1] for slot in slots),
+            predicted_utilization=job.utilization,
+            predicted_memory_mib=job.memory_mib,
+            predicted_slowdown=newcomer_slowdown,
+            colocated_with=tuple(tenant.request.key for tenant in tenants),
+            cotenant_slowdowns={
+                tenant.request.key: slowdowns[i] for i, tenant in enumerate(tenants) if slowdowns
+            },
+            reason=reason,
+        )
+        self.index.add(RunningJob(request=request, node=assignment.node, gpu_indices=assignment.gpu_indices))
+        self.assignments.append(assignment)
+        self.placed.add(request.key)
+        return assignment
+
+    # -- capacity filters (None: fits; otherwise why not) ----------------------------------------
+    def used_memory_mib(self, slot: GpuSlot) -> float:
+        predicted = sum(
+            self.predictions.job(tenant.request.workload, slot.product).memory_mib for tenant in slot.tenants
+        )
+        observed = slot.gpu.observed_memory_used_mib
+        return predicted if observed is None else max(predicted, observed)
+
+    def room(self, request: JobRequest, slot: GpuSlot) -> str | None:
+        """Why `request` cannot go on `slot` by capacity alone (interference not considered), or None."""
+        if len(slot.tenants) >= self.limits.max_jobs_per_gpu:
+            return f"GPUs full ({self.limits.max_jobs_per_gpu} jobs each)"
+        if slot.tenants and wants_whole_gpus(request):
+            return "the job needs whole GPUs and none is free"
+        if any(wants_whole_gpus(tenant.request) for tenant in slot.tenants):
+            return "GPUs held whole by their jobs"
+        observed_utilization = slot.gpu.observed_utilization
+        if observed_utilization is not None and observed_utilization >= self.limits.busy_utilization:
+            return f"GPUs measured busy (≥{self.limits.busy_utilization:.0%} utilization)"
+        needed = self.predictions.job(request.workload, slot.product).memory_mib
+        free = slot.gpu.memory_mib - self.used_memory_mib(slot) - self.limits.memory_margin_mib
+        if needed > free:
+            return f"not enough GPU memory (needs {needed:.0f} MiB predicted)"
+        return None
+
+    def whole_gpus(self, request: JobRequest) -> list[GpuSlot] | None:
+        """`request.gpus` empty GPUs on one node that fit it, best fit first; None when no node has them."""
+        for _node, empty in self.index.nodes_with_empty(request.gpus):
+            fitting = [slot for slot in empty if self.room(request, slot) is None]
+            if len(fitting) >= request.gpus:
+                return fitting[: request.gpus]
+        return None
+
+    def queue_prefix(self, queue: Sequence[JobRequest]) -> Iterator[JobRequest]:
+        """The first `scan_depth` jobs of the queue not placed in this call, in the caller's order."""
+        for request in queue[: self.limits.scan_depth]:
+            if request.key not in self.placed:
+                yield request
+
+
+def summarise_reasons(reasons: Iterator[str]) -> str:
+    """'waiting: A (12 GPUs); B (4 GPUs)' from one reason per GPU looked at."""
+    counts = Counter(reasons)
+    if not counts:
+        return "waiting: no usable GPU (all unhealthy or cordoned)"
+    parts = [f"{reason} ({count} GPU{'s' if count > 1 else ''})" for reason, count in counts.most_common(3)]
+    return "waiting: " + "; ".join(parts)

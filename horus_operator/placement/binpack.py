@@ -1,0 +1,57 @@
+"""`binpack`: interference-blind packing by GPU memory, as gpushare- and HAMi-style binpack schedulers do.
+
+Jobs are taken in the caller's queue order (skipping those that do not fit). A job goes to the shared GPU
+it leaves with the least free memory (most-allocated first), else to an empty GPU (best fit). Predicted
+memory is the only thing it looks at: it never asks how much co-tenants slow each other down. It keeps
+the same co-location limit and memory margin as `horus` (`Limits`), and honours maxSlowdown 1.0 as a
+request for a whole GPU, as a user of those schedulers would ask for one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from horus_operator.placement.base import Limits, PlacementCall, summarise_reasons
+from horus_operator.placement.index import GpuSlot, wants_whole_gpus
+from horus_operator.placement.predictions import CachedPredictions
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.prediction.api import Predictor
+
+
+class BinpackPolicy:
+    name = "binpack"
+
+    def __init__(self, predictor: Predictor, limits: Limits | None = None) -> None:
+        self.predictions = CachedPredictions(predictor)
+        self.limits = limits or Limits()
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        with PlacementCall(snapshot, self.predictions, self.limits) as call:
+            for request in call.queue_prefix(queue):
+                shared = None if wants_whole_gpus(request) else self._most_allocated(call, request)
+                if shared is not None:
+                    call.place(request, [shared], "packed by memory onto a shared GPU")
+                    continue
+                slots = call.whole_gpus(request)
+                if slots is not None:
+                    call.place(request, slots, "packed by memory onto an empty GPU")
+            return call.assignments
+
+    def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:
+        best: tuple[float, GpuSlot] | None = None
+        for _group, slots in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            for slot in slots.values():
+                if call.room(request, slot) is not None:
+                    continue
+                free = slot.gpu.memory_mib - call.used_memory_mib(slot)
+                if best is None or free < best[0]:
+                    best = (free, slot)
+                break  # the rest of a group differs only in telemetry; the first that fits stands for it
+        return None if best is None else best[1]
+
+    def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        with PlacementCall(snapshot, self.predictions, self.limits) as call:
+            reasons = [call.room(request, slot) for slot in call.index.slots.values() if slot.usable]
+            if any(reason is None for reason in reasons):
+                return "waiting: a GPU fits; earlier jobs in the queue go first"
+            return summarise_reasons(reason for reason in reasons if reason is not None)

@@ -1,0 +1,253 @@
+"""`horus`: interference-aware placement from predicted utilization, memory and slowdown.
+
+One call repeats a small decision until nothing more can start:
+
+1. **Window.** Look at the first `lookahead` jobs of the queue together (the Horus paper uses 5).
+2. **Head first when it starves.** Once the head of the queue is `patience_s` older than the next job
+   (younger jobs keep overtaking it), it takes its best option; if it has none, one GPU (one node for a
+   multi-GPU job) is held back from the others so it drains for the head. Large and whole-GPU jobs
+   cannot starve this way.
+3. **Empty GPUs first, loners first.** An idle GPU is the worst outcome, so while empty GPUs exist the
+   window's job with the *poorest* predicted pairing prospects starts alone (jobs that ask for whole
+   GPUs, multi-GPU jobs, jobs every candidate partner would slow past someone's maxSlowdown). Good
+   pairers stay in the window to be matched.
+4. **Then pairs.** With no empty GPU, every (shareable GPU, window job) combination is scored by the
+   predicted gain in the GPU's normalised throughput (sum over its jobs of 1 / predicted slowdown, after
+   minus before), less a small penalty for predicted utilization above 100%. The best combination
+   starts if it gains at least `min_gain` and keeps every affected job's predicted slowdown under its
+   maxSlowdown / (1 + `qos_margin`). Predicted memory (plus `Limits.memory_margin_mib`) never exceeds
+   the GPU's, and measured telemetry can only remove candidates.
+
+A combination's score is a pure function of (GPU group, job workload, job maxSlowdown), so it is memoised
+for the policy's lifetime: a call costs dictionary look-ups, not predictions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from horus_operator.placement.base import Limits, PlacementCall, summarise_reasons
+from horus_operator.placement.index import GpuKey, GpuSlot, GroupKey, wants_whole_gpus
+from horus_operator.placement.predictions import CachedPredictions
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.prediction.api import Predictor
+
+
+@dataclass(frozen=True)
+class HorusTunables:
+    """- `lookahead`: queue jobs considered together for pairing (more: better pairs, less FIFO).
+    - `min_gain`: least predicted gain in a GPU's normalised throughput for a newcomer to join it.
+    - `qos_margin`: predicted slowdowns must stay under maxSlowdown / (1 + qos_margin), a guard against
+      prediction error (the slowdown model's error is around 7%).
+    - `patience_s`: the head of the queue is served first once the next job is this much younger.
+    - `utilization_weight`: score penalty per unit of predicted summed utilization above 1.0.
+    """
+
+    lookahead: int = 8
+    min_gain: float = 0.1
+    qos_margin: float = 0.08
+    patience_s: float = 3600.0
+    utilization_weight: float = 0.05
+
+
+@dataclass(frozen=True)
+class ShareVerdict:
+    """What a newcomer does to one GPU group, by prediction: `score` to rank, slowdowns to explain."""
+
+    gain: float
+    score: float
+    slowdowns: tuple[float, ...]  # tenants in group order, then the newcomer
+
+
+@dataclass(frozen=True)
+class Option:
+    request: JobRequest
+    slots: tuple[GpuSlot, ...]
+    score: float
+    reason: str
+
+
+class HorusPolicy:
+    name = "horus"
+
+    def __init__(
+        self, predictor: Predictor, limits: Limits | None = None, tunables: HorusTunables | None = None
+    ) -> None:
+        self.predictions = CachedPredictions(predictor)
+        self.limits = limits or Limits()
+        self.tunables = tunables or HorusTunables()
+        self._verdicts: dict[tuple[GroupKey, object, float], ShareVerdict | str] = {}
+
+    # -- the decision ----------------------------------------------------------------------------
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        with PlacementCall(snapshot, self.predictions, self.limits) as call:
+            while True:
+                window = self._window(call, queue)
+                if not window:
+                    break
+                option = self._choose(call, window)
+                if option is None:
+                    break
+                call.place(option.request, option.slots, option.reason)
+            return call.assignments
+
+    def _window(self, call: PlacementCall, queue: Sequence[JobRequest]) -> list[JobRequest]:
+        window: list[JobRequest] = []
+        for request in call.queue_prefix(queue):
+            window.append(request)
+            if len(window) == self.tunables.lookahead:
+                break
+        return window
+
+    def _choose(self, call: PlacementCall, window: list[JobRequest]) -> Option | None:
+        held: set[GpuKey] = set()
+        head = window[0]
+        if len(window) > 1 and window[1].submitted_at - head.submitted_at > self.tunables.patience_s:
+            option = self._alone(call, head, held) or self._best_share(call, [head], held, min_gain=1e-9)
+            if option is not None:
+                return option
+            held = self._hold_for(call, head)
+        if call.index.empty_count() > len(held):
+            option = self._loner_first(call, window, held)
+            if option is not None:
+                return option
+        return self._best_share(call, window, held, min_gain=self.tunables.min_gain)
+
+    # -- options ---------------------------------------------------------------------------------
+    def _alone(self, call: PlacementCall, request: JobRequest, held: set[GpuKey]) -> Option | None:
+        for _node, empty in call.index.nodes_with_empty(request.gpus):
+            fitting = [slot for slot in empty if slot.key not in held and call.room(request, slot) is None]
+            if len(fitting) >= request.gpus:
+                return Option(request, tuple(fitting[: request.gpus]), 1.0, "alone on an empty GPU")
+        return None
+
+    def _loner_first(self, call: PlacementCall, window: list[JobRequest], held: set[GpuKey]) -> Option | None:
+        best: tuple[float, Option] | None = None
+        for request in window:
+            option = self._alone(call, request, held)
+            if option is None:
+                continue
+            prospects = self._pairing_prospects(call, request, window, option.slots[0])
+            if best is None or prospects < best[0]:
+                reason = (
+                    f"alone on an empty GPU (best predicted pairing gain {prospects:.2f} "
+                    "among the queue's head and the shared GPUs)"
+                )
+                best = (prospects, Option(request, option.slots, option.score, reason))
+        return None if best is None else best[1]
+
+    def _pairing_prospects(
+        self, call: PlacementCall, request: JobRequest, window: list[JobRequest], slot: GpuSlot
+    ) -> float:
+        """Best predicted gain `request` could make sharing: with a shared GPU now, or as the first
+        tenant of `slot` that another window job then joins."""
+        if wants_whole_gpus(request):
+            return 0.0
+        best = 0.0
+        for group_key, _slots in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            verdict = self._verdict(call, group_key, request)
+            if isinstance(verdict, ShareVerdict):
+                best = max(best, verdict.gain)
+        as_host = (slot.product, slot.gpu.memory_mib, ((request.workload, request.max_slowdown),))
+        for other in window:
+            if other is not request and not wants_whole_gpus(other):
+                verdict = self._verdict(call, as_host, other)
+                if isinstance(verdict, ShareVerdict):
+                    best = max(best, verdict.gain)
+        return best
+
+    def _best_share(
+        self, call: PlacementCall, candidates: list[JobRequest], held: set[GpuKey], min_gain: float
+    ) -> Option | None:
+        best: tuple[float, int, Option] | None = None
+        shareable = [request for request in candidates if not wants_whole_gpus(request)]
+        for group_key, slots in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            for position, request in enumerate(shareable):
+                verdict = self._verdict(call, group_key, request)
+                if not isinstance(verdict, ShareVerdict) or verdict.gain < min_gain:
+                    continue
+                if best is not None and (verdict.score, -position) <= (best[0], best[1]):
+                    continue
+                slot = self._first_with_room(call, request, slots, held)
+                if slot is not None:
+                    option = Option(request, (slot,), verdict.score, self._share_reason(verdict))
+                    best = (verdict.score, -position, option)
+        return None if best is None else best[2]
+
+    def _first_with_room(
+        self, call: PlacementCall, request: JobRequest, slots: dict[GpuKey, GpuSlot], held: set[GpuKey]
+    ) -> GpuSlot | None:
+        for slot in slots.values():
+            if slot.key not in held and call.room(request, slot) is None:
+                return slot
+        return None
+
+    def _hold_for(self, call: PlacementCall, head: JobRequest) -> set[GpuKey]:
+        """GPUs nobody else may take in this call, so they drain for a starving head of the queue."""
+        if head.gpus > 1:
+            fullest = max(call.index.node_slots.items(), key=lambda item: sum(not s.tenants for s in item[1]))
+            return {slot.key for slot in fullest[1]}
+        for _group_key, slots in call.index.shared_groups(below=2):
+            return {next(iter(slots))}
+        return set()
+
+    # -- prediction verdicts (memoised) ----------------------------------------------------------
+    def _verdict(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:
+        memo_key = (group_key, request.workload, request.max_slowdown)
+        verdict = self._verdicts.get(memo_key)
+        if verdict is None:
+            verdict = self._judge(call, group_key, request)
+            self._verdicts[memo_key] = verdict
+        return verdict
+
+    def _judge(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:
+        product, memory_mib, tenants = group_key
+        predictions = call.predictions
+        needed = sum(predictions.job(workload, product).memory_mib for workload, _ in tenants)
+        needed += predictions.job(request.workload, product).memory_mib + self.limits.memory_margin_mib
+        if needed > memory_mib:
+            return "not enough GPU memory (predicted)"
+        workloads = [workload for workload, _ in tenants]
+        after = predictions.slowdowns(product, [*workloads, request.workload])
+        if after is None:
+            return "predicted not to fit together"
+        limits = [max_slowdown for _, max_slowdown in tenants] + [request.max_slowdown]
+        for slowdown, max_slowdown in zip(after, limits, strict=True):
+            if slowdown > max_slowdown / (1.0 + self.tunables.qos_margin):
+                return f"predicted slowdown {slowdown:.2f}× over a maxSlowdown of {max_slowdown:g}×"
+        before = predictions.slowdowns(product, workloads) or (1.0,) * len(workloads)
+        gain = sum(1.0 / s for s in after) - sum(1.0 / s for s in before)
+        utilization = sum(predictions.job(w, product).utilization for w in [*workloads, request.workload])
+        score = gain - self.tunables.utilization_weight * max(0.0, utilization - 1.0)
+        return ShareVerdict(gain=gain, score=score, slowdowns=after)
+
+    @staticmethod
+    def _share_reason(verdict: ShareVerdict) -> str:
+        return (
+            f"shares a GPU: predicted slowdown {verdict.slowdowns[-1]:.2f}×, co-tenants "
+            f"{', '.join(f'{s:.2f}×' for s in verdict.slowdowns[:-1])}, all within maxSlowdown; "
+            f"GPU throughput +{verdict.gain:.2f}"
+        )
+
+    # -- why a job waits -------------------------------------------------------------------------
+    def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        with PlacementCall(snapshot, self.predictions, self.limits) as call:
+            if self._alone(call, request, set()) is not None:
+                return "waiting: an empty GPU fits; jobs ahead in the queue go first"
+            return summarise_reasons(self._rejections(call, request))
+
+    def _rejections(self, call: PlacementCall, request: JobRequest) -> Iterator[str]:
+        for slot in call.index.slots.values():
+            if not slot.usable:
+                continue
+            reason = call.room(request, slot)
+            if reason is None and slot.tenants:
+                verdict = self._verdict(call, slot.group_key(), request)
+                if isinstance(verdict, str):
+                    reason = f"no GPU keeps the slowdowns under maxSlowdown: {verdict}"
+                elif verdict.gain < self.tunables.min_gain:
+                    reason = f"sharing would gain too little throughput (+{verdict.gain:.2f})"
+                else:
+                    reason = "a shared GPU fits; jobs ahead in the queue go first"
+            yield reason or f"fewer than {request.gpus} free GPUs on one node"

@@ -1,0 +1,170 @@
+"""An index of GPUs by occupancy, so a policy finds candidates without rescanning the cluster per job.
+
+`ClusterIndex.build(snapshot)` indexes a snapshot once (O(GPUs + running jobs)); callers that see every
+change (the simulator) keep one index alive and call `add` / `remove` instead, then hand it to policies
+in `ClusterSnapshot.index`. A policy places its tentative assignments into the index and takes them out
+again before it returns, so the index a caller passes in comes back unchanged.
+
+Three views are kept current:
+- empty usable GPUs per node, and nodes bucketed by how many empty usable GPUs they have (best fit:
+  the node with the fewest empty GPUs that still fits the job comes first, which keeps whole nodes free
+  for multi-GPU jobs);
+- shareable GPUs grouped by (GPU type, memory, tenant workloads and their maxSlowdown): every GPU in a
+  group answers the same prediction questions, so a policy evaluates a newcomer once per group, not
+  once per GPU;
+- running jobs by key.
+
+Iteration order is insertion order (dicts, never sets), so the same history gives the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
+from horus_operator.prediction.api import Workload
+
+GpuKey = tuple[str, int]
+# (GPU type, GPU memory, sorted (workload, max_slowdown) of the tenants): GPUs with equal keys answer
+# every placement question the same way, apart from their live telemetry.
+GroupKey = tuple[str, int, tuple[tuple[Workload, float], ...]]
+
+
+def wants_whole_gpus(request: JobRequest) -> bool:
+    """Multi-GPU jobs run synchronous steps at the pace of their slowest GPU, so one noisy co-tenant
+    slows all of them: they get whole GPUs. maxSlowdown 1.0 is an explicit request never to share."""
+    return request.gpus > 1 or request.max_slowdown <= 1.0
+
+
+def workload_order(workload: Workload) -> tuple[str, int, str]:
+    return (workload.model, workload.batch_size, workload.features_key)
+
+
+class GpuSlot:
+    """One GPU and the jobs on it. Mutable; owned by its `ClusterIndex`."""
+
+    __slots__ = ("gpu", "key", "node", "tenants", "usable")
+
+    def __init__(self, gpu: Gpu, schedulable: bool) -> None:
+        self.gpu = gpu
+        self.key: GpuKey = gpu.key
+        self.node = gpu.node
+        self.usable = gpu.healthy and schedulable
+        self.tenants: list[RunningJob] = []
+
+    @property
+    def product(self) -> str:
+        return self.gpu.product
+
+    def group_key(self) -> GroupKey:
+        tenants = sorted(
+            ((job.request.workload, job.request.max_slowdown) for job in self.tenants),
+            key=lambda tenant: (workload_order(tenant[0]), tenant[1]),
+        )
+        return (self.gpu.product, self.gpu.memory_mib, tuple(tenants))
+
+    def shareable(self) -> bool:
+        """Has tenants, none of which wants its GPUs whole."""
+        return bool(self.tenants) and not any(wants_whole_gpus(job.request) for job in self.tenants)
+
+
+class ClusterIndex:
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self.slots: dict[GpuKey, GpuSlot] = {}
+        self.node_slots: dict[str, list[GpuSlot]] = {}
+        self.jobs: dict[str, RunningJob] = {}
+        self._empty: dict[str, dict[GpuKey, GpuSlot]] = {}
+        width = max((len(node.gpus) for node in nodes), default=0)
+        self._nodes_by_empty: list[dict[str, None]] = [{} for _ in range(width + 1)]
+        # tenant count -> group -> GPUs
+        self._shared: dict[int, dict[GroupKey, dict[GpuKey, GpuSlot]]] = {}
+        self._empty_total = 0
+        for node in nodes:
+            slots = [GpuSlot(gpu, node.schedulable) for gpu in node.gpus]
+            self.node_slots[node.name] = slots
+            self._empty[node.name] = {}
+            self._nodes_by_empty[0][node.name] = None
+            for slot in slots:
+                self.slots[slot.key] = slot
+                self._attach(slot)
+
+    @classmethod
+    def build(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
+        index = cls(snapshot.nodes)
+        for job in snapshot.running:
+            index.add(job)
+        return index
+
+    # -- changes ---------------------------------------------------------------------------------
+    def add(self, job: RunningJob) -> None:
+        self.jobs[job.request.key] = job
+        for slot in self._slots_of(job):
+            self._detach(slot)
+            slot.tenants.append(job)
+            self._attach(slot)
+
+    def remove(self, key: str) -> RunningJob:
+        job = self.jobs.pop(key)
+        for slot in self._slots_of(job):
+            self._detach(slot)
+            slot.tenants = [tenant for tenant in slot.tenants if tenant.request.key != key]
+            self._attach(slot)
+        return job
+
+    # -- queries ---------------------------------------------------------------------------------
+    def empty_slots(self) -> Iterator[GpuSlot]:
+        """Empty usable GPUs, best fit first (nodes with the fewest empty GPUs)."""
+        for bucket in self._nodes_by_empty[1:]:
+            for node in bucket:
+                yield from self._empty[node].values()
+
+    def nodes_with_empty(self, at_least: int) -> Iterator[tuple[str, list[GpuSlot]]]:
+        """(node, its empty usable GPUs) for nodes with at least `at_least` of them, best fit first."""
+        for bucket in self._nodes_by_empty[max(at_least, 1) :]:
+            for node in bucket:
+                yield node, list(self._empty[node].values())
+
+    def shared_groups(self, below: int) -> Iterator[tuple[GroupKey, dict[GpuKey, GpuSlot]]]:
+        """Usable GPUs running 1 .. `below`-1 single-GPU jobs, grouped (see `GroupKey`)."""
+        for count in range(1, below):
+            yield from self._shared.get(count, {}).items()
+
+    def empty_count(self) -> int:
+        """Empty usable GPUs in the cluster."""
+        return self._empty_total
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def _slots_of(self, job: RunningJob) -> Iterator[GpuSlot]:
+        for gpu_index in job.gpu_indices:
+            slot = self.slots.get((job.node, gpu_index))
+            if slot is not None:  # a job on a GPU the snapshot no longer lists has nothing to index
+                yield slot
+
+    def _detach(self, slot: GpuSlot) -> None:
+        if not slot.usable:
+            return
+        if not slot.tenants:
+            self._move_node(slot.node, lambda empty: empty.pop(slot.key))
+        elif slot.shareable():
+            groups = self._shared[len(slot.tenants)]
+            group_key = slot.group_key()
+            del groups[group_key][slot.key]
+            if not groups[group_key]:
+                del groups[group_key]
+
+    def _attach(self, slot: GpuSlot) -> None:
+        if not slot.usable:
+            return
+        if not slot.tenants:
+            self._move_node(slot.node, lambda empty: empty.__setitem__(slot.key, slot))
+        elif slot.shareable():
+            groups = self._shared.setdefault(len(slot.tenants), {})
+            groups.setdefault(slot.group_key(), {})[slot.key] = slot
+
+    def _move_node(self, node: str, change: Callable[[dict[GpuKey, GpuSlot]], object]) -> None:
+        empty = self._empty[node]
+        before = len(empty)
+        self._nodes_by_empty[before].pop(node, None)
+        change(empty)
+        self._nodes_by_empty[len(empty)][node] = None
+        self._empty_total += len(empty) - before

@@ -1,0 +1,53 @@
+"""Memoised predictions for placement: one predictor call per (workload, GPU type) and per co-tenant set.
+
+A policy asks the same questions thousands of times per second ("what does resnet50/64 use on a V100?",
+"how much do these two slow each other down?"); the answers depend only on the workloads and the GPU
+type, so they are cached for the policy's lifetime. Slowdown queries are cached under the workloads'
+sorted order, so (a, b) and (b, a) cost one prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from horus_operator.prediction.api import JobPrediction, Predictor, Workload
+
+
+def _workload_order(workload: Workload) -> tuple[str, int, str]:
+    return (workload.model, workload.batch_size, workload.features_key)
+
+
+class CachedPredictions:
+    """Wraps a `Predictor`; answers are identical, repeated questions are free."""
+
+    def __init__(self, predictor: Predictor) -> None:
+        self.predictor = predictor
+        self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
+        self._slowdowns: dict[tuple[str, tuple[Workload, ...]], tuple[float, ...] | None] = {}
+
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        key = (workload, gpu)
+        found = self._jobs.get(key)
+        if found is None:
+            found = self.predictor.job(workload, gpu)
+            self._jobs[key] = found
+        return found
+
+    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+        """Per-workload slowdowns in the order given; None when they cannot share a GPU."""
+        if len(workloads) <= 1:
+            return (1.0,) * len(workloads)
+        order = sorted(range(len(workloads)), key=lambda i: _workload_order(workloads[i]))
+        canonical = tuple(workloads[i] for i in order)
+        key = (gpu, canonical)
+        if key in self._slowdowns:
+            sorted_answer = self._slowdowns[key]
+        else:
+            sorted_answer = self.predictor.slowdowns(gpu, canonical)
+            self._slowdowns[key] = sorted_answer
+        if sorted_answer is None:
+            return None
+        answer = [1.0] * len(workloads)
+        for position, original in enumerate(order):
+            answer[original] = max(1.0, sorted_answer[position])
+        return tuple(answer)

@@ -1,0 +1,81 @@
+"""Policies by name. Callers say `make_policy("horus", predictor=...)`; nothing dispatches on names.
+
+Tunables are keyword arguments: the fields of `base.Limits` for every policy, plus the fields of
+`horus.HorusTunables` for `horus`. An unknown tunable is an error, not silently ignored.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import fields
+from typing import Any
+
+from horus_operator.placement.base import Limits
+from horus_operator.placement.binpack import BinpackPolicy
+from horus_operator.placement.exclusive import ExclusivePolicy
+from horus_operator.placement.horus import HorusPolicy, HorusTunables
+from horus_operator.placement.types import ClusterSnapshot, JobRequest, Policy
+from horus_operator.prediction.api import Predictor
+
+PolicyFactory = Callable[..., Policy]
+
+
+def _split(tunables: dict[str, Any], *kinds: type) -> list[Any]:
+    """Builds one instance of each dataclass in `kinds` from the tunables naming its fields."""
+    remaining = dict(tunables)
+    built = []
+    for kind in kinds:
+        names = {f.name for f in fields(kind)}
+        built.append(kind(**{name: remaining.pop(name) for name in list(remaining) if name in names}))
+    if remaining:
+        raise TypeError(f"unknown tunable(s): {', '.join(sorted(remaining))}")
+    return built
+
+
+def _horus(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> Policy:
+    limits, horus = _split(tunables, Limits, HorusTunables)
+    return HorusPolicy(predictor, limits, horus)
+
+
+def _exclusive(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> Policy:
+    (limits,) = _split(tunables, Limits)
+    return ExclusivePolicy(predictor, limits)
+
+
+def _binpack(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> Policy:
+    (limits,) = _split(tunables, Limits)
+    return BinpackPolicy(predictor, limits)
+
+
+POLICIES: dict[str, PolicyFactory] = {
+    "horus": _horus,
+    "exclusive": _exclusive,
+    "binpack": _binpack,
+}
+
+
+def make_policy(
+    name: str, *, predictor: Predictor, rng: random.Random | None = None, **tunables: Any
+) -> Policy:
+    """A fresh policy. `rng` is for policies that randomise (none of the built-in three do)."""
+    try:
+        factory = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}") from None
+    return factory(predictor, rng, **tunables)
+
+
+def queue_order(request: JobRequest) -> tuple[int, float, str]:
+    """Sort key callers use for the queue they pass to `schedule`: priority, then first come first served.
+
+    Policies read a prefix of the queue in the order given and never sort it themselves, so a call
+    costs the same with 10 or 100,000 jobs waiting.
+    """
+    return (-request.priority, request.submitted_at, request.key)
+
+
+def explain_wait(policy: Policy, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+    """A one-line reason `request` is still waiting, e.g. for a Kubernetes Event (O(GPUs))."""
+    explain = getattr(policy, "explain_wait", None)
+    return explain(snapshot, request) if explain is not None else "waiting"

@@ -1,0 +1,67 @@
+"""One small scenario worked out by hand for each policy (numbers from `builders.predictor`)."""
+
+from __future__ import annotations
+
+from horus_operator.placement.registry import explain_wait, make_policy
+from placement_builders import job, nodes, predictor, running, snapshot
+
+# One node, two empty V100s; the queue in arrival order.
+QUEUE = [
+    job("a", "good", max_slowdown=1.0, at=0),  # asks for a whole GPU
+    job("b", "good", at=1),
+    job("c", "fair", at=2),
+    job("d", "poor", at=3),
+]
+
+
+def placements(policy_name: str) -> list[tuple[str, int]]:
+    policy = make_policy(policy_name, predictor=predictor())
+    return [(a.job, a.gpu_indices[0]) for a in policy.schedule(snapshot(nodes(1, 2)), QUEUE)]
+
+
+def test_exclusive_starts_the_first_two_jobs_alone() -> None:
+    assert placements("exclusive") == [("a", 0), ("b", 1)]
+
+
+def test_binpack_packs_c_onto_b_blind_to_interference() -> None:
+    # a wants its GPU whole; b takes the other; c fits in b's memory (4000+4000+500 <= 16384) and binpack
+    # looks at nothing else; d finds both GPUs closed (a's whole, b+c full at 2 jobs).
+    assert placements("binpack") == [("a", 0), ("b", 1), ("c", 1)]
+
+
+def test_horus_starts_loners_alone_and_pairs_the_good_partners() -> None:
+    # Step 1, two empty GPUs: pairing prospects are a: 0 (whole GPU), b: max(1.67-1, 1.0-1) = 0.67,
+    #   c: max(0.67, 1.58-1) = 0.67, d: max(0, 0.58) = 0.58 -> a (lowest) alone on GPU 0.
+    # Step 2, one empty GPU: b 0.67, c 0.67, d 0.58 -> d alone on GPU 1.
+    # Step 3, no empty GPU: b joins d -> gain 1.0 - 1 = 0 < min_gain; c joins d -> fair 1.1x, poor
+    #   1.5x (both under 2.0/1.08 = 1.85), gain 0.58 -> c shares GPU 1 with d.
+    # b waits: GPU 0 is held whole by a, GPU 1 has its two jobs.
+    assert placements("horus") == [("a", 0), ("d", 1), ("c", 1)]
+
+
+def test_horus_assignment_explains_predicted_slowdowns() -> None:
+    policy = make_policy("horus", predictor=predictor())
+    d = QUEUE[3]
+    before = snapshot(nodes(1, 1), running(d, "n0", 0))
+    (assignment,) = policy.schedule(before, [QUEUE[2]])
+    assert assignment.colocated_with == ("d",)
+    assert assignment.predicted_slowdown == 1.1
+    assert assignment.cotenant_slowdowns == {"d": 1.5}
+    assert "1.10×" in assignment.reason
+
+
+def test_horus_explains_why_b_waits() -> None:
+    policy = make_policy("horus", predictor=predictor())
+    a, b, c, d = QUEUE
+    after = snapshot(nodes(1, 2), running(a, "n0", 0), running(d, "n0", 1), running(c, "n0", 1))
+    reason = explain_wait(policy, after, b)
+    assert reason.startswith("waiting: ")
+    assert "held whole" in reason and "full" in reason
+
+
+def test_horus_says_when_no_gpu_keeps_slowdown_under_the_limit() -> None:
+    policy = make_policy("horus", predictor=predictor())
+    strict = job("s", "poor", max_slowdown=1.5)
+    after = snapshot(nodes(1, 1), running(job("g", "good"), "n0", 0))
+    assert policy.schedule(after, [strict]) == []
+    assert "maxSlowdown" in explain_wait(policy, after, strict)
