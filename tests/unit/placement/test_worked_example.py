@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from horus_operator.placement.registry import explain_wait, make_policy
 from placement_builders import job, nodes, predictor, running, snapshot
+
+from horus_operator.placement.registry import explain_wait, make_policy
 
 # One node, two empty V100s; the queue in arrival order.
 QUEUE = [
