@@ -25,6 +25,7 @@ class ClusterCache:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, PodView]] = defaultdict(dict)  # job key -> pod name -> view
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.gpunodes: dict[str, dict[str, Any]] = {}  # node name -> its agent's GPUNode (telemetry.py)
         self.dirty: set[str] = set()
         self.nodes_changed = False
         self.wake = asyncio.Event()
@@ -71,6 +72,15 @@ class ClusterCache:
         self.mark(
             key for key, job_pods in self.pods.items() if any(p.node == name for p in job_pods.values())
         )
+
+    def put_gpunode(self, body: Mapping[str, Any]) -> None:
+        self.gpunodes[body["metadata"]["name"]] = dict(body)
+        self.nodes_changed = True
+        self.wake.set()
+
+    def drop_gpunode(self, body: Mapping[str, Any]) -> None:
+        self.gpunodes.pop(body["metadata"]["name"], None)
+        self.nodes_changed = True
 
     def replace_all(
         self,

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from horus_operator.operator import keys
+from horus_operator.operator import keys, telemetry
 from horus_operator.operator.pods import PodView
 from horus_operator.placement.types import ClusterSnapshot, Gpu, Node, RunningJob
 from horus_operator.prediction.api import UnknownGpuError
@@ -21,9 +21,16 @@ log = logging.getLogger(__name__)
 
 
 def build_snapshot(
-    nodes: Iterable[Mapping[str, Any]], pods: Iterable[PodView], *, now: float
+    nodes: Iterable[Mapping[str, Any]],
+    pods: Iterable[PodView],
+    *,
+    now: float,
+    gpunodes: Iterable[Mapping[str, Any]] = (),
+    telemetry_ttl: float = telemetry.DEFAULT_TTL_SECONDS,
 ) -> ClusterSnapshot:
-    gpu_nodes = tuple(node for node in (gpu_node(body) for body in nodes) if node is not None)
+    """`gpunodes`: the agents' GPUNode objects; `now` in epoch seconds (their timestamps' clock)."""
+    labelled = (node for node in (gpu_node(body) for body in nodes) if node is not None)
+    gpu_nodes = telemetry.merge(labelled, gpunodes, now=now, ttl=telemetry_ttl)
     running = tuple(
         RunningJob(request=pod.request, node=pod.node, gpu_indices=pod.gpu_indices)
         for pod in pods

@@ -173,7 +173,10 @@ class SchedulingLoop:
     async def _place(self, now: datetime) -> set[str]:
         """Place waiting jobs; returns the keys whose pods (or verdicts) changed."""
         snapshot = cluster_view.build_snapshot(
-            self._cache.nodes.values(), self._cache.all_pods(), now=now.timestamp()
+            self._cache.nodes.values(),
+            self._cache.all_pods(),
+            now=now.timestamp(),
+            gpunodes=self._cache.gpunodes.values(),
         )
         queue = self._queue(snapshot)
         if not queue:

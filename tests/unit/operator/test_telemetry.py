@@ -5,7 +5,7 @@ from typing import Any
 from horus_operator.agent import gpunode as agent_gpunode
 from horus_operator.agent import summary
 from horus_operator.agent.readings import GpuReading, Sample
-from horus_operator.operator import telemetry
+from horus_operator.operator import cluster_view, telemetry
 from horus_operator.placement.types import Gpu, Node
 
 NOW = 1_800_000_000.0  # epoch seconds
@@ -111,3 +111,21 @@ def test_what_the_agent_writes_is_what_the_operator_reads() -> None:
         agent_gpunode.VERSION,
         agent_gpunode.PLURAL,
     )
+
+
+def test_the_operator_snapshot_carries_the_agents_telemetry() -> None:
+    labels = {
+        "nvidia.com/gpu.product": "Tesla-V100-SXM2-16GB",
+        "nvidia.com/gpu.count": "2",
+        "nvidia.com/gpu.memory": "16384",
+    }
+    node_body = {
+        "metadata": {"name": "n1", "labels": labels},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+    snapshot = cluster_view.build_snapshot(
+        [node_body], [], now=NOW, gpunodes=[gpunode(age=120)], telemetry_ttl=60
+    )
+
+    assert [(g.uuid, g.healthy) for g in snapshot.nodes[0].gpus] == [("GPU-a", False), ("GPU-b", False)]
