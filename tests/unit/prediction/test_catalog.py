@@ -1,0 +1,144 @@
+"""The built-in catalog: every model name the shipped data uses resolves, features scale, errors name."""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from horus_operator.prediction import catalog, features
+from horus_operator.prediction.api import UnknownModelError
+
+REPO = Path(__file__).resolve().parents[3]
+
+# The model names of the measured data (data/README.md): Gavel's co-location and trace job types,
+# Muri's traces; and the Horus papers' model types.
+GAVEL_MODELS = ["resnet18", "resnet50", "transformer", "lstm-lm", "recommendation", "a3c", "cyclegan"]
+GAVEL_JOB_TYPES = ["ResNet-18", "ResNet-50", "Transformer", "LM", "Recommendation", "A3C", "CycleGAN"]
+MURI_MODELS = ["gpt2", "shufflenet_v2_x1_0", "resnet18", "bert", "vgg16", "vgg19", "a2c", "dqn"]
+HORUS_TYPES = [
+    "ResNet-50",
+    "VGG-16",
+    "DenseNet-121",
+    "MobileNetV2",
+    "ShuffleNetV2",
+    "MNASNet",
+    "EfficientNet",
+    "SqueezeNet",
+    "GoogLeNet",
+    "ResNeXt-50",
+    "DPN",
+    "PyramidNet",
+    "LSTM",
+    "Transformer",
+    "transformer-lm",
+]
+
+
+@pytest.mark.parametrize("name", GAVEL_MODELS + MURI_MODELS)
+def test_data_model_names_are_canonical(name: str):
+    assert catalog.canonical(name) == name
+    assert catalog.lookup(name, 16)["batch_size"] == 16
+
+
+@pytest.mark.parametrize(("job_type", "name"), list(zip(GAVEL_JOB_TYPES, GAVEL_MODELS, strict=True)))
+def test_gavel_job_types_map_to_the_data_names(job_type: str, name: str):
+    assert catalog.canonical(job_type) == name
+
+
+@pytest.mark.parametrize("name", HORUS_TYPES)
+def test_horus_model_types_are_in_the_catalog(name: str):
+    assert catalog.lookup(name, 32)["flops_per_sample"] > 0
+
+
+def _names_in_shipped_data() -> set[str]:
+    """Model names in the repository's data files, where present."""
+    found: set[str] = set()
+    for path in sorted((REPO / "data").rglob("*.csv")):
+        with path.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                found.update(
+                    row[column] for column in ("model", "model_a", "model_b", "model_name") if column in row
+                )
+    for path in sorted((REPO / "data").rglob("gavel*.trace")):
+        for line in path.read_text().splitlines():
+            found.add(re.sub(r"\s*\(batch size \d+\)$", "", line.split("\t")[0]))
+    return found
+
+
+def test_every_model_name_in_the_shipped_data_resolves():
+    names = _names_in_shipped_data()
+    if not names:
+        pytest.skip("no data files with model names in data/")
+    unknown = sorted(name for name in names if catalog.alias_key(name) and _unresolved(name))
+    assert not unknown
+
+
+def _unresolved(name: str) -> bool:
+    try:
+        catalog.canonical(name)
+    except UnknownModelError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("spelling", ["RESNET50", "resnet-50", " ResNet_50 ", "resnet.50"])
+def test_names_match_ignoring_case_and_punctuation(spelling: str):
+    assert catalog.canonical(spelling) == "resnet50"
+
+
+def test_lookup_scales_per_sample_quantities_only():
+    small, large = catalog.lookup("resnet50", 16), catalog.lookup("resnet50", 64)
+    assert large["flops_per_batch"] == 4 * small["flops_per_batch"] == 64 * small["flops_per_sample"]
+    assert large["activation_bytes_per_batch"] == 4 * small["activation_bytes_per_batch"]
+    assert large["params"] == small["params"]
+
+
+def test_lookup_returns_a_fresh_dict():
+    first = catalog.lookup("vgg16", 8)
+    first["flops_per_batch"] = -1.0
+    assert catalog.lookup("vgg16", 8)["flops_per_batch"] > 0
+
+
+def test_unknown_model_names_the_model_and_lists_known_ones():
+    with pytest.raises(UnknownModelError) as raised:
+        catalog.lookup("alexnet-9000", 32)
+    message = str(raised.value)
+    assert "alexnet-9000" in message
+    assert all(name in message for name in ("resnet50", "lstm-lm", "gpt2"))
+    assert isinstance(raised.value, ValueError)
+
+
+def test_every_entry_states_its_source_assumptions_and_a_complete_profile():
+    for name in catalog.names():
+        entry = catalog.entry(name)
+        assert entry["source"] and entry["sample"] and entry["dataset"]
+        assert isinstance(entry["assumptions"], list)
+        assert set(entry["profile"]) == set(features.PROFILE_NAMES)
+
+
+def test_architectures_are_ordered_as_their_graphs_say():
+    """Relations that hold for the reference architectures, independent of the exact counts."""
+    flops = {name: catalog.lookup(name, 1)["flops_per_sample"] for name in catalog.names()}
+    params = {name: catalog.lookup(name, 1)["params"] for name in catalog.names()}
+    assert flops["resnet18"] < flops["resnet18-imagenet"] < flops["resnet50"] < flops["resnet101"]
+    assert params["resnet18"] < params["resnet18-imagenet"]  # 10 versus 1000 classes, same body
+    assert params["vgg16"] < params["vgg19"] and flops["vgg16"] < flops["vgg19"]
+    assert catalog.lookup("lstm-lm", 1)["recurrent_steps"] == 2 * 35  # 2 layers × bptt 35
+    assert catalog.lookup("gpt2", 1)["attention_ops"] == 2 * 12  # q·kᵀ and p·v in each of 12 blocks
+
+
+def test_shipped_catalog_matches_its_generator():
+    """data/catalog.json is what hack/gen_catalog.py computes from the reference graphs today."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "hack" / "gen_catalog.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
