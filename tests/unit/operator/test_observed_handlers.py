@@ -1,0 +1,124 @@
+"""The GPUNode handler with the operator's own API adapter (`Kube`) and dataset store replaced by
+recorders: what it writes to DLJob statuses and the dataset as two jobs run alone, then share a GPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import kopf
+
+from horus_operator.agent.gpunode import rfc3339
+from horus_operator.operator import keys, observed_handlers, pods
+from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.observed import Chunk
+from horus_operator.placement.types import JobRequest
+from horus_operator.prediction.api import Workload
+
+
+class RecordingKube:
+    def __init__(self, cache: ClusterCache) -> None:
+        self.cache = cache
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.patches.append((name, status))
+        job = self.cache.jobs[f"{namespace}/{name}"]  # as the watch event would bring it back
+        job.setdefault("status", {}).update(status)
+
+    async def call(self, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
+
+class RecordingStore:
+    def __init__(self) -> None:
+        self.rows: list[tuple[tuple[str, ...], str]] = []
+
+    def load(self) -> tuple[Chunk, ...]:
+        return ()
+
+    def record(self, row: tuple[str, ...], pair: str) -> bool:
+        self.rows.append((row, pair))
+        return True
+
+
+def dljob(name: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}"}, "spec": {}, "status": {}}
+
+
+def pod(job: str, model: str, batch: int) -> dict[str, Any]:
+    request = JobRequest(key=f"ns/{job}", workload=Workload(model=model, batch_size=batch))
+    return {
+        "metadata": {
+            "namespace": "ns",
+            "name": f"{job}-0",
+            "labels": {keys.LABEL_JOB: job},
+            "annotations": {keys.ANNOTATION_REQUEST: json.dumps(pods.encode_request(request))},
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def gpunode(now: float, *jobs_and_rates: tuple[str, float]) -> dict[str, Any]:
+    entries = [{"namespace": "ns", "name": f"{j}-0", "uid": f"p-{j}", "job": j, "utilization": 0.5,
+                "memoryMiB": 1000, "stepsPerSecond": rate} for j, rate in jobs_and_rates]  # fmt: skip
+    return {
+        "metadata": {"name": "gpu-node-0"},
+        "status": {
+            "lastUpdate": rfc3339(now),
+            "nvmlAvailable": True,
+            "gpus": [{"index": 0, "pods": entries}],
+        },
+    }
+
+
+def node() -> dict[str, Any]:
+    labels = {
+        keys.LABEL_GPU_PRODUCT: "Tesla-V100-SXM2-16GB",
+        keys.LABEL_GPU_COUNT: "1",
+        keys.LABEL_GPU_MEMORY: "16384",
+    }
+    return {"metadata": {"name": "gpu-node-0", "labels": labels}}
+
+
+def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -> None:
+    cache = ClusterCache()
+    cache.put_node(node())
+    for name, model, batch in (("a", "resnet50", 64), ("b", "lstm", 20)):
+        cache.put_job(dljob(name))
+        cache.put_pod(pod(name, model, batch))
+    kube = RecordingKube(cache)
+    store = RecordingStore()
+    leading = asyncio.Event()
+    leading.set()
+    memo = kopf.Memo(
+        runtime=SimpleNamespace(cache=cache, kube=kube, elector=SimpleNamespace(leading=leading)),
+        observations=observed_handlers.Recorder(store),  # type: ignore[arg-type]
+    )
+    now = time.time()  # the handler checks freshness against the wall clock
+
+    async def publish(*jobs_and_rates: tuple[str, float]) -> None:
+        event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates)}
+        await observed_handlers.gpunode_changed(event=event, memo=memo)
+
+    async def scenario() -> None:
+        await publish(("a", 12.0))
+        await publish(("b", 5.0))
+        await publish(("a", 8.0), ("b", 4.0))
+        await publish(("a", 8.0), ("b", 4.0))  # unchanged: no write, no second row
+
+    asyncio.run(scenario())
+
+    a_observed = cache.jobs["ns/a"]["status"]["observed"]
+    assert (a_observed["aloneStepsPerSecond"], a_observed["slowdown"], a_observed["sharingWith"]) == (
+        12.0,
+        1.5,
+        ["ns/b"],
+    )
+    assert cache.jobs["ns/b"]["status"]["observed"]["slowdown"] == 1.25
+    assert len(kube.patches) == 4  # a alone, b alone, then each once when sharing
+    assert store.rows == [(("v100", "lstm", "20", "resnet50", "64", "5", "12", "4", "8"), "uid-a+uid-b")]
+    assert "gpu-node-0" in cache.gpunodes
