@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import kopf
 
-from horus_operator.operator import handlers  # noqa: F401  (importing registers the handlers)
+from horus_operator.operator import (
+    handlers,  # noqa: F401  (importing registers the handlers)
+    observed_handlers,  # noqa: F401  (GPUNode telemetry, observed status)
+)
 from horus_operator.operator.config import OperatorConfig
 
 
