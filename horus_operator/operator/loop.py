@@ -9,6 +9,7 @@ names, 409 = done), so a crash between any two steps is repaired by the next cyc
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import unsatisfiable
 from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
 from horus_operator.operator.kube import Kube
-from horus_operator.operator.messages import placed_message, waiting_message
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy
+from horus_operator.operator.messages import placed_message
+from horus_operator.placement.registry import explain_wait, queue_order
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
 from horus_operator.prediction.api import JobPrediction, Predictor, Workload
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,7 @@ class SchedulingLoop:
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
         self._unsatisfiable: dict[str, InvalidJob] = {}
         self._predictions: dict[tuple[Workload, str], JobPrediction] = {}
+        self._explained_at: dict[str, datetime] = {}
 
     async def run(self, leading: asyncio.Event) -> None:
         while True:
@@ -166,6 +169,7 @@ class SchedulingLoop:
         return self._workloads[cache_key]
 
     def _forget(self, key: str) -> None:
+        self._explained_at.pop(key, None)
         self._pending.pop(key, None)
         self._waiting.pop(key, None)
         self._unsatisfiable.pop(key, None)
@@ -184,9 +188,10 @@ class SchedulingLoop:
         assignments = await asyncio.to_thread(self._policy.schedule, snapshot, queue)
         await asyncio.gather(*(self._bind(a, snapshot) for a in assignments))
         placed = {a.job for a in assignments}
+        after = _with_assignments(snapshot, assignments, queue)
         for request in queue:
             if request.key not in placed:
-                await self._note_waiting(request, snapshot, assignments)
+                await self._note_waiting(request, after, now)
         return placed | {r.key for r in queue if r.key in self._cache.dirty}
 
     def _queue(self, snapshot: ClusterSnapshot) -> list[JobRequest]:
@@ -200,7 +205,7 @@ class SchedulingLoop:
                 continue
             submitted = _created(self._cache.jobs[key])
             queue.append(jobspec.request(pending.job, pending.workload, submitted))
-        queue.sort(key=lambda r: (-r.priority, r.submitted_at, r.key))
+        queue.sort(key=queue_order)
         return queue[: self._config.max_batch]
 
     def _predict(self, workload: Workload, gpu: str) -> JobPrediction:
@@ -239,10 +244,14 @@ class SchedulingLoop:
                 body, kind="Normal", reason="Placed", message=placed_message(assignment)
             )
 
-    async def _note_waiting(
-        self, request: JobRequest, snapshot: ClusterSnapshot, assignments: list[Assignment]
-    ) -> None:
-        message = waiting_message(request, snapshot, assignments)
+    async def _note_waiting(self, request: JobRequest, snapshot: ClusterSnapshot, now: datetime) -> None:
+        """Say why a job still waits (status message and an Event), at most once per resync period: the
+        explanation costs a scan of all GPUs."""
+        last = self._explained_at.get(request.key)
+        if last is not None and (now - last).total_seconds() < self._config.resync_every:
+            return
+        self._explained_at[request.key] = now
+        message = explain_wait(self._policy, snapshot, request)
         if self._waiting.get(request.key) == message:
             return
         self._waiting[request.key] = message
@@ -274,3 +283,14 @@ def _uuids(snapshot: ClusterSnapshot, assignment: Assignment) -> tuple[str | Non
         return ()
     by_index = {gpu.index: gpu.uuid for gpu in node.gpus}
     return tuple(by_index.get(i) for i in assignment.gpu_indices)
+
+
+def _with_assignments(
+    snapshot: ClusterSnapshot, assignments: list[Assignment], queue: list[JobRequest]
+) -> ClusterSnapshot:
+    """`snapshot` as it is once `assignments` run: the view a waiting job's explanation must see."""
+    requests = {r.key: r for r in queue}
+    placed = tuple(
+        RunningJob(requests[a.job], a.node, a.gpu_indices) for a in assignments if a.job in requests
+    )
+    return dataclasses.replace(snapshot, running=snapshot.running + placed, index=None)

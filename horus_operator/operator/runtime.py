@@ -13,8 +13,9 @@ from horus_operator.operator.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
-from horus_operator.placement import make_policy
-from horus_operator.prediction import catalog, features, load_predictor
+from horus_operator.placement.registry import make_policy
+from horus_operator.prediction import catalog, features
+from horus_operator.prediction.predictor import load_predictor
 
 log = logging.getLogger(__name__)
 

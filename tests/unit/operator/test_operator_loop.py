@@ -1,0 +1,168 @@
+"""The scheduling loop against a fake of our own API adapter (`operator.kube.Kube`), never HTTP.
+
+The fake keeps objects in dicts and behaves like the API server where it matters here: create of an
+existing name is a 409 (the adapter then returns the stored object), status patches merge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from operator_builders import DLJobBuilder, gpu_node
+
+from horus_operator.operator import jobspec
+from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+
+NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, str, str]] = []
+        self.creates = 0
+        self._uids = itertools.count()
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    async def list_dljobs(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.jobs.values()))
+
+    async def list_horus_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.pods.values()))
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.nodes.values()))
+
+    async def create_pod(self, pod: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        key = job_key(pod)
+        if key in self.pods:
+            return copy.deepcopy(self.pods[key]), False
+        self.creates += 1
+        stored = copy.deepcopy(pod)
+        stored["metadata"]["uid"] = f"pod-{next(self._uids)}"
+        stored["status"] = {"phase": "Pending"}
+        self.pods[key] = stored
+        return copy.deepcopy(stored), True
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        self.pods.pop(f"{namespace}/{name}", None)
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+        job = self.jobs.get(f"{namespace}/{name}")
+        if job is None:
+            return None
+        job["status"] = {**job.get("status", {}), **copy.deepcopy(status)}
+        return copy.deepcopy(job)
+
+    async def post_event(self, involved: dict[str, Any], *, kind: str, reason: str, message: str) -> None:
+        self.events.append((involved["metadata"]["name"], reason, message))
+
+
+class FirstFreeGpu:
+    """A stand-in policy: each job alone on the first free GPU, like an exclusive scheduler."""
+
+    name = "first-free"
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        busy = {(r.node, i) for r in snapshot.running for i in r.gpu_indices}
+        free = [g.key for n in snapshot.nodes for g in n.gpus if g.key not in busy]
+        assignments = []
+        for request, (node, index) in zip(queue, free, strict=False):
+            assignments.append(
+                Assignment(job=request.key, node=node, gpu_indices=(index,), predicted_slowdown=1.0)
+            )
+        return assignments
+
+    def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        return "waiting: no free GPU"
+
+
+class FixedPredictor:
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        return JobPrediction(utilization=0.5, memory_mib=4000.0)
+
+    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+        return tuple(1.0 for _ in workloads)
+
+
+def _catalog(name: str) -> str:
+    if name == "nosuchnet":
+        raise UnknownModelError(f"unknown model {name!r}")
+    return name
+
+
+def _loop(kube: FakeKube) -> SchedulingLoop:
+    return SchedulingLoop(
+        kube=kube,  # type: ignore[arg-type]
+        cache=ClusterCache(),
+        policy=FirstFreeGpu(),
+        predictor=FixedPredictor(),
+        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
+        config=LoopConfig(),
+        clock=lambda: NOW,
+    )
+
+
+def _cluster(jobs: int, gpus: int) -> FakeKube:
+    kube = FakeKube()
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=gpus)
+    for i in range(jobs):
+        body = DLJobBuilder(f"job-{i}").obj()
+        kube.jobs[job_key(body)] = body
+    return kube
+
+
+async def _settle(loop: SchedulingLoop, cycles: int = 3) -> None:
+    await loop.resync()
+    for _ in range(cycles):
+        await loop.cycle()
+
+
+def test_jobs_are_placed_in_one_batch_and_written_once() -> None:
+    kube = _cluster(jobs=3, gpus=4)
+    asyncio.run(_settle(_loop(kube)))
+    assert kube.creates == 3
+    assert {job["status"]["phase"] for job in kube.jobs.values()} == {"Scheduled"}
+    assert sorted(job["status"]["gpuList"] for job in kube.jobs.values()) == ["0", "1", "2"]
+    assert [reason for _, reason, _ in kube.events] == ["Placed"] * 3
+
+
+def test_jobs_beyond_capacity_wait_with_a_reason() -> None:
+    kube = _cluster(jobs=3, gpus=2)
+    asyncio.run(_settle(_loop(kube)))
+    waiting = [job for job in kube.jobs.values() if job["status"]["phase"] == "Queued"]
+    assert len(waiting) == 1
+    assert waiting[0]["status"]["message"] == "waiting: no free GPU"
+
+
+def test_a_restarted_operator_creates_no_second_pod() -> None:
+    kube = _cluster(jobs=4, gpus=4)
+    asyncio.run(_settle(_loop(kube)))
+    for job in kube.jobs.values():  # the status writes were lost in the crash; the pods were not
+        job.pop("status")
+    asyncio.run(_settle(_loop(kube)))
+    assert kube.creates == 4
+    assert len(kube.pods) == 4
+    assert {job["status"]["phase"] for job in kube.jobs.values()} == {"Scheduled"}
+
+
+def test_an_unknown_model_fails_without_blocking_the_others() -> None:
+    kube = _cluster(jobs=2, gpus=4)
+    bad = DLJobBuilder("bad").model(architecture="nosuchnet").obj()
+    kube.jobs[job_key(bad)] = bad
+    asyncio.run(_settle(_loop(kube)))
+    assert kube.jobs["team-a/bad"]["status"]["phase"] == "Failed"
+    assert "spec.model.architecture='nosuchnet'" in kube.jobs["team-a/bad"]["status"]["message"]
+    assert kube.creates == 2
