@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 import time
+from typing import TextIO
 
 import click
 
@@ -94,6 +95,22 @@ def agent(
         publish_interval,
     )
     daemon.run_forever(time.time, stop)
+
+
+@agent.command("export-observations")
+@click.option("--out", type=click.File("w"), default="-", show_default=True, help="CSV file to write.")
+@click.option(
+    "--namespace",
+    envvar="HORUS_LEASE_NAMESPACE",
+    default="horus-system",
+    show_default=True,
+    help="The operator's namespace, where the dataset ConfigMaps live.",
+)
+def export_observations(out: TextIO, namespace: str) -> None:
+    """Write the observed co-locations as one CSV (the format `horus train slowdown --data` reads)."""
+    from horus_operator.operator import observed_store  # only this subcommand needs the operator side
+
+    out.write(observed_store.export_from_cluster(namespace))
 
 
 def _read_node_until_available(node: str, stop: threading.Event) -> kube.NodeInfo | None:

@@ -9,6 +9,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from horus_operator.operator import observed
+from horus_operator.operator.kube import load_client
 from horus_operator.operator.observed import Chunk
 
 DATASET_LABEL = "horus.dev/dataset"
@@ -67,6 +68,12 @@ class ObservationStore:
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+def export_from_cluster(namespace: str) -> str:
+    """The whole dataset as one CSV (what `horus agent export-observations` writes)."""
+    core = client.CoreV1Api(load_client(pool_size=1))
+    return observed.export_csv(ObservationStore(core, namespace).load())
 
 
 def _name(index: int) -> str:
