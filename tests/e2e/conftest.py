@@ -20,8 +20,9 @@ Pods end through kwok stages keyed on annotations (see docs/local-cluster.md):
 `pod-complete.stage.kwok.x-k8s.io/delay: "5s"` → Succeeded, `pod-fail.stage.kwok.x-k8s.io/delay`
 → Failed. Without either, a bound pod stays Running.
 
-If the control plane is not compiled yet, the fixture builds it (a long first build) instead of
-skipping: an e2e run that silently tested nothing would be worse than a slow one.
+If the control plane is not compiled yet and e2e tests were collected, it is built right after
+collection (a long first build; outside any test's timeout) instead of skipping: an e2e run that
+silently tested nothing would be worse than a slow one.
 """
 
 from __future__ import annotations
@@ -47,11 +48,15 @@ E2E_POOLS = (
 )
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    control_plane = devcluster.ControlPlane.pinned()
+    wants_cluster = any(item.get_closest_marker("e2e") for item in session.items)
+    if wants_cluster and not control_plane.is_built and not session.config.option.collectonly:
+        control_plane.build()
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.LocalCluster]:
-    control_plane = devcluster.ControlPlane.pinned()
-    if not control_plane.is_built:
-        control_plane.build()
     local = devcluster.LocalCluster(tmp_path_factory.mktemp("cluster"), pools=E2E_POOLS)
     local.up()
     previous_kubeconfig = os.environ.get("KUBECONFIG")
