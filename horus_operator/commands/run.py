@@ -15,6 +15,7 @@ ENV_BY_OPTION = {
     "resync_seconds": "HORUS_RESYNC_SECONDS",
     "unschedulable_grace_seconds": "HORUS_UNSCHEDULABLE_GRACE_SECONDS",
     "api_workers": "HORUS_API_WORKERS",
+    "telemetry_ttl_seconds": "HORUS_TELEMETRY_TTL_SECONDS",
 }
 
 
@@ -41,6 +42,14 @@ ENV_BY_OPTION = {
     help="Re-place a pod unschedulable for longer.",
 )
 @click.option("--api-workers", type=int, default=32, show_default=True, envvar="HORUS_API_WORKERS")
+@click.option(
+    "--telemetry-ttl-seconds",
+    type=float,
+    default=60.0,
+    show_default=True,
+    envvar="HORUS_TELEMETRY_TTL_SECONDS",
+    help="GPUs of a node whose agent has been silent longer are not used.",
+)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)

@@ -20,6 +20,7 @@ class OperatorConfig:
     resync_seconds: float = 10.0
     unschedulable_grace_seconds: float = 30.0
     api_workers: int = 32
+    telemetry_ttl_seconds: float = 60.0  # a GPUNode older than this: its agent is silent, GPUs unusable
 
     @property
     def unschedulable_grace(self) -> timedelta:
@@ -39,4 +40,7 @@ class OperatorConfig:
                 env.get("HORUS_UNSCHEDULABLE_GRACE_SECONDS", defaults.unschedulable_grace_seconds)
             ),
             api_workers=int(env.get("HORUS_API_WORKERS", defaults.api_workers)),
+            telemetry_ttl_seconds=float(
+                env.get("HORUS_TELEMETRY_TTL_SECONDS", defaults.telemetry_ttl_seconds)
+            ),
         )

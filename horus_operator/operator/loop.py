@@ -37,6 +37,7 @@ class LoopConfig:
     resync_every: float = 10.0  # seconds; re-decides every job (timers such as unschedulable pods)
     unschedulable_grace: timedelta = timedelta(seconds=30)
     max_batch: int = 1000  # most jobs handed to the policy in one call
+    telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
 
 
 @dataclass
@@ -181,6 +182,7 @@ class SchedulingLoop:
             self._cache.all_pods(),
             now=now.timestamp(),
             gpunodes=self._cache.gpunodes.values(),
+            telemetry_ttl=self._config.telemetry_ttl,
         )
         queue = self._queue(snapshot)
         if not queue:

@@ -57,8 +57,7 @@ class Recorder:
 
 
 async def _update_jobs(runtime: Any, recorder: Recorder, gpunode: Mapping[str, Any], now: datetime) -> None:
-    ttl = telemetry.DEFAULT_TTL_SECONDS
-    if not telemetry.parse(gpunode).fresh(now.timestamp(), ttl):
+    if not telemetry.parse(gpunode).fresh(now.timestamp(), runtime.config.telemetry_ttl_seconds):
         return
     gpu_type = _gpu_type(runtime.cache.nodes.get(gpunode["metadata"]["name"]))
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")

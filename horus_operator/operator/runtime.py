@@ -65,6 +65,7 @@ def build(config: OperatorConfig) -> Runtime:
             namespace=config.namespace,
             resync_every=config.resync_seconds,
             unschedulable_grace=config.unschedulable_grace,
+            telemetry_ttl=config.telemetry_ttl_seconds,
         ),
     )
     elector = LeaderElector(kube, LeaseConfig(namespace=config.lease_namespace, identity=config.identity))

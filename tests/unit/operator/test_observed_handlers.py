@@ -95,7 +95,12 @@ def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -
     leading = asyncio.Event()
     leading.set()
     memo = kopf.Memo(
-        runtime=SimpleNamespace(cache=cache, kube=kube, elector=SimpleNamespace(leading=leading)),
+        runtime=SimpleNamespace(
+            cache=cache,
+            kube=kube,
+            elector=SimpleNamespace(leading=leading),
+            config=SimpleNamespace(telemetry_ttl_seconds=60.0),
+        ),
         observations=observed_handlers.Recorder(store),  # type: ignore[arg-type]
     )
     now = time.time()  # the handler checks freshness against the wall clock
