@@ -1,0 +1,394 @@
+"""DLJobs end to end on the real local control plane: `horus run` as a subprocess, kubectl as the user.
+
+kwok ends pods on the `spec.simulation.duration` the operator copies to them; kube-scheduler binds them to
+the node Horus chose; the garbage collector cascades DLJob deletion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dljob_harness import (
+    REPO,
+    OperatorProcess,
+    apply,
+    condition,
+    dljob,
+    dljobs,
+    horus_pods,
+    wait_for,
+    wait_phases,
+)
+
+from horus_operator import devcluster
+
+pytestmark = pytest.mark.e2e
+
+PHASE_ORDER = ["Pending", "Queued", "Scheduled", "Running", "Succeeded"]
+HOLDING = {"Pending", "Running"}
+
+
+@pytest.fixture(scope="module")
+def horus(
+    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    operator = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    operator.start()
+    yield operator
+    operator.stop()
+
+
+@contextlib.contextmanager
+def only_nodes(cluster: devcluster.LocalCluster, keep: list[str]) -> Iterator[None]:
+    """Cordon every other node for the duration (the session's nodes are shared, so always uncordon)."""
+    names = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    others = [n for n in names if n not in keep]
+    cluster.kubectl("cordon", *others)
+    try:
+        yield
+    finally:
+        cluster.kubectl("uncordon", *others, check=False)
+
+
+def _env(pod: dict[str, Any], name: str) -> str | None:
+    for entry in pod["spec"]["containers"][0].get("env", []):
+        if entry["name"] == name:
+            return entry.get("value")
+    return None
+
+
+def _gpu_env_matches(job: dict[str, Any], pod: dict[str, Any]) -> bool:
+    gpus = job["status"]["gpus"]
+    expected = (
+        ",".join(g["uuid"] for g in gpus) if all("uuid" in g for g in gpus) else job["status"]["gpuList"]
+    )
+    return _env(pod, "NVIDIA_VISIBLE_DEVICES") == expected
+
+
+def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-k", str(REPO / "examples"))
+    names = sorted(dljobs(cluster, namespace))
+    assert len(names) == 5
+    seen: dict[str, list[str]] = defaultdict(list)
+    pods_seen: dict[str, dict[str, Any]] = {}
+
+    def all_finished() -> bool:
+        for name, job in dljobs(cluster, namespace).items():
+            phase = (job.get("status") or {}).get("phase", "Pending")
+            if not seen[name] or seen[name][-1] != phase:
+                seen[name].append(phase)
+        for pod in horus_pods(cluster, namespace):
+            if pod["status"].get("phase") in HOLDING:
+                pods_seen[pod["metadata"]["name"]] = pod
+        return all(seen[n][-1] == "Succeeded" for n in names)
+
+    wait_for(all_finished, timeout=180, what="the examples to succeed", every=0.5)
+    header = cluster.kubectl("get", "dljobs", "-n", namespace).stdout.splitlines()[0].split()
+    assert header == ["NAME", "PHASE", "NODE", "GPU", "UTIL", "SLOWDOWN", "AGE"]
+    cluster.kubectl("wait", "--for=condition=Complete", "dljob", "--all", "-n", namespace, "--timeout=10s")
+
+    jobs, pods = (
+        dljobs(cluster, namespace),
+        {p["metadata"]["labels"]["horus.dev/dljob"]: p for p in horus_pods(cluster, namespace)},
+    )
+    for name in names:
+        job, pod = jobs[name], pods[name]
+        phases = seen[name]
+        assert phases == sorted(phases, key=PHASE_ORDER.index), f"{name} went {phases}"
+        assert "Running" in phases, f"{name} never seen Running: {phases}"
+        status = job["status"]
+        assert pod["metadata"]["name"] == f"{name}-0"
+        assert (
+            pod["spec"]["nodeName"] == status["node"] == pod["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+        )
+        assert _gpu_env_matches(job, pod), (name, _env(pod, "NVIDIA_VISIBLE_DEVICES"), status["gpuList"])
+        assert pod["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+        for kind in ("Scheduled", "Complete"):
+            assert condition(job, kind)["status"] == "True", (name, kind)
+        assert status["startTime"] <= status["completionTime"]
+        assert 0 < status["predicted"]["utilization"] <= 1 and status["predicted"]["slowdown"] >= 1
+    assert len(jobs["two-gpu-vgg16"]["status"]["gpus"]) == 2
+    exclusive = jobs["exclusive-bert"]["status"]
+    assert exclusive["colocatedWith"] == []
+    exclusive_gpus = {(exclusive["node"], g["index"]) for g in exclusive["gpus"]}
+    for other in names:
+        if other != "exclusive-bert":
+            status = jobs[other]["status"]
+            overlap = exclusive_gpus & {(status["node"], g["index"]) for g in status["gpus"]}
+            assert not overlap or "exclusive-bert" not in "".join(status["colocatedWith"]), other
+
+
+def test_compatible_jobs_share_a_gpu_and_an_incompatible_pair_does_not(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    node = cluster.add_nodes(devcluster.GpuNodePool(count=1, gpus_per_node=1, name_prefix="share-node"))[0]
+    compatible, incompatible = _pairs()
+    with only_nodes(cluster, [node]):
+        first, second = (
+            dljob(f"fit-{i}", architecture=m, batch_size=b, duration=None)
+            for i, (m, b) in enumerate(compatible)
+        )
+        apply(cluster, namespace, first)
+        wait_phases(cluster, namespace, ["fit-0"], {"Scheduled", "Running"}, timeout=60)
+        apply(cluster, namespace, second)
+        jobs = wait_phases(cluster, namespace, ["fit-1"], {"Scheduled", "Running"}, timeout=60)
+        assert jobs["fit-1"]["status"]["node"] == node
+        assert jobs["fit-1"]["status"]["colocatedWith"] == [f"{namespace}/fit-0"]
+        assert jobs["fit-1"]["status"]["predicted"]["slowdown"] > 1.0
+        cluster.kubectl("delete", "dljob", "fit-0", "fit-1", "-n", namespace, "--wait=true")
+        wait_for(lambda: not horus_pods(cluster, namespace), timeout=60, what="pods to be collected")
+
+        (model_a, batch_a), (model_b, batch_b), bound = incompatible
+        apply(
+            cluster,
+            namespace,
+            dljob("clash-0", architecture=model_a, batch_size=batch_a, duration=None, maxSlowdown=bound),
+        )
+        wait_phases(cluster, namespace, ["clash-0"], {"Scheduled", "Running"}, timeout=60)
+        apply(
+            cluster,
+            namespace,
+            dljob("clash-1", architecture=model_b, batch_size=batch_b, duration=None, maxSlowdown=bound),
+        )
+        jobs = wait_phases(cluster, namespace, ["clash-1"], {"Queued"}, timeout=60)
+        time.sleep(3 * 2)  # several scheduling cycles (resync every 2 s): it must still wait
+        jobs = dljobs(cluster, namespace)
+        assert jobs["clash-1"]["status"]["phase"] == "Queued"
+        assert jobs["clash-1"]["status"]["message"].startswith("waiting")
+        assert [p["metadata"]["name"] for p in horus_pods(cluster, namespace)] == ["clash-0-0"]
+
+
+def _pairs() -> tuple[list[tuple[str, int]], tuple[tuple[str, int], tuple[str, int], float]]:
+    """A pair the predictor says shares well, and one it says slows each other down more than a bound
+    set between 1 and their predicted slowdowns. Chosen with the operator's own predictor, so the test
+    checks that the operator acts on its predictions, not which models the predictor likes."""
+    from horus_operator.prediction.api import Workload
+    from horus_operator.prediction.predictor import load_predictor
+
+    predictor = load_predictor()
+    candidates = [
+        ("lstm-lm", 20),
+        ("resnet18", 32),
+        ("mobilenet_v2", 32),
+        ("resnet50", 32),
+        ("vgg16", 32),
+        ("transformer", 32),
+    ]
+    scored = []
+    for i, a in enumerate(candidates):
+        for b in candidates[i:]:
+            slowdowns = predictor.slowdowns("v100", [Workload(*a), Workload(*b)])
+            if slowdowns is not None:
+                scored.append((max(slowdowns), min(slowdowns), a, b))
+    best = min(scored)
+    assert 1 / best[0] + 1 / best[1] - 1 > 0.2, f"no compatible pair among {candidates}: {scored}"
+    worst = max(scored, key=lambda s: s[1])
+    bound = 1.0 + (worst[1] - 1.0) / 3  # below both predicted slowdowns by a margin
+    assert bound > 1.0
+    return [best[2], best[3]], (worst[2], worst[3], round(bound, 3))
+
+
+def test_memory_is_never_oversubscribed_in_a_burst(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    models = [
+        ("resnet50", 64),
+        ("vgg16", 64),
+        ("bert", 16),
+        ("transformer", 64),
+        ("lstm-lm", 20),
+        ("resnet18", 128),
+    ]
+    burst = [
+        dljob(f"mem-{i}", architecture=m, batch_size=b, duration="4s", maxSlowdown=3.0)
+        for i, (m, b) in enumerate(models * 6)
+    ]
+    capacity = {
+        n["metadata"]["name"]: int(n["metadata"]["labels"]["nvidia.com/gpu.memory"])
+        for n in json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    }
+    apply(cluster, namespace, *burst)
+    worst: dict[tuple[str, str], float] = {}
+
+    def check_and_finish() -> bool:
+        in_use: dict[tuple[str, str], float] = defaultdict(float)
+        for pod in horus_pods(cluster, namespace):
+            if pod["status"].get("phase") in HOLDING and not pod["metadata"].get("deletionTimestamp"):
+                annotations = pod["metadata"]["annotations"]
+                memory = json.loads(annotations["horus.dev/predicted"])["memoryMiB"]
+                for gpu in annotations["horus.dev/gpus"].split(","):
+                    in_use[(annotations["horus.dev/node"], gpu)] += memory
+        for key, used in in_use.items():
+            worst[key] = max(worst.get(key, 0.0), used)
+            assert used <= capacity[key[0]], f"GPU {key} holds {used:.0f} MiB > {capacity[key[0]]} MiB"
+        phases = [(j.get("status") or {}).get("phase") for j in dljobs(cluster, namespace).values()]
+        return all(p == "Succeeded" for p in phases)
+
+    wait_for(check_and_finish, timeout=240, what="the burst to finish", every=0.5)
+    assert worst, "no pod was ever seen holding a GPU"
+
+
+def test_a_restart_mid_burst_leaves_exactly_one_pod_per_job(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    burst = [dljob(f"burst-{i}", architecture="resnet18", batch_size=64, duration="2s") for i in range(50)]
+    apply(cluster, namespace, *burst)
+    wait_for(
+        lambda: len(horus_pods(cluster, namespace)) >= 10, timeout=60, what="the burst to start", every=0.1
+    )
+    horus.kill()
+    horus.start()
+    wait_phases(cluster, namespace, [j["metadata"]["name"] for j in burst], {"Succeeded"}, timeout=240)
+    pods_by_job: dict[str, list[str]] = defaultdict(list)
+    for pod in horus_pods(cluster, namespace):
+        pods_by_job[pod["metadata"]["labels"]["horus.dev/dljob"]].append(pod["metadata"]["name"])
+    assert {job: names for job, names in pods_by_job.items() if names != [f"{job}-0"]} == {}
+    assert len(pods_by_job) == 50
+
+
+def test_bad_input_fails_with_the_field_named_and_never_blocks_the_queue(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    cluster.kubectl(
+        "create", "configmap", "garbage", "-n", namespace, "--from-literal=model.onnx=this is not protobuf"
+    )
+    cases = {
+        "unknown-model": (
+            dljob("unknown-model", architecture="nosuchnet"),
+            "InvalidSpec",
+            "spec.model.architecture='nosuchnet'",
+        ),
+        "bad-onnx": (
+            dljob("bad-onnx", architecture=None, model={"onnx": {"configMap": "garbage"}}),
+            "InvalidSpec",
+            "spec.model.onnx",
+        ),
+        "no-onnx": (
+            dljob("no-onnx", architecture=None, model={"onnx": {"configMap": "absent"}}),
+            "InvalidSpec",
+            "not found",
+        ),
+        "too-much-memory": (
+            dljob("too-much-memory", architecture="vgg16", batch_size=65536),
+            "Unsatisfiable",
+            "spec.batchSize=65536",
+        ),
+    }
+    apply(cluster, namespace, *(body for body, _, _ in cases.values()), dljob("good", duration="1s"))
+    jobs = wait_phases(cluster, namespace, [*cases, "good"], {"Failed", "Succeeded"}, timeout=90)
+    assert jobs["good"]["status"]["phase"] == "Succeeded"
+    for name, (_, reason, text) in cases.items():
+        failed = condition(jobs[name], "Failed")
+        assert (jobs[name]["status"]["phase"], failed.get("reason")) == ("Failed", reason), (
+            name,
+            jobs[name]["status"],
+        )
+        assert text in failed["message"], (name, failed["message"])
+    assert {p["metadata"]["labels"]["horus.dev/dljob"] for p in horus_pods(cluster, namespace)} == {"good"}
+
+
+def test_more_gpus_than_any_node_has_fails(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    counts = {
+        n["metadata"]["name"]: int(n["metadata"]["labels"]["nvidia.com/gpu.count"])
+        for n in json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    }
+    if max(counts.values()) >= 8:
+        big = [name for name, count in counts.items() if count >= 8]
+        pytest.skip(f"{big} have 8 GPUs, the most spec.gpus allows; covered by unit tests")
+    apply(cluster, namespace, dljob("wide", gpus=8))
+    jobs = wait_phases(cluster, namespace, ["wide"], {"Failed"}, timeout=60)
+    assert "spec.gpus=8" in condition(jobs["wide"], "Failed")["message"]
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        ({"resources": {"limits": {"nvidia.com/gpu": "1"}}}, "GPU resource"),
+        ({"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}, "NVIDIA_VISIBLE_DEVICES"),
+        ({"env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]}, "CUDA_VISIBLE_DEVICES"),
+    ],
+)
+def test_the_schema_refuses_gpu_requests_and_gpu_env_in_the_template(
+    cluster: devcluster.LocalCluster,
+    horus: OperatorProcess,
+    namespace: str,
+    change: dict[str, Any],
+    refusal: str,
+) -> None:
+    body = dljob("refused")
+    body["spec"]["template"]["spec"]["containers"][0].update(change)
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
+    assert result.returncode != 0 and refusal in result.stderr, result.stderr
+
+
+def test_the_schema_wants_exactly_one_model_source(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    body = dljob("two-models", model={"architecture": "resnet50", "features": {"flops": 1.0}})
+    result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
+    assert result.returncode != 0 and "exactly one of spec.model" in result.stderr, result.stderr
+
+
+def test_failed_pods_are_retried_up_to_the_backoff_limit(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    body = dljob("flaky", duration="1s", backoffLimit=1)
+    body["spec"]["simulation"]["fail"] = True
+    apply(cluster, namespace, body)
+    jobs = wait_phases(cluster, namespace, ["flaky"], {"Failed"}, timeout=90)
+    assert condition(jobs["flaky"], "Failed")["reason"] == "BackoffLimitExceeded"
+    assert sorted(p["metadata"]["name"] for p in horus_pods(cluster, namespace)) == ["flaky-0", "flaky-1"]
+
+
+def test_reapplying_changes_nothing_and_deleting_removes_the_pod(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    manifest = tmp_path / "job.json"
+    manifest.write_text(json.dumps(dljob("steady", duration=None)))
+    cluster.kubectl("apply", "-n", namespace, "-f", str(manifest))
+    jobs = wait_phases(cluster, namespace, ["steady"], {"Running"}, timeout=60)
+    before = jobs["steady"]["metadata"]
+    again = cluster.kubectl("apply", "-n", namespace, "-f", str(manifest)).stdout
+    assert "unchanged" in again
+    after = dljobs(cluster, namespace)["steady"]["metadata"]
+    assert (after["generation"], after["resourceVersion"]) == (
+        before["generation"],
+        before["resourceVersion"],
+    )
+    assert len(horus_pods(cluster, namespace)) == 1
+    cluster.kubectl("delete", "dljob", "steady", "-n", namespace)
+    wait_for(
+        lambda: not horus_pods(cluster, namespace), timeout=60, what="the garbage collector to delete the pod"
+    )
+
+
+def test_a_pod_whose_node_vanished_is_placed_again(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    doomed = cluster.add_nodes(devcluster.GpuNodePool(count=1, gpus_per_node=1, name_prefix="doomed-node"))[0]
+    with only_nodes(cluster, [doomed]):
+        apply(cluster, namespace, dljob("survivor", duration=None))
+        jobs = wait_phases(cluster, namespace, ["survivor"], {"Running"}, timeout=60)
+        assert jobs["survivor"]["status"]["node"] == doomed
+    cluster.kubectl("delete", "node", doomed)
+
+    def moved() -> bool:
+        status = dljobs(cluster, namespace)["survivor"].get("status") or {}
+        return status.get("phase") == "Running" and status.get("node") not in (None, doomed)
+
+    wait_for(moved, timeout=90, what="the job to run on another node")
+    names = sorted(p["metadata"]["name"] for p in horus_pods(cluster, namespace))
+    assert names == ["survivor-1"]
