@@ -1,0 +1,112 @@
+"""`horus simulate`: replay a workload under several policies and compare them.
+
+    horus simulate --workload horus-2500|synthetic|FILE --policy horus,exclusive,binpack
+                   [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] --output DIR
+
+writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
+DIR/jobs_<policy>.csv and PNG plots, and prints the comparison table.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import click
+
+from horus_operator.placement.registry import POLICIES, make_policy
+from horus_operator.prediction.api import Predictor
+from horus_operator.sim.engine import Simulation
+from horus_operator.sim.metrics import details, summarise
+from horus_operator.sim.oracle import OraclePredictor
+from horus_operator.sim.report import table, write_outputs
+from horus_operator.sim.traces import load_trace
+from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.workloads import Scenario, horus_2500, synthetic
+
+DEFAULT_TRUTH = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"
+PROGRESS_FROM_JOBS = 10_000  # a progress bar on runs at least this long
+
+
+def _scenario(workload: str, table_: TruthTable, seed: int, jobs: int | None, gpus: int | None) -> Scenario:
+    rng = random.Random(seed)
+    if workload == "horus-2500":
+        if jobs is not None or gpus is not None:
+            raise click.UsageError("horus-2500 is fixed (2,500 jobs, 64 GPUs); use --workload synthetic")
+        return horus_2500(table_, rng)
+    if workload == "synthetic":
+        return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64)
+    path = Path(workload)
+    if not path.is_file():
+        raise click.BadParameter(f"{workload!r} is neither horus-2500, synthetic nor a trace file")
+    return load_trace(path, table_, rng, gpus)
+
+
+def _predictor(models: str | None) -> Predictor:
+    from horus_operator.prediction.predictor import load_predictor
+
+    return load_predictor(models)
+
+
+@click.command()
+@click.option("--workload", required=True, help="horus-2500, synthetic, or a Gavel/Muri/Alibaba trace file")
+@click.option("--policy", "policy_names", default="horus,exclusive,binpack", show_default=True)
+@click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--seed", default=1, show_default=True, type=int)
+@click.option("--jobs", type=int, help="synthetic: number of jobs")
+@click.option("--gpus", type=int, help="synthetic or traces: number of GPUs")
+@click.option("--models", type=click.Path(file_okay=False), help="prediction models directory")
+@click.option(
+    "--decide-with",
+    type=click.Choice(["predictions", "truth"]),
+    default="predictions",
+    show_default=True,
+    help="truth: policies see measured slowdowns (an oracle, to separate policy from prediction error)",
+)
+@click.option("--output", required=True, type=click.Path(file_okay=False, path_type=Path))
+def simulate(
+    workload: str,
+    policy_names: str,
+    truth_path: Path | None,
+    seed: int,
+    jobs: int | None,
+    gpus: int | None,
+    models: str | None,
+    decide_with: str,
+    output: Path,
+) -> None:
+    """Simulate WORKLOAD under each policy: decisions from predictions, progress from measured truth."""
+    names = [name.strip() for name in policy_names.split(",") if name.strip()]
+    unknown = [name for name in names if name not in POLICIES]
+    if unknown or not names:
+        raise click.BadParameter(f"unknown policy {', '.join(unknown)!r}; known: {', '.join(POLICIES)}")
+    truth_path = truth_path or DEFAULT_TRUTH
+    if not truth_path.is_file():
+        raise click.UsageError(f"no truth table at {truth_path}; pass --truth FILE.csv")
+    truth_table = TruthTable.from_csv(truth_path)
+    predictor = _predictor(models)
+    truth = Truth(truth_table, fallback=predictor)
+    deciding = OraclePredictor(truth, predictor) if decide_with == "truth" else predictor
+    scenario = _scenario(workload, truth_table, seed, jobs, gpus)
+    progress = len(scenario.jobs) >= PROGRESS_FROM_JOBS
+    results, summaries, extra = [], {}, {}
+    for name in names:
+        policy = make_policy(name, predictor=deciding, rng=random.Random(seed))
+        result = Simulation(scenario, policy, truth, progress=progress).run()
+        results.append(result)
+        summaries[name] = summarise(result, scenario)
+        extra[name] = details(result)
+    extra["scenario"] = {
+        "name": scenario.name,
+        "jobs": len(scenario.jobs),
+        "gpus": scenario.gpu_count,
+        "seed": seed,
+        "truth": str(truth_path),
+        "decide_with": decide_with,
+        "assumptions": list(scenario.notes),
+    }
+    plots = write_outputs(output, results, summaries, extra)
+    click.echo(f"{scenario.name}: {len(scenario.jobs)} jobs on {scenario.gpu_count} GPUs, seed {seed}")
+    click.echo(table(summaries))
+    click.echo(f"summary: {output / 'summary.json'}")
+    click.echo("plots: " + ", ".join(str(path) for path in plots))

@@ -1,0 +1,301 @@
+"""The discrete-event simulator: policies decide from predictions, jobs advance by the truth.
+
+Events are arrivals and completions. After each event time the policy is asked, through the very
+`schedule(snapshot, queue)` call the operator makes, which queued jobs to start; the simulator keeps a
+`ClusterIndex` current and hands it in so a call does not re-index the cluster. A job's progress rate is
+its isolated throughput divided by its *true* slowdown next to its current co-tenants (the worst over
+its GPUs), recomputed whenever a co-tenant arrives or leaves.
+
+If truth says a placement cannot share the GPU (out of memory) the job fails to start, as a pod would
+crash, and goes back to the front of the queue asking for a whole GPU (maxSlowdown 1.0) — what an
+operator does after an OOM — and the restart is counted.
+
+The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
+run is a pure function of (scenario, policy, truth).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+
+from tqdm import tqdm
+
+from horus_operator.placement.index import ClusterIndex, GpuSlot
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
+from horus_operator.sim.truth import Truth
+from horus_operator.sim.workloads import Scenario, SimJob
+
+QUEUE_VIEW = 1024  # queue prefix handed to the policy; policies look at no more (Limits.scan_depth)
+
+
+class SimulationStuck(RuntimeError):
+    """Jobs wait with nothing running and nothing arriving: no policy decision can ever start them."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    key: str
+    model: str
+    batch_size: int
+    gpus: int
+    max_slowdown: float  # as submitted
+    arrival_s: float
+    start_s: float
+    finish_s: float
+    isolated_s: float
+    total_steps: float
+    steps_done: float
+    worst_true_slowdown: float
+    colocated_s: float
+    oom_restarts: int
+    node: str
+    gpu_indices: tuple[int, ...]
+
+    @property
+    def wait_s(self) -> float:
+        return self.start_s - self.arrival_s
+
+    @property
+    def jct_s(self) -> float:
+        return self.finish_s - self.arrival_s
+
+
+@dataclass(frozen=True)
+class Sample:
+    """Cluster state from `time_s` until the next sample."""
+
+    time_s: float
+    busy_gpus: int
+    normalised_throughput: float  # sum over running jobs of GPUs x (shared / alone throughput)
+    queued: int
+
+
+@dataclass(frozen=True)
+class RunResult:
+    policy: str
+    records: tuple[JobRecord, ...]
+    samples: tuple[Sample, ...]
+    busy_gpu_s: float
+    throughput_gpu_s: float  # integral of normalised throughput over time
+    colocated_s: float
+    measured_colocated_s: float  # co-located job-time whose slowdown came from measured pairs
+
+
+@dataclass(eq=False)
+class _Active:
+    job: SimJob
+    request: JobRequest  # as placed (an OOM restart asks for a whole GPU)
+    node: str
+    gpu_indices: tuple[int, ...]
+    start_s: float
+    since_s: float
+    remaining_steps: float
+    steps_done: float = 0.0
+    slowdown: float = 1.0
+    colocated: bool = False
+    measured: bool = True
+    version: int = 0
+    worst_slowdown: float = 1.0
+    colocated_s: float = 0.0
+    measured_colocated_s: float = 0.0
+
+
+@dataclass
+class _Totals:
+    busy_gpus: int = 0
+    throughput: float = 0.0
+    busy_gpu_s: float = 0.0
+    throughput_gpu_s: float = 0.0
+    colocated_s: float = 0.0
+    measured_colocated_s: float = 0.0
+    samples: list[Sample] = field(default_factory=list)
+
+
+class Simulation:
+    def __init__(self, scenario: Scenario, policy: Policy, truth: Truth, *, progress: bool = False) -> None:
+        self.scenario = scenario
+        self.policy = policy
+        self.truth = truth
+        self.progress = progress
+        self.index = ClusterIndex(scenario.nodes)
+        self.queue: OrderedDict[str, JobRequest] = OrderedDict()
+        self.jobs = {job.request.key: job for job in scenario.jobs}
+        self.active: dict[str, _Active] = {}
+        self.oom_restarts: dict[str, int] = {}
+        self.records: list[JobRecord] = []
+        self.totals = _Totals()
+        self._completions: list[tuple[float, int, str, int]] = []
+        self._sequence = itertools.count()
+        self.now = 0.0
+
+    def run(self) -> RunResult:
+        arrivals = self.scenario.jobs
+        next_arrival = 0
+        with tqdm(total=len(arrivals), disable=not self.progress, unit="job", desc=self.policy.name) as bar:
+            while next_arrival < len(arrivals) or self._completions:
+                upcoming = arrivals[next_arrival].arrival_s if next_arrival < len(arrivals) else float("inf")
+                completion = self._completions[0][0] if self._completions else float("inf")
+                self._advance_to(min(upcoming, completion))
+                bar.update(self._complete_due())
+                while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
+                    request = arrivals[next_arrival].request
+                    self.queue[request.key] = request
+                    next_arrival += 1
+                self._schedule()
+                self._sample()
+                if not self._completions and next_arrival == len(arrivals) and self.queue:
+                    raise SimulationStuck(self._stuck_message())
+        totals = self.totals
+        return RunResult(
+            policy=self.policy.name,
+            records=tuple(self.records),
+            samples=tuple(totals.samples),
+            busy_gpu_s=totals.busy_gpu_s,
+            throughput_gpu_s=totals.throughput_gpu_s,
+            colocated_s=totals.colocated_s,
+            measured_colocated_s=totals.measured_colocated_s,
+        )
+
+    # -- time --------------------------------------------------------------------------------------
+    def _advance_to(self, time_s: float) -> None:
+        elapsed = time_s - self.now
+        self.totals.busy_gpu_s += self.totals.busy_gpus * elapsed
+        self.totals.throughput_gpu_s += self.totals.throughput * elapsed
+        self.now = time_s
+
+    def _sample(self) -> None:
+        totals = self.totals
+        totals.samples.append(Sample(self.now, totals.busy_gpus, totals.throughput, len(self.queue)))
+
+    # -- decisions ---------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        if not self.queue:
+            return
+        snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
+        view = list(itertools.islice(self.queue.values(), QUEUE_VIEW))
+        for assignment in self.policy.schedule(snapshot, view):
+            self._start(assignment)
+
+    def _start(self, assignment: Assignment) -> None:
+        request = self.queue.pop(assignment.job)
+        slots = [self.index.slots[(assignment.node, i)] for i in assignment.gpu_indices]
+        together = [[t.request.workload for t in slot.tenants] + [request.workload] for slot in slots]
+        if any(self.truth.slowdowns(self.scenario.gpu, ws).slowdowns is None for ws in together):
+            self._restart_whole(request)
+            return
+        for slot in slots:
+            self.totals.busy_gpus += not slot.tenants
+        self.index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
+        job = self.jobs[request.key]
+        self.active[request.key] = _Active(
+            job=job,
+            request=request,
+            node=assignment.node,
+            gpu_indices=assignment.gpu_indices,
+            start_s=self.now,
+            since_s=self.now,
+            remaining_steps=job.total_steps,
+        )
+        self.totals.throughput += len(assignment.gpu_indices)
+        self._rerate_tenants(slots)
+
+    def _restart_whole(self, request: JobRequest) -> None:
+        self.oom_restarts[request.key] = self.oom_restarts.get(request.key, 0) + 1
+        self.queue[request.key] = replace(request, max_slowdown=1.0)
+        self.queue.move_to_end(request.key, last=False)
+
+    # -- progress ----------------------------------------------------------------------------------
+    def _complete_due(self) -> int:
+        finished = 0
+        while self._completions and self._completions[0][0] <= self.now:
+            _, _, key, version = heapq.heappop(self._completions)
+            active = self.active.get(key)
+            if active is not None and active.version == version:
+                self._finish(active)
+                finished += 1
+        return finished
+
+    def _finish(self, active: _Active) -> None:
+        self._settle(active)
+        key = active.job.request.key
+        del self.active[key]
+        self.index.remove(key)
+        slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
+        for slot in slots:
+            self.totals.busy_gpus -= not slot.tenants
+        self.totals.throughput -= len(active.gpu_indices) / active.slowdown
+        self._rerate_tenants(slots)
+        submitted = active.job.request
+        self.records.append(
+            JobRecord(
+                key=key,
+                model=submitted.workload.model,
+                batch_size=submitted.workload.batch_size,
+                gpus=submitted.gpus,
+                max_slowdown=submitted.max_slowdown,
+                arrival_s=submitted.submitted_at,
+                start_s=active.start_s,
+                finish_s=self.now,
+                isolated_s=active.job.isolated_duration_s,
+                total_steps=active.job.total_steps,
+                steps_done=active.steps_done,
+                worst_true_slowdown=active.worst_slowdown,
+                colocated_s=active.colocated_s,
+                oom_restarts=self.oom_restarts.get(key, 0),
+                node=active.node,
+                gpu_indices=active.gpu_indices,
+            )
+        )
+
+    def _settle(self, active: _Active) -> None:
+        """Books progress and co-location time since the job's rate last changed."""
+        elapsed = self.now - active.since_s
+        done = min(active.remaining_steps, elapsed * active.job.steps_per_s_alone / active.slowdown)
+        active.remaining_steps -= done
+        active.steps_done += done
+        if active.colocated:
+            active.colocated_s += elapsed
+            self.totals.colocated_s += elapsed
+            if active.measured:
+                active.measured_colocated_s += elapsed
+                self.totals.measured_colocated_s += elapsed
+        active.since_s = self.now
+
+    def _rerate_tenants(self, slots: list[GpuSlot]) -> None:
+        keys = dict.fromkeys(tenant.request.key for slot in slots for tenant in slot.tenants)
+        for key in keys:
+            self._rerate(self.active[key])
+
+    def _rerate(self, active: _Active) -> None:
+        self._settle(active)
+        slowdown, measured, colocated = 1.0, True, False
+        for gpu_index in active.gpu_indices:
+            tenants = self.index.slots[(active.node, gpu_index)].tenants
+            colocated = colocated or len(tenants) > 1
+            truth = self.truth.slowdowns(self.scenario.gpu, [t.request.workload for t in tenants])
+            if truth.slowdowns is None:
+                raise RuntimeError(f"truth has no slowdown for a running set on {active.node}/{gpu_index}")
+            position = next(i for i, t in enumerate(tenants) if t.request.key == active.job.request.key)
+            slowdown = max(slowdown, truth.slowdowns[position])
+            measured = measured and truth.measured
+        gpus = len(active.gpu_indices)
+        self.totals.throughput += gpus / slowdown - gpus / active.slowdown
+        active.slowdown, active.measured, active.colocated = slowdown, measured, colocated
+        active.worst_slowdown = max(active.worst_slowdown, slowdown)
+        active.version += 1
+        finish_s = self.now + active.remaining_steps * slowdown / active.job.steps_per_s_alone
+        heapq.heappush(
+            self._completions, (finish_s, next(self._sequence), active.job.request.key, active.version)
+        )
+
+    def _stuck_message(self) -> str:
+        explain = getattr(self.policy, "explain_wait", None)
+        snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
+        lines = [f"{len(self.queue)} job(s) can never start under {self.policy.name}, e.g.:"]
+        for request in itertools.islice(self.queue.values(), 3):
+            why = explain(snapshot, request) if explain is not None else ""
+            lines.append(f"  {request.key} ({request.workload.model}, {request.gpus} GPU): {why}")
+        return "\n".join(lines)

@@ -1,0 +1,141 @@
+"""Replaying published job traces as simulator scenarios; every assumption is listed in `Scenario.notes`.
+
+The format is recognised from the file name and header:
+- **Gavel** `*.trace` (tab-separated: job_type, command, working_directory, num_steps_arg,
+  needs_data_dir, total_steps, scale_factor, priority_weight, SLO, arrival_time): job types such as
+  "ResNet-18 (batch size 64)" map to the colocation names; steps and arrival (seconds) are taken as
+  given; scale_factor is the GPU count.
+- **Muri** CSV (job_id, num_gpu, submit_time, iterations, model_name, batch_size, duration, ...,
+  iteration_time): times are taken to be **milliseconds** (the source does not say; duration ≈
+  iterations x iteration_time holds, and milliseconds give per-iteration times of 0.1–1 s).
+- **Alibaba openb** pod list (name, cpu_milli, memory_mib, num_gpu, gpu_milli, ..., creation_time,
+  deletion_time, scheduled_time): no model names, so each pod gets a V100 configuration from the truth
+  table drawn with the seeded RNG; duration = deletion - creation (seconds); a pod asking for a share
+  of one GPU (gpu_milli < 1000) is a single-GPU job; CPU-only pods are skipped.
+
+Common assumptions: the cluster is homogeneous V100 (throughputs from the truth table), 8 GPUs per node
+so multi-GPU jobs fit; a job asking for more GPUs than a node has is clipped to one node with its GPU-time
+kept (placement is single-node); maxSlowdown is drawn from the same mix as horus-2500 unless the trace
+has an SLO; a model missing from the truth table runs at the trace's own speed, and its co-location
+slowdowns come from the predictor (counted against `truth_coverage`).
+"""
+
+from __future__ import annotations
+
+import csv
+import random
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from horus_operator.placement.types import JobRequest
+from horus_operator.prediction.api import Workload
+from horus_operator.sim.truth import TruthTable
+from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, SimJob, cluster, draw_max_slowdown
+
+GPUS_PER_NODE = 8
+DEFAULT_TRACE_GPUS = 64
+GAVEL_NAMES = {
+    "resnet-18": "resnet18",
+    "resnet-50": "resnet50",
+    "transformer": "transformer",
+    "lm": "lstm-lm",
+    "recommendation": "recommendation",
+    "a3c": "a3c",
+    "cyclegan": "cyclegan",
+}
+COMMON_NOTES = (
+    "homogeneous V100 cluster, 8 GPUs per node",
+    "jobs wider than a node are clipped to one node, GPU-time kept",
+)
+
+
+def load_trace(path: Path, table: TruthTable, rng: random.Random, gpus: int | None) -> Scenario:
+    header = path.open().readline()
+    if path.suffix == ".trace":
+        return _gavel(path, table, rng, gpus or DEFAULT_TRACE_GPUS)
+    if header.startswith("job_id,num_gpu"):
+        return _muri(path, table, rng, gpus or DEFAULT_TRACE_GPUS)
+    if header.startswith("name,cpu_milli"):
+        return _alibaba(path, table, rng, gpus or DEFAULT_TRACE_GPUS)
+    raise ValueError(f"{path}: not a Gavel .trace, a Muri CSV or an Alibaba openb pod list")
+
+
+def _job(
+    key: str, workload: Workload, gpus: int, arrival_s: float, duration_s: float, max_slowdown: float
+) -> SimJob:
+    """A job that runs `duration_s` alone, its progress counted in seconds of isolated work (traces give
+    times, and slowdowns are ratios, so steps/s need not be known); clipped to one node keeping its
+    GPU-time."""
+    width = min(max(gpus, 1), GPUS_PER_NODE)
+    request = JobRequest(key, workload, width, max_slowdown, 0, arrival_s)
+    return SimJob(request, total_steps=duration_s * max(gpus, 1) / width, steps_per_s_alone=1.0)
+
+
+def _scenario(name: str, jobs: list[SimJob], gpus: int, notes: tuple[str, ...]) -> Scenario:
+    jobs.sort(key=lambda job: (job.arrival_s, job.request.key))
+    first = jobs[0].arrival_s if jobs else 0.0
+    shifted = tuple(
+        replace(job, request=replace(job.request, submitted_at=job.arrival_s - first)) for job in jobs
+    )
+    return Scenario(name, shifted, cluster(gpus, GPUS_PER_NODE), DEFAULT_GPU, COMMON_NOTES + notes)
+
+
+def _gavel(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scenario:
+    jobs = []
+    with path.open() as handle:
+        for number, line in enumerate(handle):
+            fields = line.rstrip("\n").split("\t")
+            job_type, total_steps, scale_factor, slo, arrival = (
+                fields[0],
+                float(fields[5]),
+                int(fields[6]),
+                float(fields[8]),
+                float(fields[9]),
+            )
+            match = re.match(r"(.+?)(?: \(batch size (\d+)\))?$", job_type)
+            assert match is not None
+            model = GAVEL_NAMES[match.group(1).lower()]
+            batch = int(match.group(2) or 1)
+            throughput = table.isolated.get((DEFAULT_GPU, model, batch))
+            if throughput is None:
+                raise ValueError(f"{path}:{number + 1}: {model}/{batch} has no isolated V100 throughput")
+            max_slowdown = slo if slo > 0 else draw_max_slowdown(rng)
+            duration_s = total_steps / throughput
+            key = f"gavel-{number:05d}"
+            jobs.append(_job(key, Workload(model, batch), scale_factor, arrival, duration_s, max_slowdown))
+    return _scenario(path.stem, jobs, gpus, ("Gavel steps and seconds as given; SLO -1 means none",))
+
+
+def _muri(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scenario:
+    jobs = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            workload = Workload(row["model_name"], int(row["batch_size"]))
+            duration_s = float(row["duration"]) / 1000.0
+            arrival_s = float(row["submit_time"]) / 1000.0
+            key = f"muri-{int(row['job_id']):05d}"
+            jobs.append(
+                _job(key, workload, int(row["num_gpu"]), arrival_s, duration_s, draw_max_slowdown(rng))
+            )
+    return _scenario(path.stem, jobs, gpus, ("Muri times read as milliseconds",))
+
+
+def _alibaba(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scenario:
+    configs = table.configs(DEFAULT_GPU)
+    jobs = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            whole, share = int(row["num_gpu"]), int(row["gpu_milli"])
+            if whole == 0 and share == 0:
+                continue
+            created, deleted = float(row["creation_time"]), float(row["deletion_time"])
+            model, batch = rng.choice(configs)
+            workload, max_slowdown = Workload(model, batch), draw_max_slowdown(rng)
+            jobs.append(_job(row["name"], workload, max(whole, 1), created, deleted - created, max_slowdown))
+    return _scenario(
+        path.stem,
+        [job for job in jobs if job.total_steps > 0],
+        gpus,
+        ("Alibaba pods get random V100 configurations (no model names in the trace)", "times in seconds"),
+    )
