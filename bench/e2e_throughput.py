@@ -1,0 +1,171 @@
+"""DLJob → bound pod throughput on the local control plane, against kube-scheduler binding plain pods.
+
+In one fresh cluster of fake GPU nodes, the same number of objects go two ways:
+1. plain pods (no GPU request, no node selector) created with kubectl, bound by kube-scheduler;
+2. DLJobs created with kubectl; Horus (`horus run`, a subprocess) predicts, places and creates one pod per
+   job with a node selector, which kube-scheduler then binds.
+Each rate is objects / seconds from the start of `kubectl create` until every pod has `spec.nodeName`.
+The ratio DLJob rate / plain rate is the figure of merit (target >= 0.5).
+
+Usage: .venv/bin/python bench/e2e_throughput.py [--jobs 500] [--nodes 100] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import kubernetes
+
+from horus_operator import devcluster
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def plain_pod(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "train", "image": "example.invalid/train:1"}],
+        },
+    }
+
+
+def dljob(name: str, index: int) -> dict[str, Any]:
+    models = [("resnet50", 64), ("resnet18", 128), ("lstm-lm", 20), ("transformer", 64), ("vgg16", 32)]
+    architecture, batch_size = models[index % len(models)]
+    return {
+        "apiVersion": "horus.dev/v1alpha1",
+        "kind": "DLJob",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"architecture": architecture},
+            "batchSize": batch_size,
+            "template": {"spec": {"containers": [{"name": "train", "image": "example.invalid/train:1"}]}},
+        },
+    }
+
+
+def count_bound(core: kubernetes.client.CoreV1Api, namespace: str) -> int:
+    raw = core.list_namespaced_pod(namespace, field_selector="spec.nodeName!=", _preload_content=False)
+    return len(json.loads(raw.data)["items"])
+
+
+def timed_create(
+    cluster: devcluster.LocalCluster,
+    core: kubernetes.client.CoreV1Api,
+    namespace: str,
+    items: list[dict[str, Any]],
+) -> float:
+    """Seconds from the start of `kubectl create` until `len(items)` pods in `namespace` are bound."""
+    cluster.kubectl("create", "namespace", namespace)
+    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    start = time.monotonic()
+    cluster.kubectl("create", "-n", namespace, "-f", "-", input=manifest, timeout=600)
+    while count_bound(core, namespace) < len(items):
+        if time.monotonic() - start > 900:
+            raise TimeoutError(f"{namespace}: only {count_bound(core, namespace)}/{len(items)} pods bound")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def start_operator(cluster: devcluster.LocalCluster, log_path: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(cluster.kubeconfig),
+        "HORUS_LEASE_NAMESPACE": "default",
+        "HORUS_IDENTITY": "bench",
+    }
+    argv = [
+        sys.executable,
+        "-c",
+        "from horus_operator.cli import main; main()",
+        "run",
+        "-A",
+        "--liveness",
+        "",
+    ]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        holder = cluster.kubectl(
+            "get",
+            "lease",
+            "horus-operator",
+            "-n",
+            "default",
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+            check=False,
+        )
+        if holder.stdout.strip() == "bench":
+            return process
+        if process.poll() is not None:
+            raise RuntimeError(f"operator exited; see {log_path}")
+        time.sleep(0.5)
+    raise TimeoutError(f"operator did not take its Lease; see {log_path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=500)
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--gpus-per-node", type=int, default=8)
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="horus-bench-") as state:
+        pool = devcluster.GpuNodePool(count=args.nodes, gpus_per_node=args.gpus_per_node)
+        cluster = devcluster.LocalCluster(Path(state) / "cluster", pools=(pool,))
+        cluster.up()
+        operator = None
+        try:
+            cluster.kubectl("apply", "-k", str(REPO / "crds"))
+            cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+            core = kubernetes.client.CoreV1Api(
+                kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+            )
+            operator = start_operator(cluster, Path(state) / "operator.log")
+            plain_s = timed_create(
+                cluster, core, "bench-plain", [plain_pod(f"p-{i}") for i in range(args.jobs)]
+            )
+            dljob_s = timed_create(
+                cluster, core, "bench-dljob", [dljob(f"j-{i}", i) for i in range(args.jobs)]
+            )
+        finally:
+            if operator is not None:
+                operator.terminate()
+                operator.wait(timeout=60)
+            cluster.down()
+
+    plain_rate, dljob_rate = args.jobs / plain_s, args.jobs / dljob_s
+    figures = {
+        "jobs": args.jobs,
+        "nodes": args.nodes,
+        "gpus_per_node": args.gpus_per_node,
+        "plain_pods_seconds": round(plain_s, 2),
+        "plain_pods_per_second": round(plain_rate, 1),
+        "dljobs_seconds": round(dljob_s, 2),
+        "dljobs_per_second": round(dljob_rate, 1),
+        "ratio": round(dljob_rate / plain_rate, 3),
+    }
+    print(f"plain pods bound by kube-scheduler: {args.jobs} in {plain_s:.1f} s = {plain_rate:.1f}/s")
+    print(f"DLJobs placed by Horus and bound:   {args.jobs} in {dljob_s:.1f} s = {dljob_rate:.1f}/s")
+    print(f"ratio (target >= 0.5): {figures['ratio']:.2f}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
