@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# `make demo`: a local control plane with fake GPU nodes, then what the cluster looks like.
+# `make demo`: a local control plane with fake GPU nodes, the Horus operator, the examples and a burst
+# of jobs that fills every GPU (so Horus has to choose who shares with whom), a live view of
+# `kubectl get dljobs` until all finish, then a summary.
 # Reuses a running local cluster; `make cluster-down` (or `horus cluster down`) stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 horus=.venv/bin/horus
+python=.venv/bin/python
+NAMESPACE=${HORUS_DEMO_NAMESPACE:-horus-demo}
 
 if ! "$horus" cluster status >/dev/null 2>&1; then
   "$horus" cluster up
@@ -13,5 +17,75 @@ kubectl() { "$horus" cluster kubectl "$@"; }
 
 echo "== fake GPU nodes (labels as NVIDIA GPU Feature Discovery writes them)"
 kubectl get nodes -L nvidia.com/gpu.product,nvidia.com/gpu.count,nvidia.com/gpu.memory
+echo
+
+echo "== CRDs and the operator (horus run, in the background; log in $(dirname "$KUBECONFIG")/operator.log)"
+kubectl apply -k crds/
+kubectl wait --for=condition=Established crd/dljobs.horus.dev --timeout=60s >/dev/null
+operator_log="$(dirname "$KUBECONFIG")/operator.log"
+HORUS_LEASE_NAMESPACE=default HORUS_IDENTITY=demo HORUS_RESYNC_SECONDS=2 \
+  "$horus" run -A --liveness "" --log-format plain >"$operator_log" 2>&1 &
+operator_pid=$!
+trap 'kill "$operator_pid" 2>/dev/null || true' EXIT
+echo
+
+echo "== a fresh namespace $NAMESPACE: the examples, then enough jobs to fill every GPU"
+kubectl delete namespace "$NAMESPACE" --ignore-not-found --wait=true >/dev/null
+kubectl create namespace "$NAMESPACE" >/dev/null
+kubectl apply -n "$NAMESPACE" -k examples/
+gpus=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.labels.nvidia\.com/gpu\.count}{"\n"}{end}' |
+  awk '{s += $1} END {print s}')
+"$python" - "$gpus" <<'PY' | kubectl apply -n "$NAMESPACE" -f - >/dev/null
+import json, sys
+models = [("resnet18", 64), ("lstm-lm", 20), ("mobilenet_v2", 64), ("resnet50", 32), ("transformer", 32)]
+jobs = []
+for i in range(int(sys.argv[1]) * 2):
+    model, batch = models[i % len(models)]
+    jobs.append({
+        "apiVersion": "horus.dev/v1alpha1", "kind": "DLJob", "metadata": {"name": f"burst-{i:02d}"},
+        "spec": {"model": {"architecture": model}, "batchSize": batch,
+                 "simulation": {"duration": f"{10 + 5 * (i % 3)}s"},
+                 "template": {"spec": {"containers": [{"name": "train", "image": "example.invalid/train:1"}]}}},
+    })
+print(json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs}))
+PY
+echo "submitted the 5 examples and $((gpus * 2)) more jobs for $gpus GPUs"
+sleep 2
+
+finished() {
+  kubectl get dljobs -n "$NAMESPACE" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' |
+    grep -cvE '^(Succeeded|Failed)$' | grep -qx 0
+}
+until finished; do
+  clear 2>/dev/null || true
+  echo "== kubectl get dljobs -n $NAMESPACE   ($(date +%T); refreshes every 2 s)"
+  kubectl get dljobs -n "$NAMESPACE" --sort-by=.status.node
+  sleep 2
+done
+echo "== final state"
+kubectl get dljobs -n "$NAMESPACE" --sort-by=.status.node
+echo
+
+echo "== summary"
+kubectl get dljobs -n "$NAMESPACE" -o json | "$python" -c '
+import json, sys
+from collections import Counter
+jobs = json.load(sys.stdin)["items"]
+status = [j.get("status", {}) for j in jobs]
+phases = Counter(s.get("phase") for s in status)
+gpus = {(s["node"], g["index"]) for s in status if s.get("node") for g in s.get("gpus", [])}
+pairs = sorted({tuple(sorted([j["metadata"]["namespace"] + "/" + j["metadata"]["name"], other]))
+                for j, s in zip(jobs, status) for other in s.get("colocatedWith", [])})
+slowdowns = [s["predicted"]["slowdown"] for s in status if s.get("predicted")]
+print(f"jobs: {len(jobs)}  ({dict(phases)})")
+print(f"GPUs used: {len(gpus)}")
+print(f"co-located pairs: {len(pairs)}")
+for a, b in pairs[:10]:
+    print(f"  {a}  +  {b}")
+if slowdowns:
+    shared = [x for x in slowdowns if x > 1.0]
+    print(f"predicted slowdown: mean {sum(slowdowns)/len(slowdowns):.2f}x, max {max(slowdowns):.2f}x, "
+          f"{len(shared)} jobs predicted slower than alone")
+'
 echo
 echo "KUBECONFIG=$KUBECONFIG   (stop it with: make cluster-down)"
