@@ -115,3 +115,40 @@ def cyclegan(*, image: int, residual_blocks: int) -> onnx.ModelProto:
         discriminator("D_B", fake_b),
     ]
     return b.model([*identity, *cycle, *judged])
+
+
+def dcgan_mnist(*, noise: int) -> onnx.ModelProto:
+    """TensorFlow's DCGAN tutorial, one training step per sample: the generator on a noise vector and
+    the discriminator on a real and on a generated 28×28 image."""
+    b = GraphBuilder("dcgan")
+    z = b.input("noise", ["N", noise])
+    with b.scope("generator"):
+        g = b.act(b.batch_norm(b.linear(z, 7 * 7 * 256, bias=False)), "LeakyRelu", alpha=0.3)
+        g = b.reshape(g, [0, 256, 7, 7], 256)
+        for out, stride in ((128, 1), (64, 2)):
+            g = b.conv_transpose(g, out, 5, stride=stride, padding=2, output_padding=stride - 1, bias=False)
+            g = b.act(b.batch_norm(g), "LeakyRelu", alpha=0.3)
+        fake = b.act(b.conv_transpose(g, 1, 5, stride=2, padding=2, output_padding=1, bias=False), "Tanh")
+
+    def discriminator(image: Tensor) -> Tensor:
+        with b.scope("discriminator"):
+            d = b.act(b.conv(image, 64, 5, stride=2, bias=True), "LeakyRelu", alpha=0.3)
+            d = b.act(b.conv(d, 128, 5, stride=2, bias=True), "LeakyRelu", alpha=0.3)
+            return b.linear(b.flatten(d, 128 * 7 * 7), 1)
+
+    real = b.input("image", ["N", 1, 28, 28])
+    return b.model([discriminator(real), discriminator(fake)])
+
+
+def dqn_cartpole(*, hidden: tuple[int, ...], actions: int) -> onnx.ModelProto:
+    """TF-Agents DQN tutorial on CartPole: a dense Q-network on the 4 observation values, run on the
+    observation and (as the target network) on the next one of each sampled 2-step trajectory."""
+    b = GraphBuilder("dqn-cartpole")
+    outputs = []
+    for name in ("observation", "next_observation"):
+        with b.scope("q_network"):  # same shapes; the target copy is not trained
+            x = b.input(name, ["N", 4])
+            for units in hidden:
+                x = b.act(b.linear(x, units))
+            outputs.append(b.linear(x, actions))
+    return b.model(outputs)

@@ -124,7 +124,8 @@ def gpt2(
     return b.model([Tensor(b.op("MatMul", [x.name, head]), 3, vocabulary)])
 
 
-def bert_mlm(
+def _bert_encoder(
+    b: GraphBuilder,
     *,
     vocabulary: int,
     positions: int,
@@ -133,10 +134,9 @@ def bert_mlm(
     layers: int,
     inner: int,
     sequence: int,
-    name: str = "bert",
-) -> onnx.ModelProto:
-    """Hugging Face BertForMaskedLM: post-norm encoder, GELU, MLM head tied to the word table."""
-    b = GraphBuilder(name)
+) -> tuple[Tensor, str]:
+    """BERT embeddings (word + position + token type, layer norm) and post-norm GELU encoder layers.
+    Returns the sequence output and the word table's name (tied heads reuse it)."""
     ids = _token_ids(b, "tokens", ["N", sequence])
     with b.scope("word_embeddings"):
         word_table = b.weight([vocabulary, width])
@@ -148,7 +148,44 @@ def bert_mlm(
     for _ in range(layers):
         x = b.layer_norm(b.add(x, b.multi_head_attention(x, x, heads=heads, seq_q=sequence, seq_kv=sequence)))
         x = b.layer_norm(b.add(x, b.linear(b.act(b.linear(x, inner), "Gelu"), width)))
+    return x, word_table
+
+
+def bert_mlm(
+    *, vocabulary: int, positions: int, width: int, heads: int, layers: int, inner: int, sequence: int
+) -> onnx.ModelProto:
+    """Hugging Face BertForMaskedLM: the encoder and an MLM head tied to the word table."""
+    b = GraphBuilder("bert")
+    x, word_table = _bert_encoder(
+        b,
+        vocabulary=vocabulary,
+        positions=positions,
+        width=width,
+        heads=heads,
+        layers=layers,
+        inner=inner,
+        sequence=sequence,
+    )
     x = b.layer_norm(b.act(b.linear(x, width), "Gelu"))
     decoder = b.op("Transpose", [word_table], perm=[1, 0])
     logits = Tensor(b.op("MatMul", [x.name, decoder]), 3, vocabulary)
     return b.model([b.add(logits, Tensor(b.weight([vocabulary]), 1, vocabulary))])
+
+
+def bert_classifier(*, layers: int, width: int, heads: int, sequence: int, name: str) -> onnx.ModelProto:
+    """TensorFlow's BERT text-classification tutorial: a TF-Hub BERT encoder (uncased vocabulary
+    30,522, 512 positions, feed-forward 4× wide), its tanh pooler on [CLS], and a 1-unit dense head."""
+    b = GraphBuilder(name)
+    x, _ = _bert_encoder(
+        b,
+        vocabulary=30522,
+        positions=512,
+        width=width,
+        heads=heads,
+        layers=layers,
+        inner=4 * width,
+        sequence=sequence,
+    )
+    first = Tensor(b.op("Gather", [x.name, b.constant(0)], axis=1), 2, width)  # the [CLS] position
+    pooled = b.act(b.linear(first, width), "Tanh")
+    return b.model([b.linear(pooled, 1)])

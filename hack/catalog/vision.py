@@ -177,10 +177,24 @@ def mobilenet_v2() -> onnx.ModelProto:
 
 
 def _inverted_residual(
-    b: GraphBuilder, x: Tensor, out: int, kernel: int, stride: int, expand: int, act: str
+    b: GraphBuilder,
+    x: Tensor,
+    out: int,
+    kernel: int,
+    stride: int,
+    expand: int,
+    act: str,
+    expansions: list[Tensor] | None = None,
 ) -> Tensor:
+    """MobileNetV2 block; appends the expansion output to `expansions` when given (U-Net taps)."""
     hidden = x.features * expand
-    y = conv_bn(b, x, hidden, 1, act=act) if expand != 1 else x
+    y = x
+    if expand != 1:
+        y = conv_bn(b, x, hidden, 1, act=act)
+        if expansions is not None:
+            expansions.append(y)
+    elif expansions is not None:
+        expansions.append(x)  # keeps list positions equal to block numbers
     y = conv_bn(b, y, hidden, kernel, stride=stride, groups=hidden, act=act)
     y = conv_bn(b, y, out, 1, act=None)
     return b.add(y, x) if stride == 1 and x.features == out else y
@@ -397,3 +411,134 @@ def _pyramid_block(b: GraphBuilder, x: Tensor, out: int, stride: int) -> Tensor:
     # zero-padded identity shortcut: extra channels are zeros, no parameters
     shortcut = b.pad(shortcut, [0, 0, 0, 0, 0, out - x.features, 0, 0])
     return b.add(y, Tensor(shortcut.name, 4, out))
+
+
+# ---- the TensorFlow models of the alnair utilization data (Keras / TF-Hub definitions) ----
+
+
+def mobilenet_v1(*, classes: int, image: int = 224) -> onnx.ModelProto:
+    """Keras MobileNet (α = 1.0): a 3×3 stem and 13 depthwise-separable blocks, global pool, head."""
+    b = GraphBuilder("mobilenet_v1")
+    x = conv_bn(b, image_input(b, (3, image, image)), 32, 3, stride=2, act="Relu6")
+    plan = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5, (1024, 2), (1024, 1)]
+    for out, stride in plan:
+        x = conv_bn(b, x, x.features, 3, stride=stride, groups=x.features, act="Relu6")
+        x = conv_bn(b, x, out, 1, act="Relu6")
+    return b.model([classifier(b, x, classes)])
+
+
+def efficientnet_v2_s(*, classes: int, image: int = 224) -> onnx.ModelProto:
+    """torchvision efficientnet_v2_s: Fused-MBConv stages, then MBConv stages with squeeze-excitation."""
+    b = GraphBuilder("efficientnet_v2_s")
+    x = conv_bn(b, image_input(b, (3, image, image)), 24, 3, stride=2, act="Swish")
+    stages = [
+        (_fused_mbconv, 1, 1, 24, 2),
+        (_fused_mbconv, 4, 2, 48, 4),
+        (_fused_mbconv, 4, 2, 64, 4),
+        (_mbconv_3x3, 4, 2, 128, 6),
+        (_mbconv_3x3, 6, 1, 160, 9),
+        (_mbconv_3x3, 6, 2, 256, 15),
+    ]
+    for block, expand, stride, out, repeats in stages:
+        for index in range(repeats):
+            x = block(b, x, out, stride if index == 0 else 1, expand)
+    x = conv_bn(b, x, 1280, 1, act="Swish")
+    return b.model([classifier(b, x, classes)])
+
+
+def _mbconv_3x3(b: GraphBuilder, x: Tensor, out: int, stride: int, expand: int) -> Tensor:
+    return _mbconv(b, x, out, 3, stride, expand)
+
+
+def _fused_mbconv(b: GraphBuilder, x: Tensor, out: int, stride: int, expand: int) -> Tensor:
+    hidden = x.features * expand
+    if hidden != x.features:
+        y = conv_bn(b, conv_bn(b, x, hidden, 3, stride=stride, act="Swish"), out, 1, act=None)
+    else:
+        y = conv_bn(b, x, out, 3, stride=stride, act="Swish")
+    return b.add(y, x) if stride == 1 and x.features == out else y
+
+
+def inception_v3(*, classes: int, image: int, aux: bool) -> onnx.ModelProto:
+    """torchvision Inception3 (BasicConv2d = convolution, batch norm, ReLU); `aux` adds the auxiliary
+    classifier that runs in training."""
+    b = GraphBuilder("inception_v3")
+    x = conv_bn(b, image_input(b, (3, image, image)), 32, 3, stride=2, padding=0)
+    x = conv_bn(b, conv_bn(b, x, 32, 3, padding=0), 64, 3)
+    x = b.max_pool(x, 3, 2)
+    x = b.max_pool(conv_bn(b, conv_bn(b, x, 80, 1), 192, 3, padding=0), 3, 2)
+    for pool_features in (32, 64, 64):
+        x = _inception_a(b, x, pool_features)
+    x = _inception_b(b, x)
+    for channels_7x7 in (128, 160, 160, 192):
+        x = _inception_c(b, x, channels_7x7)
+    outputs = []
+    if aux:
+        y = conv_bn(b, conv_bn(b, b.avg_pool(x, 5, 3), 128, 1), 768, 5, padding=0)
+        outputs.append(classifier(b, y, classes))
+    x = _inception_e(b, _inception_e(b, _inception_d(b, x)))
+    return b.model([classifier(b, x, classes), *outputs])
+
+
+def _inception_a(b: GraphBuilder, x: Tensor, pool_features: int) -> Tensor:
+    branch5 = conv_bn(b, conv_bn(b, x, 48, 1), 64, 5)
+    double3 = conv_bn(b, conv_bn(b, conv_bn(b, x, 64, 1), 96, 3), 96, 3)
+    pool = conv_bn(b, b.avg_pool(x, 3, 1, 1), pool_features, 1)
+    return b.concat([conv_bn(b, x, 64, 1), branch5, double3, pool])
+
+
+def _inception_b(b: GraphBuilder, x: Tensor) -> Tensor:
+    branch3 = conv_bn(b, x, 384, 3, stride=2, padding=0)
+    double3 = conv_bn(b, conv_bn(b, conv_bn(b, x, 64, 1), 96, 3), 96, 3, stride=2, padding=0)
+    return b.concat([branch3, double3, b.max_pool(x, 3, 2)])
+
+
+def _conv_bn_chain(b: GraphBuilder, x: Tensor, layers: Sequence[tuple[int, tuple[int, int]]]) -> Tensor:
+    for out, kernel in layers:
+        x = b.act(b.batch_norm(b.conv(x, out, kernel)))
+    return x
+
+
+def _inception_c(b: GraphBuilder, x: Tensor, c7: int) -> Tensor:
+    branch7 = _conv_bn_chain(b, x, [(c7, (1, 1)), (c7, (1, 7)), (192, (7, 1))])
+    double7 = _conv_bn_chain(b, x, [(c7, (1, 1)), (c7, (7, 1)), (c7, (1, 7)), (c7, (7, 1)), (192, (1, 7))])
+    pool = conv_bn(b, b.avg_pool(x, 3, 1, 1), 192, 1)
+    return b.concat([conv_bn(b, x, 192, 1), branch7, double7, pool])
+
+
+def _inception_d(b: GraphBuilder, x: Tensor) -> Tensor:
+    branch3 = conv_bn(b, conv_bn(b, x, 192, 1), 320, 3, stride=2, padding=0)
+    branch7 = _conv_bn_chain(b, x, [(192, (1, 1)), (192, (1, 7)), (192, (7, 1))])
+    branch7 = conv_bn(b, branch7, 192, 3, stride=2, padding=0)
+    return b.concat([branch3, branch7, b.max_pool(x, 3, 2)])
+
+
+def _inception_e(b: GraphBuilder, x: Tensor) -> Tensor:
+    def split_3x3(y: Tensor) -> Tensor:
+        return b.concat([_conv_bn_chain(b, y, [(384, (1, 3))]), _conv_bn_chain(b, y, [(384, (3, 1))])])
+
+    branch3 = split_3x3(conv_bn(b, x, 384, 1))
+    double3 = split_3x3(conv_bn(b, conv_bn(b, x, 448, 1), 384, 3))
+    pool = conv_bn(b, b.avg_pool(x, 3, 1, 1), 192, 1)
+    return b.concat([conv_bn(b, x, 320, 1), branch3, double3, pool])
+
+
+def unet_mobilenet_v2(*, image: int, classes: int) -> onnx.ModelProto:
+    """TensorFlow's segmentation tutorial: a Keras MobileNetV2 encoder (without its last 1×1
+    convolution) tapped at five resolutions, pix2pix upsampling blocks (transposed 3×3/2 convolution,
+    batch norm, ReLU) joined with the taps, and a transposed convolution to `classes` maps."""
+    b = GraphBuilder("unet-mobilenet_v2")
+    x = conv_bn(b, image_input(b, (3, image, image)), 32, 3, stride=2, act="Relu6")
+    settings = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1)]  # fmt: skip
+    expansions: list[Tensor] = []  # block k's expansion output, in Keras' numbering
+    for expand, out, repeats, first_stride in settings:
+        for index in range(repeats):
+            x = _inverted_residual(
+                b, x, out, 3, first_stride if index == 0 else 1, expand, "Relu6", expansions
+            )
+    skips = [expansions[block] for block in (1, 3, 6, 13)]  # block_1_expand_relu, …, block_13_expand_relu
+    for filters, skip in zip((512, 256, 128, 64), reversed(skips), strict=True):
+        up = b.conv_transpose(x, filters, 3, stride=2, padding=1, output_padding=1, bias=False)
+        x = b.concat([b.act(b.batch_norm(up)), skip])
+    return b.model([b.conv_transpose(x, classes, 3, stride=2, padding=1, output_padding=1)])
