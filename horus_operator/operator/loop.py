@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,16 +69,25 @@ class SchedulingLoop:
         self._explained_at: dict[str, datetime] = {}
 
     async def run(self, leading: asyncio.Event) -> None:
+        """Forever: while this replica holds the lease, resync once, then cycle on every change."""
         while True:
             await leading.wait()
-            await self.resync()
+            if not await self._guarded(self.resync):
+                continue
             while leading.is_set():
-                try:
-                    await self.cycle()
-                except (ApiException, OSError) as error:  # API server hiccup: the next cycle redoes it
-                    log.warning("scheduling cycle failed: %s", error)
-                    await asyncio.sleep(1.0)
+                await self._guarded(self.cycle)
                 await self._idle()
+
+    async def _guarded(self, step: Callable[[], Awaitable[None]]) -> bool:
+        """Run one step; a failure (API server unreachable, a bug on one odd object) is logged and the
+        step retried by the next round, never allowed to end the loop."""
+        try:
+            await step()
+        except Exception:
+            log.exception("scheduling step %s failed; retrying", step.__name__)
+            await asyncio.sleep(1.0)
+            return False
+        return True
 
     async def resync(self) -> None:
         """Rebuild the cache from full lists: the API server is the truth after (re)gaining the lease."""
