@@ -157,8 +157,13 @@ class SchedulingLoop:
             await self._kube.post_event(
                 body, kind="Warning", reason="Replacing", message=decision.delete_reason
             )
-        if decision.status != (body.get("status") or {}):
-            stored = await self._kube.patch_status(meta["namespace"], meta["name"], decision.status)
+        current = body.get("status") or {}
+        if decision.status != current:
+            # A merge patch keeps keys it does not mention: clear the ones the new status drops.
+            dropped = {name: None for name in current if name not in decision.status}
+            stored = await self._kube.patch_status(
+                meta["namespace"], meta["name"], {**dropped, **decision.status}
+            )
             if stored is not None:
                 self._cache.jobs[f"{meta['namespace']}/{meta['name']}"] = stored
             if (

@@ -63,7 +63,8 @@ class FakeKube:
         job = self.jobs.get(f"{namespace}/{name}")
         if job is None:
             return None
-        job["status"] = {**job.get("status", {}), **copy.deepcopy(status)}
+        merged = {**job.get("status", {}), **copy.deepcopy(status)}  # JSON merge patch: null deletes
+        job["status"] = {name: value for name, value in merged.items() if value is not None}
         return copy.deepcopy(job)
 
     async def post_event(self, involved: dict[str, Any], *, kind: str, reason: str, message: str) -> None:
