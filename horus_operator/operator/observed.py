@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from statistics import fmean
 from typing import Any
 
+STALE_RATE_SECONDS = 60.0  # after this long in one co-tenancy, the job's reported rate belongs to it
 CSV_HEADER = ("gpu", "model_a", "batch_a", "model_b", "batch_b", "tput_a_alone", "tput_b_alone",
               "tput_a_shared", "tput_b_shared")  # fmt: skip
 
@@ -99,35 +101,61 @@ def observe_jobs(entries: Sequence[PodOnGpu]) -> dict[str, JobObservation]:
 
 
 def observed_status(
-    observation: JobObservation, previous: Mapping[str, Any], *, gpu_type: str, stamp: str
+    observation: JobObservation, previous: Mapping[str, Any], *, gpu_type: str, now: datetime
 ) -> dict[str, Any]:
-    """The job's new `status.observed`. Unknown fields are None, so a merge patch removes stale ones."""
+    """The job's new `status.observed`. Unknown fields are None, so a merge patch removes stale ones.
+
+    A rate counts for the current co-tenancy only when it was reported during it: the job's annotation
+    still holds the old rate for a while after a co-tenant arrives or leaves. So a rate is attributed
+    when it differs from the one seen at the change, or after `STALE_RATE_SECONDS` in the same state
+    (a job whose rate really did not change), or on the job's first observation.
+    """
+    cotenants = list(observation.cotenants)
     rate = observation.steps_per_second
+    stamp = _stamp(now)
+    first = not previous
+    new_state = first or previous.get("sharingWith") != cotenants
+    state_since = stamp if new_state else str(previous.get("stateSince") or stamp)
+    rate_at_change = rate if new_state else previous.get("rateAtStateChange")
+    settled = (now - _parse(state_since)).total_seconds() >= STALE_RATE_SECONDS
+    fresh = rate is not None and (first or rate != rate_at_change or settled)
     alone = previous.get("aloneStepsPerSecond")
     shared_runs = dict(previous.get("sharedRuns") or {})
-    if rate and not observation.cotenants:
+    slowdown = None if new_state else previous.get("slowdown")
+    if fresh and not cotenants:
         alone = rate
-    elif rate and len(observation.cotenants) == 1:
-        shared_runs[observation.cotenants[0]] = {"gpu": gpu_type, "stepsPerSecond": rate}
-    slowdown = round(alone / rate, 4) if rate and alone else None
+    elif fresh and len(cotenants) == 1:
+        shared_runs[cotenants[0]] = {"gpu": gpu_type, "stepsPerSecond": rate}
+    if fresh and alone:
+        slowdown = round(alone / rate, 4)
     return {
         "utilization": round(observation.utilization, 4),
         "memoryMiB": round(observation.memory_mib),
         "stepsPerSecond": rate,
         "aloneStepsPerSecond": alone,
         "slowdown": slowdown,
-        "sharingWith": list(observation.cotenants),
+        "sharingWith": cotenants,
         "sharedRuns": shared_runs or None,
+        "stateSince": state_since,  # since when `sharingWith` holds
+        "rateAtStateChange": rate_at_change,
         "lastUpdate": stamp,
     }
 
 
 def changed(new: Mapping[str, Any], previous: Mapping[str, Any]) -> bool:
     """Whether a write is worth it (a new timestamp alone is not)."""
-    ignore = {"lastUpdate"}
+    ignore = {"lastUpdate", "stateSince"}
     return {k: v for k, v in new.items() if k not in ignore and v is not None} != {
         k: v for k, v in previous.items() if k not in ignore and v is not None
     }
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def pair_side(

@@ -60,14 +60,13 @@ async def _update_jobs(runtime: Any, recorder: Recorder, gpunode: Mapping[str, A
     if not telemetry.parse(gpunode).fresh(now.timestamp(), runtime.config.telemetry_ttl_seconds):
         return
     gpu_type = _gpu_type(runtime.cache.nodes.get(gpunode["metadata"]["name"]))
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     updated: dict[str, Mapping[str, Any]] = {}
     for key, observation in observed.observe_jobs(observed.pods_on_gpus(gpunode)).items():
         job = runtime.cache.jobs.get(key)
         if job is None:
             continue
         previous = (job.get("status") or {}).get("observed") or {}
-        new = observed.observed_status(observation, previous, gpu_type=gpu_type, stamp=stamp)
+        new = observed.observed_status(observation, previous, gpu_type=gpu_type, now=now)
         updated[key] = new
         if observed.changed(new, previous):
             meta = job["metadata"]

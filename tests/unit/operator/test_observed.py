@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horus_operator.operator import observed
 
 STAMP = "2026-12-02T17:00:00Z"
+T0 = datetime(2026, 12, 2, 17, 0, 0, tzinfo=UTC)
 
 
 def gpunode(*gpus: list[dict[str, Any]]) -> dict[str, Any]:
@@ -53,13 +55,18 @@ def test_a_multi_gpu_job_averages_utilization_and_takes_the_largest_memory() -> 
     assert (jobs["ns/a"].utilization, jobs["ns/a"].memory_mib) == (0.4, 3000)
 
 
+def status(
+    body: dict[str, Any], previous: dict[str, Any], *, at: float = 0.0, job: str = "ns/a"
+) -> dict[str, Any]:
+    return observed.observed_status(
+        observe(body)[job], previous, gpu_type="v100", now=T0 + timedelta(seconds=at)
+    )
+
+
 def test_alone_then_shared_gives_the_observed_slowdown() -> None:
-    alone = observed.observed_status(
-        observe(gpunode([pod("a", rate=12.0)]))["ns/a"], {}, gpu_type="v100", stamp=STAMP
-    )
-    shared = observed.observed_status(
-        observe(gpunode([pod("a", rate=8.0), pod("b")]))["ns/a"], alone, gpu_type="v100", stamp=STAMP
-    )
+    alone = status(gpunode([pod("a", rate=12.0)]), {})
+    joined = status(gpunode([pod("a", rate=12.0), pod("b")]), alone, at=5)
+    shared = status(gpunode([pod("a", rate=8.0), pod("b")]), joined, at=10)
 
     assert (alone["slowdown"], alone["aloneStepsPerSecond"], alone["sharedRuns"]) == (1.0, 12.0, None)
     assert shared["slowdown"] == 1.5  # 12 / 8
@@ -67,18 +74,35 @@ def test_alone_then_shared_gives_the_observed_slowdown() -> None:
     assert shared["sharingWith"] == ["ns/b"]
 
 
-def test_without_progress_or_alone_rate_the_slowdown_is_unknown_and_cleared() -> None:
-    started_shared = observed.observed_status(
-        observe(gpunode([pod("a", rate=8.0), pod("b")]))["ns/a"], {}, gpu_type="v100", stamp=STAMP
+def test_the_rate_reported_before_a_cotenant_came_is_not_taken_as_the_shared_rate() -> None:
+    alone = status(gpunode([pod("a", rate=12.0)]), {})
+    joined = status(gpunode([pod("a", rate=12.0), pod("b")]), alone, at=5)
+    still_stale = status(
+        gpunode([pod("a", rate=12.0), pod("b")]), joined, at=5 + observed.STALE_RATE_SECONDS - 1
     )
-    silent = observed.observed_status(
-        observe(gpunode([pod("a")]))["ns/a"], {"slowdown": 1.2}, gpu_type="v100", stamp=STAMP
+    settled = status(
+        gpunode([pod("a", rate=12.0), pod("b")]), still_stale, at=5 + observed.STALE_RATE_SECONDS
     )
 
-    assert (
-        started_shared["slowdown"] is None and started_shared["sharedRuns"]["ns/b"]["stepsPerSecond"] == 8.0
+    assert (joined["slowdown"], joined["sharedRuns"], joined["stateSince"]) == (
+        None,
+        None,
+        "2026-12-02T17:00:05Z",
     )
-    assert silent["slowdown"] is None  # None in a merge patch removes the stale value
+    assert still_stale["sharedRuns"] is None
+    assert settled["sharedRuns"] == {
+        "ns/b": {"gpu": "v100", "stepsPerSecond": 12.0}
+    }  # it really did not slow
+    assert settled["slowdown"] == 1.0
+
+
+def test_without_progress_or_alone_rate_the_slowdown_is_unknown() -> None:
+    started_shared = status(gpunode([pod("a", rate=8.0), pod("b")]), {})
+    silent = status(gpunode([pod("a")]), {})
+
+    assert started_shared["slowdown"] is None  # None in a merge patch removes a stale value
+    assert started_shared["sharedRuns"]["ns/b"]["stepsPerSecond"] == 8.0  # first observation: taken as is
+    assert (silent["slowdown"], silent["aloneStepsPerSecond"]) == (None, None)
 
 
 def test_a_new_timestamp_alone_is_not_a_change() -> None:

@@ -112,7 +112,8 @@ def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -
     async def scenario() -> None:
         await publish(("a", 12.0))
         await publish(("b", 5.0))
-        await publish(("a", 8.0), ("b", 4.0))
+        await publish(("a", 12.0), ("b", 5.0))  # they now share; the annotations still hold the alone rates
+        await publish(("a", 8.0), ("b", 4.0))  # the jobs report their shared rates
         await publish(("a", 8.0), ("b", 4.0))  # unchanged: no write, no second row
 
     asyncio.run(scenario())
@@ -124,6 +125,6 @@ def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -
         ["ns/b"],
     )
     assert cache.jobs["ns/b"]["status"]["observed"]["slowdown"] == 1.25
-    assert len(kube.patches) == 4  # a alone, b alone, then each once when sharing
+    assert len(kube.patches) == 6  # a alone, b alone, then each twice: co-tenant arrives, new rate reported
     assert store.rows == [(("v100", "lstm", "20", "resnet50", "64", "5", "12", "4", "8"), "uid-a+uid-b")]
     assert "gpu-node-0" in cache.gpunodes
