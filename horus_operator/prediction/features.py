@@ -72,6 +72,7 @@ def _ops(names: str) -> frozenset[str]:
 
 _CONV = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"})
 _MATMUL = frozenset({"Gemm", "MatMul", "MatMulInteger", "QLinearMatMul", "FusedMatMul"})
+_CONV_WEIGHT_INPUT = {"QLinearConv": 3}  # other convolutions take the weight second
 _RECURRENT_GATES = {"LSTM": 5, "GRU": 3, "RNN": 1}  # nonlinearities per cell step
 _ACTIVATION = _ops(
     """
@@ -392,19 +393,27 @@ def _attribute(node: onnx.NodeProto, name: str, default: object) -> object:
 
 
 def _conv_flops(node: onnx.NodeProto, graph: _Graph) -> float:
-    weight = graph.shapes.get(node.input[1], ())
+    weight = _known_shape(graph, node, node.input[_CONV_WEIGHT_INPUT.get(node.op_type, 1)])
     per_output = math.prod(weight[1:])  # Cin/groups × kernel (Conv); Cout/groups × kernel (ConvTranspose)
-    if node.op_type == "ConvTranspose":
-        return 2.0 * _numel(graph, node.input[0]) * per_output
-    return 2.0 * _numel(graph, node.output[0]) * per_output
+    counted = node.input[0] if node.op_type == "ConvTranspose" else node.output[0]
+    return 2.0 * math.prod(_known_shape(graph, node, counted)) * per_output
 
 
 def _matmul_flops(node: onnx.NodeProto, graph: _Graph) -> float:
-    left = graph.shapes.get(node.input[0], ())
-    if not left:
-        return 0.0
+    left = _known_shape(graph, node, node.input[0])
     reduced = left[0] if node.op_type == "Gemm" and _attribute(node, "transA", 0) else left[-1]
-    return 2.0 * _numel(graph, node.output[0]) * reduced
+    return 2.0 * math.prod(_known_shape(graph, node, node.output[0])) * reduced
+
+
+def _known_shape(graph: _Graph, node: onnx.NodeProto, name: str) -> Shape:
+    """The shape of a tensor whose size FLOPs depend on; ValueError when inference left it unknown."""
+    shape = graph.shapes.get(name)
+    if not shape:
+        raise ValueError(
+            f"{node.op_type} node {node.name or node.output[0]!r}: shape of {name!r} is unknown after ONNX "
+            "shape inference (fix the input shapes or export with static sizes)"
+        )
+    return shape
 
 
 def _pool_flops(node: onnx.NodeProto, graph: _Graph) -> float:
@@ -415,11 +424,7 @@ def _pool_flops(node: onnx.NodeProto, graph: _Graph) -> float:
 
 
 def _count_recurrent(node: onnx.NodeProto, graph: _Graph, tally: _Tally) -> None:
-    x_shape = graph.shapes.get(node.input[0], ())
-    w_shape = graph.shapes.get(node.input[1], ())
-    r_shape = graph.shapes.get(node.input[2], ())
-    if len(x_shape) != 3 or len(w_shape) != 3 or len(r_shape) != 3:
-        raise ValueError(f"{node.op_type} node {node.name!r}: input or weight shapes are unknown")
+    x_shape, w_shape, r_shape = (_known_shape(graph, node, name) for name in node.input[:3])
     batch_first = _attribute(node, "layout", 0) == 1
     steps, batch = (x_shape[1], x_shape[0]) if batch_first else (x_shape[0], x_shape[1])
     directions, gate_rows, input_size = w_shape

@@ -185,6 +185,17 @@ def test_unknown_non_batch_dimension_is_a_value_error():
         features.from_onnx(model, 8)
 
 
+def test_a_matmul_of_unknown_size_is_a_value_error_not_a_silent_zero():
+    """The Reshape target comes from a data input, so inference cannot size the MatMul."""
+    model = _model(
+        [helper.make_node("Reshape", ["x", "target"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])],
+        [("x", TensorProto.FLOAT, ["N", 4]), ("target", TensorProto.INT64, [2])],
+        [("w", (4, 3), np.float32)],
+    )
+    with pytest.raises(ValueError, match="unknown"):
+        features.from_onnx(model, 8)
+
+
 def test_batch_size_must_be_positive():
     with pytest.raises(ValueError, match="batch size"):
         features.from_onnx(conv_model(), 0)
