@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ from horus_operator.agent.pacing import PublishPacer
 from horus_operator.agent.readings import GpuReading, NvmlUnavailableError, PodInfo, Sample
 
 log = logging.getLogger(__name__)
+MAX_WINDOW_SAMPLES = 1000
 
 
 class NodeApi(Protocol):
@@ -38,8 +40,10 @@ class Agent:
     sample_interval: float = 1.0
     _pods: Sequence[PodInfo] = ()
     _pods_refreshed_at: float = float("-inf")
-    _window: list[Sample] = field(default_factory=list)
+    # Bounded: while the API server is down the window would otherwise grow for as long as the outage.
+    _window: deque[Sample] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_SAMPLES))
     _known_gpus: tuple[GpuReading, ...] = ()
+    _nvml_error: str | None = None
 
     def step(self, now: float) -> summary.NodeSummary:
         self._refresh_pods(now)
@@ -71,7 +75,9 @@ class Agent:
         except NvmlUnavailableError as error:
             self.metrics.nvml_errors.inc()
             self._window.clear()
-            log.warning("GPUs of %s unavailable: %s", self.node, error)
+            if str(error) != self._nvml_error:  # once per distinct failure, not once per sample
+                log.warning("GPUs of %s unavailable: %s", self.node, error)
+            self._nvml_error = str(error)
             return summary.unavailable(
                 node=self.node,
                 backend=self.backend.name,
@@ -79,10 +85,13 @@ class Agent:
                 message=str(error),
                 known_gpus=self._known_gpus,
             )
+        if self._nvml_error is not None:
+            log.info("GPUs of %s available again", self.node)
+            self._nvml_error = None
         self._known_gpus = sample.gpus
         self._window.append(sample)
         return summary.summarize(
-            node=self.node, backend=self.backend.name, samples=self._window, pods=self._pods
+            node=self.node, backend=self.backend.name, samples=list(self._window), pods=self._pods
         )
 
     def _maybe_publish(self, now: float, current: summary.NodeSummary) -> None:
