@@ -114,6 +114,12 @@ class PlacementCall:
             return f"not enough GPU memory (needs {needed:.0f} MiB predicted)"
         return None
 
+    def has_room(self) -> bool:
+        """Some GPU could still take a job: an empty one, or a shared one below the co-location limit."""
+        if self.index.empty_count():
+            return True
+        return next(self.index.shared_groups(below=self.limits.max_jobs_per_gpu), None) is not None
+
     def whole_gpus(self, request: JobRequest) -> list[GpuSlot] | None:
         """`request.gpus` empty GPUs on one node that fit it, best fit first; None when no node has them."""
         for _node, empty in self.index.nodes_with_empty(request.gpus):

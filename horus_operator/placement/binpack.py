@@ -28,6 +28,8 @@ class BinpackPolicy:
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             for request in call.queue_prefix(queue):
+                if not call.has_room():
+                    break
                 shared = None if wants_whole_gpus(request) else self._most_allocated(call, request)
                 if shared is not None:
                     call.place(request, [shared], "packed by memory onto a shared GPU")

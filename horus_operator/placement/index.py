@@ -69,7 +69,7 @@ class GpuSlot:
 
 
 class ClusterIndex:
-    def __init__(self, nodes: tuple[Node, ...]) -> None:
+    def __init__(self, nodes: tuple[Node, ...], running: tuple[RunningJob, ...] = ()) -> None:
         self.slots: dict[GpuKey, GpuSlot] = {}
         self.node_slots: dict[str, list[GpuSlot]] = {}
         self.jobs: dict[str, RunningJob] = {}
@@ -82,18 +82,29 @@ class ClusterIndex:
         for node in nodes:
             slots = [GpuSlot(gpu, node.schedulable) for gpu in node.gpus]
             self.node_slots[node.name] = slots
-            self._empty[node.name] = {}
-            self._nodes_by_empty[0][node.name] = None
             for slot in slots:
                 self.slots[slot.key] = slot
-                self._attach(slot)
+        # Bulk load: place every tenant first, then file each GPU once (not once per tenant).
+        for job in running:
+            self.jobs[job.request.key] = job
+            for slot in self._slots_of(job):
+                slot.tenants.append(job)
+        for name, slots in self.node_slots.items():
+            empty = self._empty[name] = {}
+            for slot in slots:
+                if not slot.usable:
+                    continue
+                if not slot.tenants:
+                    empty[slot.key] = slot
+                elif slot.shareable():
+                    groups = self._shared.setdefault(len(slot.tenants), {})
+                    groups.setdefault(slot.group_key(), {})[slot.key] = slot
+            self._nodes_by_empty[len(empty)][name] = None
+            self._empty_total += len(empty)
 
     @classmethod
     def build(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
-        index = cls(snapshot.nodes)
-        for job in snapshot.running:
-            index.add(job)
-        return index
+        return cls(snapshot.nodes, snapshot.running)
 
     # -- changes ---------------------------------------------------------------------------------
     def add(self, job: RunningJob) -> None:

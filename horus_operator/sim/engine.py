@@ -28,7 +28,7 @@ from horus_operator.placement.types import Assignment, ClusterSnapshot, JobReque
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
-QUEUE_VIEW = 1024  # queue prefix handed to the policy; policies look at no more (Limits.scan_depth)
+QUEUE_VIEW = 256  # queue prefix handed to the policy; the default Limits.scan_depth reads no further
 
 
 class SimulationStuck(RuntimeError):
