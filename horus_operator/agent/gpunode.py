@@ -45,6 +45,9 @@ def status_body(summary: NodeSummary, *, sample_interval: float) -> dict[str, An
             "utilization": _rounded(fmean(known_utilizations)) if known_utilizations else None,
             "memoryUsedMiB": _whole(sum(g.memory_used_mib or 0.0 for g in summary.gpus)),
             "memoryTotalMiB": sum(g.memory_total_mib for g in summary.gpus),
+            # one value per GPU, by index, for `kubectl get gpunodes` (printer columns show one JSON value)
+            "utilizationByGpu": ",".join(_percent(g.utilization) for g in summary.gpus),
+            "memoryUsedMiBByGpu": ",".join(_text(_whole(g.memory_used_mib)) for g in summary.gpus),
             "gpus": [_gpu(g) for g in summary.gpus],
         }
     }
@@ -83,6 +86,14 @@ def _pod(pod: PodUsage) -> dict[str, Any]:
 def _present(fields: dict[str, Any]) -> dict[str, Any]:
     """List items carry only known fields (the schema has no nullable fields)."""
     return {key: value for key, value in fields.items() if value is not None}
+
+
+def _percent(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction:.0%}"
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _rounded(fraction: float | None) -> float | None:

@@ -23,6 +23,7 @@ def test_status_lists_each_gpu_with_its_pods_and_node_totals() -> None:
     assert status["lastUpdate"] == "1970-01-01T00:00:00Z"
     assert (status["gpuCount"], status["healthyGpus"], status["utilization"]) == (2, 2, 0.3)
     assert (status["memoryUsedMiB"], status["memoryTotalMiB"]) == (2000, 32768)
+    assert (status["utilizationByGpu"], status["memoryUsedMiBByGpu"]) == ("50%,10%", "1000,1000")
     assert status["gpus"][0] == {
         "index": 0,
         "uuid": "GPU-0",
@@ -61,6 +62,7 @@ def test_unknown_readings_are_left_out_rather_than_null() -> None:
         }
     ]
     assert (status["nvmlAvailable"], status["message"], status["healthyGpus"]) == (False, "NVML: gone", 0)
+    assert (status["utilizationByGpu"], status["memoryUsedMiBByGpu"]) == ("-", "-")
     assert status["utilization"] is None  # a merge patch with null removes the stale node mean
 
 
