@@ -19,6 +19,8 @@ from horus_operator.operator.config import OperatorConfig
 async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.scanning.disabled = True  # no cluster-wide CRD listing: the resources are known
     settings.posting.level = logging.WARNING  # Horus posts its own Events
+    # One "Handler succeeded" line per watch event would drown the log (and cost CPU in a burst).
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     settings.watching.label_selectors["pods"] = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER}"
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
