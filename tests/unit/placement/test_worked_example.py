@@ -66,3 +66,17 @@ def test_horus_says_when_no_gpu_keeps_slowdown_under_the_limit() -> None:
     after = snapshot(nodes(1, 1), running(job("g", "good"), "n0", 0))
     assert policy.schedule(after, [strict]) == []
     assert "maxSlowdown" in explain_wait(policy, after, strict)
+
+
+def test_a_starving_head_holds_a_gpu_back_until_it_drains() -> None:
+    # Both GPUs run a "good" job. The head ("poor", maxSlowdown 1.5) cannot join either: good+poor is
+    # predicted 2.0x > 1.5/1.08. A "fair" job may join a "good" one (1.2x each).
+    policy = make_policy("horus", predictor=predictor())
+    busy = snapshot(nodes(1, 2), running(job("g0", "good"), "n0", 0), running(job("g1", "good"), "n0", 1))
+    head = job("h", "poor", max_slowdown=1.5, at=0)
+    # The next job is only 10 s younger: no starvation, f takes the first shareable GPU.
+    (placed,) = policy.schedule(busy, [head, job("f", "fair", at=10)])
+    assert (placed.job, placed.gpu_indices) == ("f", (0,))
+    # The next job is 5000 s younger (> patience_s = 3600): GPU 0 is held for h, f goes to GPU 1.
+    (placed,) = policy.schedule(busy, [head, job("f", "fair", at=5000)])
+    assert (placed.job, placed.gpu_indices) == ("f", (1,))

@@ -1,0 +1,59 @@
+"""Simulator speed (targets: horus-2500 x 3 policies <= 30 s; synthetic 100,000 jobs x 8,192 GPUs
+<= 120 s), and how run time grows with jobs and GPUs.
+
+Runs the library directly (as `horus simulate` does, without writing plots), with the shipped models.
+
+    .venv/bin/python bench/sim_speed.py [--quick] [--models DIR]
+
+`--quick` stops after horus-2500 and the smaller synthetic sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from pathlib import Path
+
+from horus_operator.placement.registry import make_policy
+from horus_operator.prediction.predictor import load_predictor
+from horus_operator.sim.engine import Simulation
+from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.workloads import Scenario, horus_2500, synthetic
+
+TRUTH = Path(__file__).resolve().parents[1] / "data" / "colocation" / "gavel_pairs_train.csv"
+POLICIES = ("horus", "exclusive", "binpack")
+GROWTH = ((10_000, 1_024), (25_000, 2_048), (50_000, 4_096), (100_000, 8_192))
+
+
+def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str, float]:
+    seconds = {}
+    for name in POLICIES:
+        policy = make_policy(name, predictor=load_predictor(models))
+        started = time.perf_counter()
+        Simulation(scenario, policy, truth).run()
+        seconds[name] = time.perf_counter() - started
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--models", default=None)
+    args = parser.parse_args()
+    table = TruthTable.from_csv(TRUTH)
+    truth = Truth(table, fallback=load_predictor(args.models))
+
+    seconds = timed_runs(horus_2500(table, random.Random(1)), truth, args.models)
+    parts = ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items())
+    print(f"horus-2500 x 3 policies: {sum(seconds.values()):.1f} s ({parts})")
+
+    print("jobs     GPUs   horus s  exclusive s  binpack s  total s")
+    for jobs, gpus in GROWTH[:2] if args.quick else GROWTH:
+        seconds = timed_runs(synthetic(table, random.Random(1), jobs=jobs, gpus=gpus), truth, args.models)
+        cells = "".join(f"{seconds[name]:>11.1f}" for name in POLICIES)
+        print(f"{jobs:<8} {gpus:<6}{cells}{sum(seconds.values()):>9.1f}")
+
+
+if __name__ == "__main__":
+    main()
