@@ -6,7 +6,8 @@ offers, would wait forever; it fails instead, with a message naming the field an
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from horus_operator.operator.jobspec import InvalidJob, JobSpec
 from horus_operator.placement.types import ClusterSnapshot
@@ -15,20 +16,35 @@ from horus_operator.prediction.api import JobPrediction, UnknownGpuError, Unknow
 PredictJob = Callable[[Workload, str], JobPrediction]
 
 
+@dataclass(frozen=True)
+class Capacity:
+    """The most any node offers: computed once per snapshot, then asked for every waiting job."""
+
+    most_gpus: int
+    # GPU count k -> GPU type -> most memory of a GPU of that type on a node with at least k GPUs
+    memory_by_width: Mapping[int, Mapping[str, int]]
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot) -> Capacity:
+        most_gpus = max((len(node.gpus) for node in snapshot.nodes), default=0)
+        memory_by_width: dict[int, dict[str, int]] = {k: {} for k in range(1, most_gpus + 1)}
+        for node in snapshot.nodes:
+            for width in range(1, len(node.gpus) + 1):
+                largest = memory_by_width[width]
+                for gpu in node.gpus:
+                    largest[gpu.product] = max(largest.get(gpu.product, 0), gpu.memory_mib)
+        return cls(most_gpus=most_gpus, memory_by_width=memory_by_width)
+
+
 def unsatisfiable(
-    job: JobSpec, workload: Workload, snapshot: ClusterSnapshot, predict: PredictJob
+    job: JobSpec, workload: Workload, capacity: Capacity, predict: PredictJob
 ) -> InvalidJob | None:
-    """Why no node of `snapshot` can ever run `job`, or None. A cluster without GPU nodes judges nothing."""
-    if not snapshot.nodes:
+    """Why no node can ever run `job`, or None. A cluster without GPU nodes judges nothing."""
+    if capacity.most_gpus == 0:
         return None
-    most_gpus = max(len(node.gpus) for node in snapshot.nodes)
-    if job.gpus > most_gpus:
-        return InvalidJob("spec.gpus", job.gpus, f"no node has more than {most_gpus} GPUs")
-    largest: dict[str, int] = {}  # GPU type -> most memory of any GPU of that type
-    for node in snapshot.nodes:
-        if len(node.gpus) >= job.gpus:
-            for gpu in node.gpus:
-                largest[gpu.product] = max(largest.get(gpu.product, 0), gpu.memory_mib)
+    if job.gpus > capacity.most_gpus:
+        return InvalidJob("spec.gpus", job.gpus, f"no node has more than {capacity.most_gpus} GPUs")
+    largest = capacity.memory_by_width[job.gpus]
     needs: dict[str, float] = {}
     for product, memory_mib in sorted(largest.items()):
         try:

@@ -32,7 +32,7 @@ def load_client(*, pool_size: int) -> kubernetes.client.ApiClient:
         kubernetes.config.load_incluster_config(client_configuration=configuration)
     except kubernetes.config.ConfigException:
         kubernetes.config.load_kube_config(client_configuration=configuration)
-    configuration.connection_pool_maxsize = pool_size
+    configuration.connection_pool_maxsize = pool_size + 8  # headroom for calls made outside the pool
     return kubernetes.client.ApiClient(configuration)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,10 +21,11 @@ from kubernetes.client.exceptions import ApiException
 
 from horus_operator.operator import cluster_view, jobspec, pods, reconcile
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.feasibility import unsatisfiable
+from horus_operator.operator.feasibility import Capacity, unsatisfiable
 from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
+from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.registry import explain_wait, queue_order
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
 from horus_operator.prediction.api import JobPrediction, Predictor, Workload
@@ -36,7 +38,8 @@ class LoopConfig:
     namespace: str | None = None  # None: all namespaces
     resync_every: float = 10.0  # seconds; re-decides every job (timers such as unschedulable pods)
     unschedulable_grace: timedelta = timedelta(seconds=30)
-    max_batch: int = 1000  # most jobs handed to the policy in one call
+    max_batch: int = 1000  # most waiting jobs considered per cycle
+    max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
     telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
 
 
@@ -67,6 +70,7 @@ class SchedulingLoop:
         self._unsatisfiable: dict[str, InvalidJob] = {}
         self._predictions: dict[tuple[Workload, str], JobPrediction] = {}
         self._explained_at: dict[str, datetime] = {}
+        self._events: set[asyncio.Task[None]] = set()  # Events being posted
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -111,15 +115,26 @@ class SchedulingLoop:
         """Decide the changed jobs, place what waits, then write: a job placed in this cycle gets one
         status write (Scheduled), not two (Queued, then Scheduled)."""
         now = self._clock()
+        started = time.perf_counter()
         dirty = self._cache.take_dirty()
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
+        placed: set[str] = set()
         if self._pending and (dirty or self._cache.nodes_changed):
             self._cache.nodes_changed = False
-            for key in await self._place(now):
+            placed = await self._place(now)
+            for key in placed:
                 decisions[key] = await self._decide(key, now)
-        await asyncio.gather(
-            *(self._apply(*d) for d in decisions.values() if d is not None and _needs_write(*d))
-        )
+        writes = [d for d in decisions.values() if d is not None and _needs_write(*d)]
+        await asyncio.gather(*(self._apply(*d) for d in writes))
+        if placed or writes:
+            log.info(
+                "cycle: %d jobs changed, %d placed, %d still waiting, %d status writes in %.0f ms",
+                len(dirty),
+                len(placed),
+                len(self._pending),
+                len(writes),
+                1000 * (time.perf_counter() - started),
+            )
 
     async def _decide(self, key: str, now: datetime) -> tuple[dict[str, Any], reconcile.Decision] | None:
         body = self._cache.jobs.get(key)
@@ -178,10 +193,17 @@ class SchedulingLoop:
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
             try:  # an ONNX job reads its ConfigMap: off the event loop
-                self._workloads[cache_key] = await self._kube.call(self._resolver.workload, job)
+                resolve = self._resolver.workload
+                self._workloads[cache_key] = await self._kube.call(resolve, job) if job.onnx else resolve(job)
             except InvalidJob as invalid:
                 self._workloads[cache_key] = invalid
         return self._workloads[cache_key]
+
+    def _post_later(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
+        """Post an Event without holding up the cycle (Events are best effort)."""
+        task = asyncio.create_task(self._kube.post_event(body, kind=kind, reason=reason, message=message))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
 
     def _forget(self, key: str) -> None:
         self._explained_at.pop(key, None)
@@ -201,19 +223,39 @@ class SchedulingLoop:
         queue = self._queue(snapshot)
         if not queue:
             return set()
-        assignments = await asyncio.to_thread(self._policy.schedule, snapshot, queue)
+        assignments = await self._schedule_all(snapshot, queue)
         await asyncio.gather(*(self._bind(a, snapshot) for a in assignments))
         placed = {a.job for a in assignments}
-        after = _with_assignments(snapshot, assignments, queue)
-        for request in queue:
-            if request.key not in placed:
-                await self._note_waiting(request, after, now)
+        waiting = [r for r in queue if r.key not in placed]
+        if waiting:
+            after = _with_assignments(snapshot, assignments, queue)
+            after = dataclasses.replace(
+                after, index=ClusterIndex.build(after)
+            )  # one index for all explanations
+            for request in waiting[: self._config.max_explanations]:
+                self._note_waiting(request, after, now)
         return placed | {r.key for r in queue if r.key in self._cache.dirty}
+
+    async def _schedule_all(self, snapshot: ClusterSnapshot, queue: list[JobRequest]) -> list[Assignment]:
+        """Call the policy until it places nothing more: one call looks only a bounded way down the
+        queue (`Limits.scan_depth`), and a burst should not wait a cycle per slice."""
+        assignments: list[Assignment] = []
+        remaining = queue
+        while remaining:
+            view = _with_assignments(snapshot, assignments, queue) if assignments else snapshot
+            more = await asyncio.to_thread(self._policy.schedule, view, remaining)
+            if not more:
+                break
+            assignments += more
+            chosen = {a.job for a in more}
+            remaining = [r for r in remaining if r.key not in chosen]
+        return assignments
 
     def _queue(self, snapshot: ClusterSnapshot) -> list[JobRequest]:
         queue = []
+        capacity = Capacity.of(snapshot)
         for key, pending in list(self._pending.items()):
-            problem = unsatisfiable(pending.job, pending.workload, snapshot, self._predict)
+            problem = unsatisfiable(pending.job, pending.workload, capacity, self._predict)
             if problem is not None:
                 self._unsatisfiable[key] = problem
                 self._pending.pop(key)
@@ -260,7 +302,7 @@ class SchedulingLoop:
                 body, kind="Normal", reason="Placed", message=placed_message(assignment)
             )
 
-    async def _note_waiting(self, request: JobRequest, snapshot: ClusterSnapshot, now: datetime) -> None:
+    def _note_waiting(self, request: JobRequest, snapshot: ClusterSnapshot, now: datetime) -> None:
         """Say why a job still waits (status message and an Event), at most once per resync period: the
         explanation costs a scan of all GPUs."""
         last = self._explained_at.get(request.key)
@@ -274,7 +316,7 @@ class SchedulingLoop:
         self._cache.mark([request.key])
         body = self._cache.jobs.get(request.key)
         if body is not None:
-            await self._kube.post_event(body, kind="Normal", reason="Waiting", message=message)
+            self._post_later(body, kind="Normal", reason="Waiting", message=message)
 
 
 def _needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:

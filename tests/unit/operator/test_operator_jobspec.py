@@ -6,7 +6,7 @@ import pytest
 from operator_builders import DLJobBuilder, gpu_node
 
 from horus_operator.operator import cluster_view, jobspec
-from horus_operator.operator.feasibility import unsatisfiable
+from horus_operator.operator.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
 
@@ -81,9 +81,9 @@ def test_precomputed_features_are_used_as_given() -> None:
     assert workload.features_key.startswith("features:")
 
 
-def _snapshot() -> ClusterSnapshot:
+def _snapshot() -> Capacity:
     nodes = [gpu_node("v100-node", count=4, memory_mib=16384)]
-    return cluster_view.build_snapshot(nodes, [], now=0.0)
+    return Capacity.of(cluster_view.build_snapshot(nodes, [], now=0.0))
 
 
 def _predict_memory(memory_mib: float) -> Callable[[Workload, str], JobPrediction]:
@@ -105,5 +105,5 @@ def test_more_memory_than_any_gpu_has_is_unsatisfiable() -> None:
 
 def test_an_empty_cluster_judges_nothing() -> None:
     job = jobspec.parse(DLJobBuilder("big").spec(gpus=8).obj())
-    empty = ClusterSnapshot(nodes=())
+    empty = Capacity.of(ClusterSnapshot(nodes=()))
     assert unsatisfiable(job, Workload("resnet50", 32), empty, _predict_memory(1e9)) is None
