@@ -41,8 +41,8 @@ class BinpackPolicy:
 
     def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:
         best: tuple[float, GpuSlot] | None = None
-        for _group, slots in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
-            for slot in slots.values():
+        for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            for slot in group.slots.values():
                 if call.room(request, slot) is not None:
                     continue
                 free = slot.gpu.memory_mib - call.used_memory_mib(slot)

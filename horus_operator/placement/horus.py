@@ -28,10 +28,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from horus_operator.placement.base import Limits, PlacementCall, summarise_reasons
-from horus_operator.placement.index import GpuKey, GpuSlot, GroupKey, wants_whole_gpus
+from horus_operator.placement.index import GpuKey, GpuSlot, GroupKey, group_token, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
-from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.api import Predictor, Workload
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,8 @@ class HorusPolicy:
         self.predictions = CachedPredictions(predictor)
         self.limits = limits or Limits()
         self.tunables = tunables or HorusTunables()
-        self._verdicts: dict[tuple[GroupKey, object, float], ShareVerdict | str] = {}
+        self._verdicts: dict[tuple[int, int], ShareVerdict | str] = {}
+        self._signatures: dict[tuple[Workload, float], int] = {}
 
     # -- the decision ----------------------------------------------------------------------------
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
@@ -145,14 +146,16 @@ class HorusPolicy:
         if wants_whole_gpus(request):
             return 0.0
         best = 0.0
-        for group_key, _slots in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
-            verdict = self._verdict(call, group_key, request)
+        signature = self._signature(request)
+        for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            verdict = self._verdict(call, group.token, group.key, signature, request)
             if isinstance(verdict, ShareVerdict):
                 best = max(best, verdict.gain)
-        as_host = (slot.product, slot.gpu.memory_mib, ((request.workload, request.max_slowdown),))
+        host_key = (slot.product, slot.gpu.memory_mib, ((request.workload, request.max_slowdown),))
+        host = group_token(host_key)
         for other in window:
             if other is not request and not wants_whole_gpus(other):
-                verdict = self._verdict(call, as_host, other)
+                verdict = self._verdict(call, host, host_key, self._signature(other), other)
                 if isinstance(verdict, ShareVerdict):
                     best = max(best, verdict.gain)
         return best
@@ -161,15 +164,22 @@ class HorusPolicy:
         self, call: PlacementCall, candidates: list[JobRequest], held: set[GpuKey], min_gain: float
     ) -> Option | None:
         best: tuple[float, int, Option] | None = None
-        shareable = [request for request in candidates if not wants_whole_gpus(request)]
-        for group_key, slots in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
-            for position, request in enumerate(shareable):
-                verdict = self._verdict(call, group_key, request)
+        shareable = [
+            (position, request, self._signature(request))
+            for position, request in enumerate(candidates)
+            if not wants_whole_gpus(request)
+        ]
+        verdicts = self._verdicts
+        for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            for position, request, signature in shareable:
+                verdict = verdicts.get((group.token, signature))
+                if verdict is None:
+                    verdict = self._verdict(call, group.token, group.key, signature, request)
                 if not isinstance(verdict, ShareVerdict) or verdict.gain < min_gain:
                     continue
                 if best is not None and (verdict.score, -position) <= (best[0], best[1]):
                     continue
-                slot = self._first_with_room(call, request, slots, held)
+                slot = self._first_with_room(call, request, group.slots, held)
                 if slot is not None:
                     option = Option(request, (slot,), verdict.score, self._share_reason(verdict))
                     best = (verdict.score, -position, option)
@@ -188,17 +198,23 @@ class HorusPolicy:
         if head.gpus > 1:
             fullest = max(call.index.node_slots.items(), key=lambda item: sum(not s.tenants for s in item[1]))
             return {slot.key for slot in fullest[1]}
-        for _group_key, slots in call.index.shared_groups(below=2):
-            return {next(iter(slots))}
+        for group in call.index.shared_groups(below=2):
+            return {next(iter(group.slots))}
         return set()
 
     # -- prediction verdicts (memoised) ----------------------------------------------------------
-    def _verdict(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:
-        memo_key = (group_key, request.workload, request.max_slowdown)
-        verdict = self._verdicts.get(memo_key)
+    def _signature(self, request: JobRequest) -> int:
+        """A small integer for (workload, maxSlowdown), the newcomer's half of a verdict's memo key."""
+        key = (request.workload, request.max_slowdown)
+        return self._signatures.setdefault(key, len(self._signatures))
+
+    def _verdict(
+        self, call: PlacementCall, token: int, group_key: GroupKey, signature: int, request: JobRequest
+    ) -> ShareVerdict | str:
+        verdict = self._verdicts.get((token, signature))
         if verdict is None:
             verdict = self._judge(call, group_key, request)
-            self._verdicts[memo_key] = verdict
+            self._verdicts[(token, signature)] = verdict
         return verdict
 
     def _judge(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:
@@ -243,7 +259,8 @@ class HorusPolicy:
                 continue
             reason = call.room(request, slot)
             if reason is None and slot.tenants:
-                verdict = self._verdict(call, slot.group_key(), request)
+                key = slot.group_key()
+                verdict = self._verdict(call, group_token(key), key, self._signature(request), request)
                 if isinstance(verdict, str):
                     reason = f"no GPU keeps the slowdowns under maxSlowdown: {verdict}"
                 elif verdict.gain < self.tunables.min_gain:

@@ -30,6 +30,29 @@ GpuKey = tuple[str, int]
 GroupKey = tuple[str, int, tuple[tuple[Workload, float], ...]]
 
 
+_GROUP_TOKENS: dict[GroupKey, int] = {}
+
+
+def group_token(key: GroupKey) -> int:
+    """A small integer standing for `key`, the same for equal keys in every index of this process.
+
+    Policies memoise verdicts by token: hashing an int costs nothing, hashing a key re-hashes its
+    workloads. The table only grows with distinct (GPU, tenants) combinations ever seen.
+    """
+    return _GROUP_TOKENS.setdefault(key, len(_GROUP_TOKENS))
+
+
+class Group:
+    """Shareable GPUs with equal `GroupKey`s."""
+
+    __slots__ = ("key", "slots", "token")
+
+    def __init__(self, key: GroupKey) -> None:
+        self.key = key
+        self.token = group_token(key)
+        self.slots: dict[GpuKey, GpuSlot] = {}
+
+
 def wants_whole_gpus(request: JobRequest) -> bool:
     """Multi-GPU jobs run synchronous steps at the pace of their slowest GPU, so one noisy co-tenant
     slows all of them: they get whole GPUs. maxSlowdown 1.0 is an explicit request never to share."""
@@ -76,8 +99,8 @@ class ClusterIndex:
         self._empty: dict[str, dict[GpuKey, GpuSlot]] = {}
         width = max((len(node.gpus) for node in nodes), default=0)
         self._nodes_by_empty: list[dict[str, None]] = [{} for _ in range(width + 1)]
-        # tenant count -> group -> GPUs
-        self._shared: dict[int, dict[GroupKey, dict[GpuKey, GpuSlot]]] = {}
+        # tenant count -> group key -> group
+        self._shared: dict[int, dict[GroupKey, Group]] = {}
         self._empty_total = 0
         for node in nodes:
             slots = [GpuSlot(gpu, node.schedulable) for gpu in node.gpus]
@@ -97,8 +120,7 @@ class ClusterIndex:
                 if not slot.tenants:
                     empty[slot.key] = slot
                 elif slot.shareable():
-                    groups = self._shared.setdefault(len(slot.tenants), {})
-                    groups.setdefault(slot.group_key(), {})[slot.key] = slot
+                    self._file_shared(slot)
             self._nodes_by_empty[len(empty)][name] = None
             self._empty_total += len(empty)
 
@@ -135,10 +157,10 @@ class ClusterIndex:
             for node in bucket:
                 yield node, list(self._empty[node].values())
 
-    def shared_groups(self, below: int) -> Iterator[tuple[GroupKey, dict[GpuKey, GpuSlot]]]:
-        """Usable GPUs running 1 .. `below`-1 single-GPU jobs, grouped (see `GroupKey`)."""
+    def shared_groups(self, below: int) -> Iterator[Group]:
+        """Usable GPUs running 1 .. `below`-1 jobs that all share, grouped (see `GroupKey`)."""
         for count in range(1, below):
-            yield from self._shared.get(count, {}).items()
+            yield from self._shared.get(count, {}).values()
 
     def empty_count(self) -> int:
         """Empty usable GPUs in the cluster."""
@@ -159,8 +181,9 @@ class ClusterIndex:
         elif slot.shareable():
             groups = self._shared[len(slot.tenants)]
             group_key = slot.group_key()
-            del groups[group_key][slot.key]
-            if not groups[group_key]:
+            group = groups[group_key]
+            del group.slots[slot.key]
+            if not group.slots:
                 del groups[group_key]
 
     def _attach(self, slot: GpuSlot) -> None:
@@ -169,8 +192,15 @@ class ClusterIndex:
         if not slot.tenants:
             self._move_node(slot.node, lambda empty: empty.__setitem__(slot.key, slot))
         elif slot.shareable():
-            groups = self._shared.setdefault(len(slot.tenants), {})
-            groups.setdefault(slot.group_key(), {})[slot.key] = slot
+            self._file_shared(slot)
+
+    def _file_shared(self, slot: GpuSlot) -> None:
+        groups = self._shared.setdefault(len(slot.tenants), {})
+        key = slot.group_key()
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = Group(key)
+        group.slots[slot.key] = slot
 
     def _move_node(self, node: str, change: Callable[[dict[GpuKey, GpuSlot]], object]) -> None:
         empty = self._empty[node]

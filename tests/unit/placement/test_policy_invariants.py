@@ -137,7 +137,7 @@ def test_a_borrowed_index_comes_back_unchanged(policy_name: str) -> None:
     assert policy.schedule(state, random_queue(random.Random(1), 6))
     assert list(index.jobs) == ["t"]
     assert index.empty_count() == 3
-    assert [slots for _, slots in index.shared_groups(below=2)] == [{("n0", 0): index.slots[("n0", 0)]}]
+    assert [group.slots for group in index.shared_groups(below=2)] == [{("n0", 0): index.slots[("n0", 0)]}]
 
 
 def test_unknown_policy_and_tunable_are_errors() -> None:
