@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from horus_operator.operator import pods as pod_views
+from horus_operator.operator import telemetry
 from horus_operator.operator.pods import PodView
+from horus_operator.operator.telemetry import NodeTelemetry
 
 
 def job_key(body: Mapping[str, Any]) -> str:
@@ -25,7 +27,7 @@ class ClusterCache:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, PodView]] = defaultdict(dict)  # job key -> pod name -> view
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.gpunodes: dict[str, dict[str, Any]] = {}  # node name -> its agent's GPUNode (telemetry.py)
+        self.gpunodes: dict[str, NodeTelemetry] = {}  # node name -> its agent's GPUNode, parsed once
         self.dirty: set[str] = set()
         self.nodes_changed = False
         self.wake = asyncio.Event()
@@ -74,7 +76,7 @@ class ClusterCache:
         )
 
     def put_gpunode(self, body: Mapping[str, Any]) -> None:
-        self.gpunodes[body["metadata"]["name"]] = dict(body)
+        self.gpunodes[body["metadata"]["name"]] = telemetry.parse(body)
         self.nodes_changed = True
         self.wake.set()
 

@@ -25,10 +25,10 @@ def build_snapshot(
     pods: Iterable[PodView],
     *,
     now: float,
-    gpunodes: Iterable[Mapping[str, Any]] = (),
+    gpunodes: Iterable[telemetry.NodeTelemetry] = (),
     telemetry_ttl: float = telemetry.DEFAULT_TTL_SECONDS,
 ) -> ClusterSnapshot:
-    """`gpunodes`: the agents' GPUNode objects; `now` in epoch seconds (their timestamps' clock)."""
+    """`gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now` in epoch seconds (their clock)."""
     labelled = (node for node in (gpu_node(body) for body in nodes) if node is not None)
     gpu_nodes = telemetry.merge(labelled, gpunodes, now=now, ttl=telemetry_ttl)
     running = tuple(

