@@ -23,6 +23,7 @@ slowdowns come from the predictor (counted against `truth_coverage`).
 from __future__ import annotations
 
 import csv
+import math
 import random
 import re
 from dataclasses import replace
@@ -97,14 +98,37 @@ def _gavel(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scen
             assert match is not None
             model = GAVEL_NAMES[match.group(1).lower()]
             batch = int(match.group(2) or 1)
-            throughput = table.isolated.get((DEFAULT_GPU, model, batch))
+            throughput = _isolated_throughput(table, model, batch)
             if throughput is None:
-                raise ValueError(f"{path}:{number + 1}: {model}/{batch} has no isolated V100 throughput")
+                raise ValueError(f"{path}:{number + 1}: {model} has no isolated V100 throughput at all")
             max_slowdown = slo if slo > 0 else draw_max_slowdown(rng)
             duration_s = total_steps / throughput
             key = f"gavel-{number:05d}"
             jobs.append(_job(key, Workload(model, batch), scale_factor, arrival, duration_s, max_slowdown))
-    return _scenario(path.stem, jobs, gpus, ("Gavel steps and seconds as given; SLO -1 means none",))
+    notes = (
+        "Gavel steps and seconds as given; SLO -1 means none",
+        "isolated throughput of a batch size the truth lacks: log-log interpolation between measured ones",
+    )
+    return _scenario(path.stem, jobs, gpus, notes)
+
+
+def _isolated_throughput(table: TruthTable, model: str, batch: int) -> float | None:
+    """Measured steps/s alone on V100; for a batch size the table lacks, interpolated log-log between
+    the model's nearest measured batch sizes (the nearest one at either end)."""
+    measured = sorted(
+        (b, tput) for (gpu, m, b), tput in table.isolated.items() if gpu == DEFAULT_GPU and m == model
+    )
+    if not measured:
+        return None
+    below = [point for point in measured if point[0] <= batch]
+    above = [point for point in measured if point[0] >= batch]
+    if not below or not above:
+        return (below or above)[-1 if below else 0][1]
+    (b0, t0), (b1, t1) = below[-1], above[0]
+    if b0 == b1:
+        return t0
+    share = (math.log(batch) - math.log(b0)) / (math.log(b1) - math.log(b0))
+    return math.exp(math.log(t0) + share * (math.log(t1) - math.log(t0)))
 
 
 def _muri(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scenario:
