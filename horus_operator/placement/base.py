@@ -108,6 +108,10 @@ class PlacementCall:
         observed_utilization = slot.gpu.observed_utilization
         if observed_utilization is not None and observed_utilization >= self.limits.busy_utilization:
             return f"GPUs measured busy (≥{self.limits.busy_utilization:.0%} utilization)"
+        if not slot.tenants and not slot.gpu.observed_memory_used_mib:
+            # Alone on an idle GPU a job has the best memory it can get anywhere: refusing it for a
+            # predicted shortfall would only starve it.
+            return None
         needed = self.predictions.job(request.workload, slot.product).memory_mib
         free = slot.gpu.memory_mib - self.used_memory_mib(slot) - self.limits.memory_margin_mib
         if needed > free:

@@ -51,6 +51,7 @@ def predictor() -> TablePredictor:
             "fair": (0.5, 4000.0),
             "poor": (0.9, 4000.0),
             "huge": (0.6, 12000.0),
+            "giant": (0.9, 20000.0),  # predicted larger than a GPU
         },
         pairs={
             ("good", "fair"): (1.2, 1.2),  # throughput 1/1.2 + 1/1.2 = 1.67

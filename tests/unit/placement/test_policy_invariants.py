@@ -156,3 +156,11 @@ def test_predictions_are_memoised_across_calls() -> None:
     asked = table.calls
     policy.schedule(snapshot(nodes(2, 2)), queue)
     assert table.calls == asked
+
+
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
+def test_a_job_predicted_too_big_for_any_gpu_still_runs_alone_on_an_idle_one(policy_name: str) -> None:
+    policy = make_policy(policy_name, predictor=predictor())
+    idle_and_shared = snapshot(nodes(1, 2), running(job("t", "good"), "n0", 0))
+    (assignment,) = policy.schedule(idle_and_shared, [job("g", "giant")])
+    assert (assignment.gpu_indices, assignment.colocated_with) == ((1,), ())
