@@ -42,7 +42,7 @@ def plain_pod(name: str) -> dict[str, Any]:
 
 
 def dljob(name: str, index: int) -> dict[str, Any]:
-    models = [("resnet50", 64), ("resnet18", 128), ("lstm-lm", 20), ("transformer", 64), ("vgg16", 32)]
+    models = [("resnet50", 32), ("resnet18", 128), ("lstm-lm", 20), ("transformer", 64), ("vgg16", 32)]
     architecture, batch_size = models[index % len(models)]
     return {
         "apiVersion": "horus.dev/v1alpha1",

@@ -37,7 +37,7 @@ gpus=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.labels.nvidia\
   awk '{s += $1} END {print s}')
 "$python" - "$gpus" <<'PY' | kubectl apply -n "$NAMESPACE" -f - >/dev/null
 import json, sys
-models = [("resnet18", 64), ("lstm-lm", 20), ("mobilenet_v2", 64), ("resnet50", 32), ("transformer", 32)]
+models = [("resnet18", 64), ("lstm-lm", 20), ("mobilenet_v2", 32), ("resnet50", 32), ("transformer", 32)]
 jobs = []
 for i in range(int(sys.argv[1]) * 2):
     model, batch = models[i % len(models)]

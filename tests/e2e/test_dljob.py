@@ -198,9 +198,9 @@ def test_memory_is_never_oversubscribed_in_a_burst(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
     models = [
-        ("resnet50", 64),
-        ("vgg16", 64),
-        ("bert", 16),
+        ("resnet50", 32),
+        ("vgg16", 32),
+        ("bert", 4),
         ("transformer", 64),
         ("lstm-lm", 20),
         ("resnet18", 128),
