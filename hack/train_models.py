@@ -1,0 +1,32 @@
+"""Regenerate the models shipped in horus_operator/prediction/models/ from the measurements in data/.
+
+    .venv/bin/python hack/train_models.py [--out DIR]
+
+Prints the cross-validated metrics that docs/prediction.md reports; they are also written to
+metadata.json beside the models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from horus_operator.prediction import artifacts, catalog, training
+
+REPO = Path(__file__).resolve().parent.parent
+PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
+UTILIZATION_CSV = REPO / "data" / "utilization" / "alnair_p100_tf.csv"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=artifacts.SHIPPED_DIR)
+    out = parser.parse_args().out
+    metrics = training.train_slowdown(PAIRS_CSV, out, catalog.lookup)
+    metrics |= training.train_utilization(UTILIZATION_CSV, out, catalog.lookup, training.catalog_name)
+    print(json.dumps(metrics, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""`horus predict pairs|job` and `horus train utilization|slowdown`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from horus_operator.prediction import catalog, load_predictor
+from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
+from horus_operator.prediction.gpus import normalize_gpu
+
+PAIR_INPUT_COLUMNS = ("gpu", "model_a", "batch_a", "model_b", "batch_b")
+PAIR_OUTPUT_COLUMNS = (*PAIR_INPUT_COLUMNS, "slowdown_a", "slowdown_b", "feasible")
+
+models_option = click.option(
+    "--models",
+    "models_dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    default=None,
+    help="Directory of trained models (from `horus train`); default: the shipped ones.",
+)
+
+
+@click.group()
+def predict() -> None:
+    """Predict GPU utilization, memory and co-location slowdown from model graphs (no profiling)."""
+
+
+# ---- pairs ----
+
+
+def _batch_size(text: str, row: int, column: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise click.ClickException(f"row {row}: {column} {text!r} is not a positive integer")
+    return value
+
+
+def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Workload]:
+    """(gpu, a, b) of one input row; ClickException naming the row and the bad value."""
+    try:
+        gpu = normalize_gpu(record["gpu"])
+    except UnknownGpuError as error:
+        raise click.ClickException(f"row {row}: gpu {record['gpu']!r}: {error}") from error
+    workloads = []
+    for side in ("a", "b"):
+        name = record[f"model_{side}"]
+        try:
+            model = catalog.canonical(name)
+        except UnknownModelError as error:
+            raise click.ClickException(f"row {row}: model_{side} {name!r}: {error}") from error
+        workloads.append(
+            Workload(model=model, batch_size=_batch_size(record[f"batch_{side}"], row, f"batch_{side}"))
+        )
+    return gpu, workloads[0], workloads[1]
+
+
+def _read_pairs(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle, skipinitialspace=True)
+        header = [name.strip() for name in reader.fieldnames or []]
+        missing = [column for column in PAIR_INPUT_COLUMNS if column not in header]
+        if missing:
+            raise click.ClickException(f"{path}: missing column(s) {', '.join(missing)}")
+        reader.fieldnames = header
+        return [{key: (value or "").strip() for key, value in record.items() if key} for record in reader]
+
+
+def _write_atomically(path: Path, rows: Sequence[Sequence[object]]) -> None:
+    """Write the CSV next to `path` and rename it into place: no partial output on failure."""
+    descriptor, temporary = tempfile.mkstemp(
+        dir=path.parent or Path("."), prefix=f".{path.name}.", suffix=".tmp"
+    )
+    try:
+        with os.fdopen(descriptor, "w", newline="") as handle:
+            csv.writer(handle).writerows(rows)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@predict.command()
+@click.option(
+    "--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@models_option
+def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
+    """Slowdown of both jobs of each pair sharing one GPU, and whether they fit in its memory.
+
+    INPUT columns: gpu,model_a,batch_a,model_b,batch_b. OUTPUT repeats them and adds
+    slowdown_a,slowdown_b,feasible. Rows are numbered from 1 after the header.
+    """
+    records = _read_pairs(input_path)
+    requests = [_parse_pair(record, row) for row, record in enumerate(records, start=1)]
+    predictions = load_predictor(models_dir).pairs(requests)
+    rows: list[Sequence[object]] = [PAIR_OUTPUT_COLUMNS]
+    for record, prediction in zip(records, predictions, strict=True):
+        rows.append(
+            [record[column] for column in PAIR_INPUT_COLUMNS]
+            + [
+                f"{prediction.slowdown_a:.4f}",
+                f"{prediction.slowdown_b:.4f}",
+                str(prediction.feasible).lower(),
+            ]
+        )
+    _write_atomically(output_path, rows)
+    click.echo(f"{len(predictions)} pairs -> {output_path}", err=True)
+
+
+# ---- job ----
+
+
+@predict.command()
+@click.option("--model", required=True, help="Catalog model name, e.g. resnet50.")
+@click.option("--batch-size", required=True, type=click.IntRange(min=1))
+@click.option("--gpu", required=True, help="GPU type (k80, p100, v100) or GPU Feature Discovery product.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@models_option
+def job(model: str, batch_size: int, gpu: str, as_json: bool, models_dir: Path | None) -> None:
+    """Predicted mean GPU utilization and peak GPU memory of one job running alone."""
+    try:
+        gpu_type = normalize_gpu(gpu)
+        name = catalog.canonical(model)
+        prediction = load_predictor(models_dir).job(Workload(model=name, batch_size=batch_size), gpu_type)
+    except (UnknownGpuError, UnknownModelError) as error:
+        raise click.ClickException(str(error)) from error
+    result = {
+        "model": name,
+        "batch_size": batch_size,
+        "gpu": gpu_type,
+        "utilization": round(prediction.utilization, 4),
+        "memory_mib": round(prediction.memory_mib, 1),
+    }
+    if as_json:
+        click.echo(json.dumps(result))
+        return
+    click.echo(f"{name} batch {batch_size} on {gpu_type}:")
+    click.echo(f"  GPU utilization  {100 * prediction.utilization:5.1f} %")
+    click.echo(f"  GPU memory       {prediction.memory_mib:7.0f} MiB")
+
+
+# ---- train ----
+
+
+@click.command()
+@click.argument("kind", type=click.Choice(["utilization", "slowdown"]))
+@click.option(
+    "--data",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Measurements in the shared data's column format (see docs/prediction.md).",
+)
+@click.option(
+    "--out", required=True, type=click.Path(file_okay=False, path_type=Path), help="Models directory."
+)
+def train(kind: str, data: Path, out: Path) -> None:
+    """Retrain a model from your own measurements; use the result with --models OUT.
+
+    `slowdown` also recalibrates the memory model from the pairs' feasibility. Models not retrained
+    are taken from the shipped set when OUT is loaded.
+    """
+    from horus_operator.prediction import training  # pandas and xgboost: only when training
+
+    try:
+        if kind == "slowdown":
+            metrics = training.train_slowdown(
+                data, out, catalog.lookup, log=lambda line: click.echo(line, err=True)
+            )
+        else:
+            metrics = training.train_utilization(
+                data, out, catalog.lookup, training.catalog_name, log=lambda line: click.echo(line, err=True)
+            )
+    except (ValueError, UnknownModelError) as error:
+        raise click.ClickException(str(error)) from error
+    click.echo(json.dumps(metrics, indent=2))

@@ -1,0 +1,95 @@
+"""GPU memory model: peak memory of a training job, and whether a set of jobs fits on one GPU.
+
+memory_mib = overhead + (param_factor × parameter bytes + activation_factor × activation bytes per batch)
+             / MiB
+
+`param_factor` 4 counts weights, gradients and two optimizer moments (Adam); the overhead (CUDA context,
+framework workspace) and the activation factor (activations kept for backward, their gradients,
+allocator slack) are calibrated on Gavel's co-location data, where a pair that ran is a set that fit and
+a pair reported with zero throughput is taken as one that did not (see docs/prediction.md). A set of jobs
+is feasible on a GPU when its predicted memories sum to at most the GPU's memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+MIB = 1024.0 * 1024.0
+PARAM_FACTOR = 4.0
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    overhead_mib: float
+    activation_factor: float
+    param_factor: float = PARAM_FACTOR
+
+    def memory_mib(self, job_features: Mapping[str, float]) -> float:
+        variable = (
+            self.param_factor * job_features["param_bytes"]
+            + self.activation_factor * job_features["activation_bytes_per_batch"]
+        )
+        return self.overhead_mib + variable / MIB
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def fits(memories_mib: Sequence[float], capacity_mib: float) -> bool:
+    return sum(memories_mib) <= capacity_mib
+
+
+@dataclass(frozen=True)
+class FeasibilityData:
+    """Per sample (a job alone or a pair): parameter and activation bytes of its jobs (zero where a
+    single job has no partner), the GPU memory, and the outcome."""
+
+    param_bytes: np.ndarray  # shape (n, 2)
+    activation_bytes: np.ndarray  # shape (n, 2)
+    jobs: np.ndarray  # shape (n,): 1 or 2
+    capacity_mib: np.ndarray  # shape (n,)
+    feasible: np.ndarray  # shape (n,), bool
+
+
+def predicted_feasible(model: MemoryModel, data: FeasibilityData) -> np.ndarray:
+    variable = model.param_factor * data.param_bytes + model.activation_factor * data.activation_bytes
+    total = model.overhead_mib * data.jobs + variable.sum(axis=1) / MIB
+    return total <= data.capacity_mib
+
+
+def balanced_accuracy(predicted: np.ndarray, actual: np.ndarray) -> float:
+    """Mean of the recall on feasible and on infeasible samples (0.5 for a constant answer)."""
+    recalls = [
+        np.mean(predicted[actual == outcome] == outcome)
+        for outcome in (True, False)
+        if np.any(actual == outcome)
+    ]
+    return float(np.mean(recalls))
+
+
+OVERHEAD_GRID_MIB = tuple(np.arange(0.0, 2049.0, 64.0))
+ACTIVATION_FACTOR_GRID = tuple(np.round(np.geomspace(0.05, 8.0, 56), 4))
+
+
+def calibrate(data: FeasibilityData) -> MemoryModel:
+    """The grid point with the best balanced accuracy on the pairs among those under which every job
+    measured alone fits (a job that ran must stay placeable); ties go to the most memory (the safe
+    side). ValueError if no grid point lets every single job fit."""
+    singles = data.jobs == 1
+    best: tuple[float, float, float] | None = None
+    for overhead, factor in itertools.product(OVERHEAD_GRID_MIB, ACTIVATION_FACTOR_GRID):
+        model = MemoryModel(overhead_mib=float(overhead), activation_factor=float(factor))
+        feasible = predicted_feasible(model, data)
+        if not feasible[singles].all():
+            continue
+        score = balanced_accuracy(feasible[~singles], data.feasible[~singles])
+        key = (score, float(overhead), float(factor))
+        if best is None or key > best:
+            best = key
+    if best is None:
+        raise ValueError("no memory model lets every job measured alone fit on its GPU")
+    return MemoryModel(overhead_mib=best[1], activation_factor=best[2])

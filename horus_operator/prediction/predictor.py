@@ -1,0 +1,148 @@
+"""The Predictor the operator, the placement policies and the simulator call.
+
+Everything is cached by (GPU type, workload key): a job's design row, its utilization and memory, and
+each ordered pair's slowdown. Pairs not yet cached are predicted in one batched XGBoost call, so the
+amortised cost of a placement query is a few dictionary look-ups.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from horus_operator.prediction import artifacts, design, features, slowdown, utilization
+from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+from horus_operator.prediction.gpus import GPU_SPECS, normalize_gpu
+
+FeatureSource = Callable[[str, int], Mapping[str, float]]
+WorkloadKey = tuple[str, int, str]
+
+
+def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
+    from horus_operator.prediction import catalog  # the catalog's data file loads on first use
+
+    return catalog.lookup(model, batch_size)
+
+
+@dataclass(frozen=True)
+class PairPrediction:
+    slowdown_a: float
+    slowdown_b: float
+    feasible: bool
+
+
+@dataclass
+class _JobEntry:
+    row: dict[str, float]  # design.job_row
+    prediction: JobPrediction
+
+
+class XGBoostPredictor:
+    """Implements prediction.api.Predictor with the trained artifacts."""
+
+    def __init__(self, models: artifacts.Artifacts, feature_source: FeatureSource = _catalog_lookup) -> None:
+        self.models = models
+        self._feature_source = feature_source
+        self._jobs: dict[tuple[str, WorkloadKey], _JobEntry] = {}
+        self._pairs: dict[tuple[str, WorkloadKey, WorkloadKey], float] = {}
+
+    # ---- Predictor protocol ----
+
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        return self._job(workload, normalize_gpu(gpu)).prediction
+
+    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+        gpu = normalize_gpu(gpu)
+        entries = [self._job(workload, gpu) for workload in workloads]
+        if len(workloads) < 2:
+            return tuple(1.0 for _ in workloads)  # a GPU of its own is always allowed
+        if sum(entry.prediction.memory_mib for entry in entries) > GPU_SPECS[gpu].memory_mib:
+            return None
+        keys = [_key(workload) for workload in workloads]
+        self._fill_pairs(gpu, [(a, b) for a, b in itertools.permutations(zip(keys, entries, strict=True), 2)])
+        pairwise = [[self._pairs.get((gpu, own, other), 1.0) for other in keys] for own in keys]
+        return slowdown.combine(pairwise)
+
+    # ---- batch interface (CLI, simulator warm-up) ----
+
+    def pairs(self, requests: Sequence[tuple[str, Workload, Workload]]) -> list[PairPrediction]:
+        """Slowdowns of both jobs and feasibility for each (gpu, a, b), predicted in one batch."""
+        resolved = [(normalize_gpu(gpu), a, b) for gpu, a, b in requests]
+        by_gpu: dict[str, list[tuple[tuple[WorkloadKey, _JobEntry], tuple[WorkloadKey, _JobEntry]]]] = {}
+        for gpu, a, b in resolved:
+            entry_a, entry_b = (_key(a), self._job(a, gpu)), (_key(b), self._job(b, gpu))
+            by_gpu.setdefault(gpu, []).extend([(entry_a, entry_b), (entry_b, entry_a)])
+        for gpu, ordered in by_gpu.items():
+            self._fill_pairs(gpu, ordered)
+        results = []
+        for gpu, a, b in resolved:
+            memory = self._job(a, gpu).prediction.memory_mib + self._job(b, gpu).prediction.memory_mib
+            results.append(
+                PairPrediction(
+                    slowdown_a=self._pairs[(gpu, _key(a), _key(b))],
+                    slowdown_b=self._pairs[(gpu, _key(b), _key(a))],
+                    feasible=memory <= GPU_SPECS[gpu].memory_mib,
+                )
+            )
+        return results
+
+    # ---- internals ----
+
+    def _job(self, workload: Workload, gpu: str) -> _JobEntry:
+        cache_key = (gpu, _key(workload))
+        entry = self._jobs.get(cache_key)
+        if entry is None:
+            job_features = self._features(workload)
+            row = design.job_row(job_features, gpu)
+            predicted = utilization.from_raw(self.models.utilization.predict(design.job_matrix([row])))
+            prediction = JobPrediction(
+                utilization=float(predicted[0]), memory_mib=self.models.memory.memory_mib(job_features)
+            )
+            entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction)
+        return entry
+
+    def _features(self, workload: Workload) -> Mapping[str, float]:
+        if workload.features is None:
+            return self._feature_source(workload.model, workload.batch_size)
+        try:
+            # Custom features may come at any batch size: rescale from the batch-independent profile.
+            return features.at_batch(workload.features, workload.batch_size)
+        except ValueError as error:
+            raise UnknownModelError(f"workload {workload.model!r}: {error}") from error
+
+    def _fill_pairs(
+        self, gpu: str, ordered: Sequence[tuple[tuple[WorkloadKey, _JobEntry], tuple[WorkloadKey, _JobEntry]]]
+    ) -> None:
+        missing = {
+            (own_key, other_key): (own.row, other.row)
+            for (own_key, own), (other_key, other) in ordered
+            if (gpu, own_key, other_key) not in self._pairs
+        }
+        if not missing:
+            return
+        predicted = slowdown.from_raw(
+            self.models.slowdown.predict(design.pair_matrix(list(missing.values())))
+        )
+        for (own_key, other_key), value in zip(missing, predicted, strict=True):
+            self._pairs[(gpu, own_key, other_key)] = float(value)
+
+
+def _key(workload: Workload) -> WorkloadKey:
+    if workload.features is not None and not workload.features_key:
+        # Unkeyed custom features: key by their values so equal graphs share cache entries.
+        return (workload.model, workload.batch_size, repr(sorted(workload.features.items())))
+    return (workload.model, workload.batch_size, workload.features_key)
+
+
+@functools.cache
+def _load_cached(directory: str) -> XGBoostPredictor:
+    return XGBoostPredictor(artifacts.load(directory or None))
+
+
+def load_predictor(models_dir: str | Path | None = None) -> XGBoostPredictor:
+    """The predictor for the models in `models_dir` (default: the shipped ones); cached per directory."""
+    directory = "" if models_dir is None else str(Path(models_dir).resolve())
+    return _load_cached(directory)

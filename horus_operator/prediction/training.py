@@ -1,0 +1,283 @@
+"""Training pipelines: measurement CSV -> cross-validated metrics -> model files with metadata.
+
+`horus train` and `hack/train_models.py` (which regenerates the shipped models) both call
+`train_slowdown` and `train_utilization`.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import xgboost as xgb
+
+from horus_operator.prediction import (
+    artifacts,
+    catalog,
+    datasets,
+    design,
+    memory,
+    slowdown,
+    utilization,
+    validation,
+)
+from horus_operator.prediction.api import UnknownModelError
+from horus_operator.prediction.datasets import FeatureSource
+from horus_operator.prediction.gpus import GPU_SPECS
+
+PAIR_FOLDS = 5
+SEED = 0
+
+
+@dataclass(frozen=True)
+class CvScore:
+    model: float
+    baseline: float
+    samples: int
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "mape": round(self.model, 4),
+            "baseline_mape": round(self.baseline, 4),
+            "samples": self.samples,
+        }
+
+
+def mape_optimal_constant(values: np.ndarray) -> float:
+    """The constant c minimising mean(|c - v| / v): the median of v weighted by 1/v."""
+    order = np.argsort(values)
+    weights = 1.0 / values[order]
+    cumulative = np.cumsum(weights)
+    return float(values[order][np.searchsorted(cumulative, cumulative[-1] / 2.0)])
+
+
+def fit_booster(
+    matrix: np.ndarray, target: np.ndarray, columns: tuple[str, ...], params: dict[str, object], rounds: int
+) -> xgb.Booster:
+    data = xgb.DMatrix(matrix, label=target, feature_names=list(columns))
+    return xgb.train(dict(params), data, num_boost_round=rounds)
+
+
+# ---- slowdown ----
+
+
+def slowdown_matrix(samples: pd.DataFrame, source: FeatureSource) -> np.ndarray:
+    """PAIR_COLUMNS rows for samples with `gpu, own_model, own_batch, other_model, other_batch`."""
+    own = datasets.lookup_all(source, samples["own_model"], samples["own_batch"])
+    other = datasets.lookup_all(source, samples["other_model"], samples["other_batch"])
+    rows = [
+        (design.job_row(a, gpu), design.job_row(b, gpu))
+        for a, b, gpu in zip(own, other, samples["gpu"], strict=True)
+    ]
+    return design.pair_matrix(rows)
+
+
+def fit_slowdown(
+    matrix: np.ndarray,
+    slowdowns: np.ndarray,
+    params: dict[str, object] = slowdown.PARAMS,
+    rounds: int = slowdown.ROUNDS,
+) -> xgb.Booster:
+    return fit_booster(matrix, slowdown.label(slowdowns), design.PAIR_COLUMNS, params, rounds)
+
+
+def slowdown_samples(pairs_csv: str | Path) -> pd.DataFrame:
+    return datasets.pair_samples(datasets.read_csv(pairs_csv, datasets.PAIR_CSV_COLUMNS))
+
+
+def cross_validate_slowdown(
+    samples: pd.DataFrame,
+    matrix: np.ndarray,
+    splits: Iterable[validation.Split],
+    train_on_placeholders: bool = False,
+    params: dict[str, object] = slowdown.PARAMS,
+    rounds: int = slowdown.ROUNDS,
+) -> CvScore:
+    """MAPE of the model and of a constant (both fitted on each training fold) on the feasible, measured
+    (non-placeholder) test rows of every split."""
+    measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
+    trainable = samples["feasible"].to_numpy() & (measured | train_on_placeholders)
+    target = samples["slowdown"].to_numpy()
+    actual, predicted, constant = [], [], []
+    for train, test in splits:
+        train, test = train[trainable[train]], test[measured[test]]
+        if len(test) == 0:
+            continue
+        booster = fit_slowdown(matrix[train], target[train], params, rounds)
+        actual.append(target[test])
+        predicted.append(slowdown.from_raw(booster.inplace_predict(matrix[test])))
+        constant.append(np.full(len(test), mape_optimal_constant(target[train])))
+    actual_all = np.concatenate(actual)
+    return CvScore(
+        model=validation.mape(actual_all, np.concatenate(predicted)),
+        baseline=validation.mape(actual_all, np.concatenate(constant)),
+        samples=len(actual_all),
+    )
+
+
+def evaluate_slowdown(
+    samples: pd.DataFrame, matrix: np.ndarray, train_on_placeholders: bool = False
+) -> dict[str, Any]:
+    by_pair = cross_validate_slowdown(
+        samples,
+        matrix,
+        validation.pair_folds(samples, PAIR_FOLDS, np.random.default_rng(SEED)),
+        train_on_placeholders,
+    )
+    by_configuration = cross_validate_slowdown(
+        samples,
+        matrix,
+        (split for _, split in validation.configuration_folds(samples)),
+        train_on_placeholders,
+    )
+    return {"by_pair": by_pair.as_dict(), "by_configuration": by_configuration.as_dict()}
+
+
+def memory_feasibility_data(samples: pd.DataFrame, source: FeatureSource) -> memory.FeasibilityData:
+    """Every measured pair (first ordering only) and every job alone (each ran alone in Gavel)."""
+    first = samples.drop_duplicates("row", keep="first")
+    own = datasets.lookup_all(source, first["own_model"], first["own_batch"])
+    other = datasets.lookup_all(source, first["other_model"], first["other_batch"])
+    alone = first.drop_duplicates(["gpu", "own_model", "own_batch"])
+    alone_jobs = datasets.lookup_all(source, alone["own_model"], alone["own_batch"])
+
+    def column(jobs: list, name: str) -> np.ndarray:
+        return np.array([job[name] for job in jobs], dtype=np.float64)
+
+    def stacked(name: str) -> np.ndarray:
+        pairs = np.stack([column(own, name), column(other, name)], axis=1)
+        singles = np.stack([column(alone_jobs, name), np.zeros(len(alone_jobs))], axis=1)
+        return np.concatenate([pairs, singles])
+
+    capacity = pd.concat([first["gpu"], alone["gpu"]]).map(lambda gpu: GPU_SPECS[gpu].memory_mib).to_numpy()
+    return memory.FeasibilityData(
+        param_bytes=stacked("param_bytes"),
+        activation_bytes=stacked("activation_bytes_per_batch"),
+        jobs=np.concatenate([np.full(len(first), 2), np.ones(len(alone_jobs))]),
+        capacity_mib=capacity.astype(np.float64),
+        feasible=np.concatenate([first["feasible"].to_numpy(), np.ones(len(alone_jobs), dtype=bool)]),
+    )
+
+
+def cross_validate_memory(samples: pd.DataFrame, source: FeatureSource) -> dict[str, float]:
+    """Balanced accuracy of the calibrated memory rule on held-out pairs (pair folds) vs. 'always fits'."""
+    first = samples.drop_duplicates("row", keep="first").reset_index(drop=True)
+    scores = []
+    for train, test in validation.pair_folds(first, PAIR_FOLDS, np.random.default_rng(SEED)):
+        model = memory.calibrate(memory_feasibility_data(first.iloc[train], source))
+        held_out = memory_feasibility_data(first.iloc[test], source)
+        pairs_only = held_out.jobs == 2
+        predicted = memory.predicted_feasible(model, held_out)[pairs_only]
+        scores.append(memory.balanced_accuracy(predicted, held_out.feasible[pairs_only]))
+    return {"balanced_accuracy": round(float(np.mean(scores)), 4), "baseline_balanced_accuracy": 0.5}
+
+
+def train_slowdown(
+    data: str | Path,
+    out_dir: str | Path,
+    source: FeatureSource,
+    train_on_placeholders: bool = False,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Cross-validate, then fit on all rows; writes slowdown.json and memory.json into `out_dir`."""
+    samples = slowdown_samples(data)
+    matrix = slowdown_matrix(samples, source)
+    log(f"slowdown: {len(samples)} samples ({int(samples['feasible'].sum())} feasible), cross-validating")
+    metrics = evaluate_slowdown(samples, matrix, train_on_placeholders)
+    usable = (samples["feasible"] & (train_on_placeholders | ~samples["placeholder"])).to_numpy()
+    booster = fit_slowdown(matrix[usable], samples["slowdown"].to_numpy()[usable])
+    entry = _entry(data, list(design.PAIR_COLUMNS), metrics, samples=int(usable.sum()))
+    entry["train_on_placeholders"] = train_on_placeholders
+    artifacts.save_booster(out_dir, "slowdown", booster, entry)
+    log("slowdown: calibrating the memory model on the pairs' feasibility")
+    memory_model = memory.calibrate(memory_feasibility_data(samples, source))
+    memory_metrics = cross_validate_memory(samples, source)
+    artifacts.save_memory(
+        out_dir,
+        memory_model,
+        _entry(
+            data, ["param_bytes", "activation_bytes_per_batch"], memory_metrics, samples=len(samples) // 2
+        ),
+    )
+    return {"slowdown": metrics, "memory": memory_metrics, "memory_model": memory_model.to_dict()}
+
+
+# ---- utilization ----
+
+
+def utilization_matrix(samples: pd.DataFrame, source: FeatureSource) -> np.ndarray:
+    """JOB_COLUMNS rows for samples with `gpu, model, batch`."""
+    jobs = datasets.lookup_all(source, samples["model"], samples["batch"])
+    return design.job_matrix(
+        [design.job_row(job, gpu) for job, gpu in zip(jobs, samples["gpu"], strict=True)]
+    )
+
+
+def fit_utilization(matrix: np.ndarray, fractions: np.ndarray) -> xgb.Booster:
+    return fit_booster(
+        matrix, utilization.label(fractions), design.JOB_COLUMNS, utilization.PARAMS, utilization.ROUNDS
+    )
+
+
+def cross_validate_utilization(samples: pd.DataFrame, matrix: np.ndarray) -> dict[str, float]:
+    """RMSLE (on utilization in percent) leaving out one model at a time, and of the training mean."""
+    target = samples["utilization"].to_numpy()
+    actual, predicted, constant = [], [], []
+    for train, test in validation.group_folds(
+        samples["model"].tolist(), samples["model"].nunique(), np.random.default_rng(SEED)
+    ):
+        booster = fit_utilization(matrix[train], target[train])
+        actual.append(target[test])
+        predicted.append(utilization.from_raw(booster.inplace_predict(matrix[test])))
+        constant.append(np.full(len(test), np.expm1(np.mean(np.log1p(100.0 * target[train]))) / 100.0))
+    percent = [100.0 * np.concatenate(values) for values in (actual, predicted, constant)]
+    return {
+        "rmsle": round(validation.rmsle(percent[0], percent[1]), 4),
+        "baseline_rmsle": round(validation.rmsle(percent[0], percent[2]), 4),
+        "samples": len(percent[0]),
+        "models": int(samples["model"].nunique()),
+    }
+
+
+def train_utilization(
+    data: str | Path,
+    out_dir: str | Path,
+    source: FeatureSource,
+    canonical: Callable[[str], str | None],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    table = datasets.read_csv(data, datasets.UTILIZATION_CSV_COLUMNS)
+    samples = datasets.utilization_samples(table, canonical)
+    if samples.attrs["dropped"]:
+        log(f"utilization: no graph features for {', '.join(samples.attrs['dropped'])}: rows dropped")
+    matrix = utilization_matrix(samples, source)
+    metrics = cross_validate_utilization(samples, matrix)
+    booster = fit_utilization(matrix, samples["utilization"].to_numpy())
+    entry = _entry(data, list(design.JOB_COLUMNS), metrics, samples=len(samples))
+    entry["dropped_models"] = samples.attrs["dropped"]
+    artifacts.save_booster(out_dir, "utilization", booster, entry)
+    return {"utilization": metrics}
+
+
+def _entry(data: str | Path, columns: list[str], metrics: dict[str, Any], samples: int) -> dict[str, Any]:
+    return {
+        "data_file": Path(data).name,
+        "data_sha256": datasets.sha256_of(data),
+        "trained": datetime.date.today().isoformat(),
+        "features": columns,
+        "samples": samples,
+        "cv": metrics,
+    }
+
+
+def catalog_name(name: str) -> str | None:
+    """The catalog model a measurement's model name refers to, or None."""
+    try:
+        return catalog.canonical(name)
+    except UnknownModelError:
+        return None
