@@ -135,7 +135,7 @@ class Simulation:
         arrivals = self.scenario.jobs
         next_arrival = 0
         with tqdm(total=len(arrivals), disable=not self.progress, unit="job", desc=self.policy.name) as bar:
-            while next_arrival < len(arrivals) or self._completions:
+            while self._drop_stale_completions() or next_arrival < len(arrivals):
                 upcoming = arrivals[next_arrival].arrival_s if next_arrival < len(arrivals) else float("inf")
                 completion = self._completions[0][0] if self._completions else float("inf")
                 self._advance_to(min(upcoming, completion))
@@ -146,7 +146,7 @@ class Simulation:
                     next_arrival += 1
                 self._schedule()
                 self._sample()
-                if not self._completions and next_arrival == len(arrivals) and self.queue:
+                if self.queue and next_arrival == len(arrivals) and not self._drop_stale_completions():
                     raise SimulationStuck(self._stuck_message())
         totals = self.totals
         return RunResult(
@@ -175,17 +175,23 @@ class Simulation:
         if not self.queue:
             return
         snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
-        view = list(itertools.islice(self.queue.values(), QUEUE_VIEW))
-        for assignment in self.policy.schedule(snapshot, view):
-            self._start(assignment)
+        # A job that crashed out of memory is back in the queue at once, as the operator would see it:
+        # ask again until a round starts everything it places (a restarted job wants a whole GPU, and
+        # a job alone always fits, so this ends).
+        crashed = True
+        while crashed and self.queue:
+            view = list(itertools.islice(self.queue.values(), QUEUE_VIEW))
+            started = [self._start(assignment) for assignment in self.policy.schedule(snapshot, view)]
+            crashed = not all(started)
 
-    def _start(self, assignment: Assignment) -> None:
+    def _start(self, assignment: Assignment) -> bool:
+        """Starts the assigned job; False if truth says it cannot share that GPU (it is re-queued)."""
         request = self.queue.pop(assignment.job)
         slots = [self.index.slots[(assignment.node, i)] for i in assignment.gpu_indices]
         together = [[t.request.workload for t in slot.tenants] + [request.workload] for slot in slots]
         if any(self.truth.slowdowns(self.scenario.gpu, ws).slowdowns is None for ws in together):
             self._restart_whole(request)
-            return
+            return False
         for slot in slots:
             self.totals.busy_gpus += not slot.tenants
         self.index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
@@ -201,6 +207,7 @@ class Simulation:
         )
         self.totals.throughput += len(assignment.gpu_indices)
         self._rerate_tenants(slots)
+        return True
 
     def _restart_whole(self, request: JobRequest) -> None:
         self.oom_restarts[request.key] = self.oom_restarts.get(request.key, 0) + 1
@@ -208,6 +215,16 @@ class Simulation:
         self.queue.move_to_end(request.key, last=False)
 
     # -- progress ----------------------------------------------------------------------------------
+    def _drop_stale_completions(self) -> bool:
+        """Pops completions superseded by a rate change; True if a live one remains."""
+        while self._completions:
+            _, _, key, version = self._completions[0]
+            active = self.active.get(key)
+            if active is not None and active.version == version:
+                return True
+            heapq.heappop(self._completions)
+        return False
+
     def _complete_due(self) -> int:
         finished = 0
         while self._completions and self._completions[0][0] <= self.now:

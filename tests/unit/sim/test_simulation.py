@@ -71,6 +71,7 @@ def test_every_job_finishes_and_steps_are_conserved(tmp_path: Path, policy: str)
         assert record.arrival_s <= record.start_s < record.finish_s
         # a job never runs faster than alone
         assert record.finish_s - record.start_s >= record.isolated_s * (1 - 1e-9)
+    assert result.samples[-1].time_s == max(r.finish_s for r in result.records)  # no stale events
     summary = summarise(result, world)
     assert tuple(summary) == SUMMARY_KEYS
     assert summary["makespan_s"] >= lower_bound_makespan_s(world) * (1 - 1e-9) or policy != "exclusive"
