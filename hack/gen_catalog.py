@@ -6,14 +6,16 @@ profiled by the same `features.profile_onnx` that `horus features MODEL.onnx` ru
 parameter count is published (torchvision's model tables, Hugging Face's model cards) the generator
 checks the graph against it and refuses to write a catalog that disagrees.
 
-    python hack/gen_catalog.py            # rewrite the catalog and docs/catalog.md
-    python hack/gen_catalog.py --check    # exit 1 if either committed file is stale
+    python hack/gen_catalog.py               # rewrite the catalog and docs/catalog.md
+    python hack/gen_catalog.py --check       # exit 1 if either committed file is stale
+    python hack/gen_catalog.py --crosscheck  # compare FLOPs with onnx-tool (pip install -e '.[catalog]')
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -612,14 +614,83 @@ def render_docs(catalog: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---- cross-check against an independent profiler ----
+
+MATRIX_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM")
+CROSSCHECK_TOLERANCE = 1e-3
+
+
+def crosscheck(entries: list[Entry]) -> int:
+    """Compare 2 × onnx-tool's multiply-accumulates in the matrix ops with our conv + linear +
+    attention FLOPs, per entry. Elementwise ops are left out on purpose: the tools cost them
+    differently (onnx-tool charges batch norm several MACs per element). A strided ConvTranspose is
+    not comparable: onnx-tool charges every output position, including the zeros the stride inserts
+    (stride² × the |input|·Cout·k² multiply-adds it performs). Exit status 1 above the tolerance."""
+    worst = 0.0
+    for entry in entries:
+        model = entry.build()
+        profile = features.profile_onnx(model)
+        ours = sum(profile[f"{part}_flops_per_sample"] for part in ("conv", "linear", "attention"))
+        theirs = _onnx_tool_matrix_flops(model)
+        difference = abs(theirs - ours) / ours
+        comparable = not _has_strided_conv_transpose(model)
+        worst = max(worst, difference if comparable else 0.0)
+        note = "" if comparable else "  (strided ConvTranspose: not comparable)"
+        print(f"{entry.name:<34} ours {ours:12.5e}  onnx-tool {theirs:12.5e}  {100 * difference:.4f}%{note}")
+    print(f"largest difference {100 * worst:.4f}% (tolerance {100 * CROSSCHECK_TOLERANCE:.1f}%)")
+    return 0 if worst <= CROSSCHECK_TOLERANCE else 1
+
+
+def _has_strided_conv_transpose(model: onnx.ModelProto) -> bool:
+    return any(
+        node.op_type == "ConvTranspose"
+        and any(attribute.name == "strides" and max(attribute.ints) > 1 for attribute in node.attribute)
+        for node in model.graph.node
+    )
+
+
+def _onnx_tool_matrix_flops(model: onnx.ModelProto) -> float:
+    import numpy as np
+    import onnx_tool  # the [catalog] extra; only this check needs it
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for tensor in copy.graph.initializer:  # onnx-tool reads weights: give them zero data
+        tensor.CopyFrom(onnx.numpy_helper.from_array(np.zeros(list(tensor.dims), np.float32), tensor.name))
+    for value in copy.graph.input:  # batch 1
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param:
+                dim.Clear()
+                dim.dim_value = 1
+    profiled = onnx_tool.Model(copy)
+    profiled.graph.shape_infer()
+    profiled.graph.profile()
+    macs = 0.0
+    for node in profiled.graph.nodemap.values():
+        shapes = [profiled.graph.tensormap[name].shape for name in node.input]
+        if (
+            node.op_type == "LSTM"
+        ):  # only onnx-tool's gate-matmul term; its gate elementwise terms are left out
+            macs += (math.prod(shapes[1]) + math.prod(shapes[2])) * shapes[0][0] * shapes[0][1]
+        elif node.op_type in MATRIX_OPS:
+            macs += node.macs[0] if isinstance(node.macs, list | tuple) else node.macs
+        if node.op_type in ("Conv", "Gemm") and len(node.input) > 2:  # onnx-tool adds the bias; we don't
+            macs -= math.prod(profiled.graph.tensormap[node.output[0]].shape)
+    return 2.0 * macs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--check", action="store_true", help="compare with the committed files, write nothing"
-    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="compare with the committed files, write nothing")
+    mode.add_argument("--crosscheck", nargs="*", metavar="NAME", help="compare FLOPs with onnx-tool")
     args = parser.parse_args()
+    if args.crosscheck is not None:
+        return crosscheck(
+            [entry for entry in ENTRIES if not args.crosscheck or entry.name in args.crosscheck]
+        )
     catalog = build_catalog()
     outputs = {CATALOG_PATH: render(catalog), DOCS_PATH: render_docs(catalog)}
     if args.check:

@@ -102,6 +102,24 @@ def test_lstm_is_unrolled_per_time_step():
     assert (profile["recurrent_ops"], profile["recurrent_steps"]) == (1, 7)
 
 
+def test_transposed_convolution_counts_what_each_input_element_scatters():
+    """ConvTranspose 2 → 4 channels, 3×3 kernel, stride 2, on a 3×3 input (output 6×6): each of the
+    2·3·3 = 18 input elements is multiplied into 4·3·3 = 36 outputs: 2 × 18 × 36 = 1,296 FLOPs."""
+    node = helper.make_node(
+        "ConvTranspose",
+        ["x", "w"],
+        ["y"],
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[1, 1, 1, 1],
+        output_padding=[1, 1],
+    )
+    model = _model([node], [("x", TensorProto.FLOAT, ["N", 2, 3, 3])], [("w", (2, 4, 3, 3), np.float32)])
+    profile = features.profile_onnx(model)
+    assert profile["conv_flops_per_sample"] == 1296
+    assert profile["activation_bytes_per_sample"] == 4 * 6 * 6 * 4
+
+
 def attention_model() -> onnx.ModelProto:
     """Single-head self-attention on [N, 5 tokens, 8 wide]: q, k, v projections, softmax(q·kᵀ)·v."""
     projections = [helper.make_node("MatMul", ["x", f"w{name}"], [name]) for name in "qkv"]
