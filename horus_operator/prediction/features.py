@@ -216,7 +216,7 @@ def _prepare(original: onnx.ModelProto) -> _Graph:
     data_inputs = [
         value.name
         for value in graph.input
-        if value.name not in initializers and not roles.get(value.name, {_DATA}) <= {_WEIGHT, _BUFFER}
+        if value.name not in initializers and not _feeds_weight_slots_only(roles, value.name)
     ]
     batch = _fix_batch_dimension(graph, data_inputs)
     # Stale intermediate shapes may name the symbolic batch; infer them afresh.
@@ -261,10 +261,13 @@ def _parameter_names(graph: onnx.GraphProto, roles: Mapping[str, set[int]]) -> s
     Integer initializers (shapes, indices) and BatchNorm running statistics are not parameters.
     """
     initializers = {tensor.name for tensor in graph.initializer if tensor.data_type not in _INDEX_TYPES}
-    weight_inputs = {
-        value.name for value in graph.input if roles.get(value.name, {_DATA}) <= {_WEIGHT, _BUFFER}
-    }
+    weight_inputs = {value.name for value in graph.input if _feeds_weight_slots_only(roles, value.name)}
     return {name for name in initializers | weight_inputs if roles.get(name) != {_BUFFER}}
+
+
+def _feeds_weight_slots_only(roles: Mapping[str, set[int]], name: str) -> bool:
+    """True for weights and buffers exported as graph inputs (torch.onnx.export(export_params=False))."""
+    return roles.get(name, {_DATA}) <= {_WEIGHT, _BUFFER}
 
 
 def _fix_batch_dimension(graph: onnx.GraphProto, data_inputs: list[str]) -> int:
