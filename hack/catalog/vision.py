@@ -542,3 +542,77 @@ def unet_mobilenet_v2(*, image: int, classes: int) -> onnx.ModelProto:
         up = b.conv_transpose(x, filters, 3, stride=2, padding=1, output_padding=1, bias=False)
         x = b.concat([b.act(b.batch_norm(up)), skip])
     return b.model([b.conv_transpose(x, classes, 3, stride=2, padding=1, output_padding=1)])
+
+
+def nasnet_mobile(*, classes: int, image: int = 224) -> onnx.ModelProto:
+    """Keras NASNetMobile (NASNet-A 4@1056): a stride-2 stem, two stem reduction cells, then three
+    stacks of 4 normal cells separated by reduction cells; each cell also reads the previous cell's
+    input. Keras' asymmetric "correct" padding is written as symmetric padding that gives the same
+    output sizes, so the FLOPs are the same."""
+    b = GraphBuilder("nasnet_mobile")
+    stem = b.batch_norm(b.conv(image_input(b, (3, image, image)), 32, 3, stride=2, padding=0))
+    filters = 1056 // 24
+    # (cell, width) in order; after a reduction cell the previous tensor is one resolution up
+    plan = [
+        (_nasnet_reduction, filters // 4),
+        (_nasnet_reduction, filters // 2),
+        *[(_nasnet_normal, filters)] * 4,
+        (_nasnet_reduction, 2 * filters),
+        *[(_nasnet_normal, 2 * filters)] * 4,
+        (_nasnet_reduction, 4 * filters),
+        *[(_nasnet_normal, 4 * filters)] * 4,
+    ]
+    x, previous, after_reduction = stem, None, False
+    for cell, width in plan:
+        p = _nasnet_adjust(b, previous, x, width, after_reduction)
+        x, previous = cell(b, x, p, width), x
+        after_reduction = cell is _nasnet_reduction
+    return b.model([classifier(b, b.act(x), classes)])
+
+
+def _separable(b: GraphBuilder, x: Tensor, filters: int, kernel: int, stride: int = 1) -> Tensor:
+    """Keras' _separable_conv_block: twice (ReLU, depthwise k×k, pointwise 1×1, batch norm)."""
+    for step_stride in (stride, 1):
+        x = b.act(x)
+        x = b.conv(x, x.features, kernel, stride=step_stride, groups=x.features)
+        x = b.batch_norm(b.conv(x, filters, 1))
+    return x
+
+
+def _nasnet_adjust(b: GraphBuilder, previous: Tensor | None, x: Tensor, filters: int, reduce: bool) -> Tensor:
+    """Keras' _adjust_block: bring the previous tensor to this cell's resolution and width."""
+    if previous is None:
+        return x
+    if reduce:  # factorized reduction: two stride-2 paths offset by one pixel, half the filters each
+        relu = b.act(previous)
+        first = b.conv(b.avg_pool(relu, 1, 2), filters // 2, 1)
+        padded = b.pad(relu, [0, 0, 0, 0, 0, 0, 1, 1])
+        ends, axes = b.constant([2**62, 2**62]), b.constant([2, 3])
+        shifted = Tensor(b.op("Slice", [padded.name, b.constant([1, 1]), ends, axes]), 4, relu.features)
+        second = b.conv(b.avg_pool(shifted, 1, 2), filters // 2, 1)
+        return b.batch_norm(b.concat([first, second]))
+    if previous.features != filters:
+        return b.batch_norm(b.conv(b.act(previous), filters, 1))
+    return previous
+
+
+def _nasnet_normal(b: GraphBuilder, x: Tensor, p: Tensor, filters: int) -> Tensor:
+    h = b.batch_norm(b.conv(b.act(x), filters, 1))
+    blocks = [
+        b.add(_separable(b, h, filters, 5), _separable(b, p, filters, 3)),
+        b.add(_separable(b, p, filters, 5), _separable(b, p, filters, 3)),
+        b.add(b.avg_pool(h, 3, 1, 1), p),
+        b.add(b.avg_pool(p, 3, 1, 1), b.avg_pool(p, 3, 1, 1)),
+        b.add(_separable(b, h, filters, 3), h),
+    ]
+    return b.concat([p, *blocks])
+
+
+def _nasnet_reduction(b: GraphBuilder, x: Tensor, p: Tensor, filters: int) -> Tensor:
+    h = b.batch_norm(b.conv(b.act(x), filters, 1))
+    x1 = b.add(_separable(b, h, filters, 5, 2), _separable(b, p, filters, 7, 2))
+    x2 = b.add(b.max_pool(h, 3, 2, 1), _separable(b, p, filters, 7, 2))
+    x3 = b.add(b.avg_pool(h, 3, 2, 1), _separable(b, p, filters, 5, 2))
+    x4 = b.add(b.avg_pool(x1, 3, 1, 1), x2)
+    x5 = b.add(_separable(b, x1, filters, 3), b.max_pool(h, 3, 2, 1))
+    return b.concat([x2, x3, x4, x5])
