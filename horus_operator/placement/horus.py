@@ -49,7 +49,7 @@ class HorusTunables:
     lookahead: int = 32
     min_gain: float = 0.1
     qos_margin: float = 0.15
-    patience_s: float = 3600.0
+    patience_s: float = 4 * 3600.0
     utilization_weight: float = 0.05
 
 

@@ -77,6 +77,6 @@ def test_a_starving_head_holds_a_gpu_back_until_it_drains() -> None:
     # The next job is only 10 s younger: no starvation, f takes the first shareable GPU.
     (placed,) = policy.schedule(busy, [head, job("f", "fair", at=10)])
     assert (placed.job, placed.gpu_indices) == ("f", (0,))
-    # The next job is 5000 s younger (> patience_s = 3600): GPU 0 is held for h, f goes to GPU 1.
-    (placed,) = policy.schedule(busy, [head, job("f", "fair", at=5000)])
+    # The next job is 20000 s younger (> patience_s = 14400): GPU 0 is held for h, f goes to GPU 1.
+    (placed,) = policy.schedule(busy, [head, job("f", "fair", at=20000)])
     assert (placed.job, placed.gpu_indices) == ("f", (1,))
