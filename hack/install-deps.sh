@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# System packages the project needs and Python/Go cannot bring: etcd from Debian, and openssl
-# (the local cluster's service-account key). kubectl is compiled with the control plane
-# (Debian's kubernetes-client is too old for v1.37).
+# System packages the project needs and Python/Go cannot bring: openssl (the local cluster's
+# service-account key). Everything else of the control plane — etcd, kube-apiserver, kubectl,
+# kwok — is compiled by hack/build-control-plane.sh (Debian's etcd 3.4 and kubectl 1.20 are too
+# old for Kubernetes 1.37), which needs Go >= 1.26.
 set -euo pipefail
 need=()
-command -v etcd >/dev/null || need+=(etcd-server)
 command -v openssl >/dev/null || need+=(openssl)
+command -v flock >/dev/null || need+=(util-linux)
 command -v go >/dev/null || { echo "error: Go >= 1.26 is required to compile the control plane (Debian's golang-go is too old)" >&2; exit 1; }
 if ((${#need[@]})); then
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"

@@ -1,15 +1,14 @@
 """Where the compiled control plane lives, and how to build it.
 
 `hack/build-control-plane.sh` compiles kube-apiserver, kube-scheduler, kube-controller-manager,
-kubectl and kwok into a directory named by the pinned versions (`hack/control-plane.env`) and writes a
-`.complete` stamp last; this module finds that directory the same way and runs the script when the
-stamp is missing. etcd is Debian's `etcd-server` (found on PATH).
+kubectl, etcd and kwok into a directory named by the pinned versions (`hack/control-plane.env`) and
+writes a `.complete` stamp last; this module finds that directory the same way and runs the script
+when the stamp is missing.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +73,7 @@ class ControlPlane:
 
     def binary(self, name: str) -> Path:
         """Path of a compiled binary; raises ControlPlaneMissingError when the build is incomplete."""
-        if not self.is_built:
+        if not (self.is_built and (self.bin_dir / name).is_file()):
             raise ControlPlaneMissingError(
                 f"control plane not built in {self.root}: run `make control-plane` "
                 f"(or `bash {BUILD_SCRIPT}`) first"
@@ -88,14 +87,6 @@ class ControlPlane:
     def build(self) -> None:
         """Run the build script (prints progress; a no-op when the stamp exists)."""
         subprocess.run(["bash", str(BUILD_SCRIPT)], check=True)
-
-
-def etcd_binary() -> Path:
-    """Debian's etcd-server (hack/install-deps.sh installs it)."""
-    found = shutil.which("etcd")
-    if found is None:
-        raise ControlPlaneMissingError("etcd not found on PATH: run `bash hack/install-deps.sh`")
-    return Path(found)
 
 
 def kubectl_path() -> Path:

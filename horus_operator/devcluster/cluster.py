@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from horus_operator.devcluster import components, nodes
-from horus_operator.devcluster.binaries import ControlPlane, etcd_binary
+from horus_operator.devcluster.binaries import ControlPlane
 from horus_operator.devcluster.processes import ProcessGroup, ProcessRecord
 
 START_TIMEOUT_SECONDS = 180.0
 POLL_SECONDS = 0.25
 LOG_TAIL_LINES = 30
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
 
 
 class ClusterError(RuntimeError):
@@ -108,14 +109,15 @@ class LocalCluster:
         """
         if self.is_running():
             raise ClusterError(f"a cluster is already running in {self.state_dir} (`horus cluster down`)")
-        binaries = {name: self.control_plane.binary(name) for name in ("kube-apiserver", "kwok")}
+        for name in BINARIES:  # a missing build fails here, before the state dir is touched
+            self.control_plane.binary(name)
         shutil.rmtree(self.state_dir, ignore_errors=True)
         self.layout.pki.mkdir(parents=True)
         ports = components.Ports.free()
         self.layout.cluster_file.write_text(json.dumps({"ports": ports.as_dict()}, indent=2) + "\n")
         token = self._write_credentials()
         try:
-            self._start_control_plane(ports, token, binaries)
+            self._start_control_plane(ports, token)
             self.add_pools(self.pools)
         except BaseException:
             self.processes.stop_all()
@@ -187,18 +189,17 @@ class LocalCluster:
         self.layout.token_file.chmod(0o600)
         return token
 
-    def _start_control_plane(self, ports: components.Ports, token: str, binaries: dict[str, Path]) -> None:
-        layout = self.layout
-        self._start("etcd", components.etcd_argv(etcd_binary(), layout, ports))
+    def _start_control_plane(self, ports: components.Ports, token: str) -> None:
+        layout, binary = self.layout, self.control_plane.binary
+        self._start("etcd", components.etcd_argv(binary("etcd"), layout, ports))
         self._wait_until(
             lambda: _http_ok(f"http://{components.LOOPBACK}:{ports.etcd_client}/health"), "etcd", "etcd"
         )
 
-        self._start("kube-apiserver", components.apiserver_argv(binaries["kube-apiserver"], layout, ports))
+        self._start("kube-apiserver", components.apiserver_argv(binary("kube-apiserver"), layout, ports))
         self._wait_until(self._apiserver_ready_with(token), "kube-apiserver /readyz", "kube-apiserver")
         self._write_kubeconfig(ports, token)
 
-        binary = self.control_plane.binary
         self._start(
             "kube-controller-manager",
             components.controller_manager_argv(binary("kube-controller-manager"), layout, ports),
@@ -209,7 +210,7 @@ class LocalCluster:
             ("kube-scheduler", ports.scheduler),
         ):
             self._wait_until(lambda port=port: _https_healthy(port), f"{name} /healthz", name)
-        self._start("kwok", components.kwok_argv(binaries["kwok"], layout, self.control_plane.stage_files()))
+        self._start("kwok", components.kwok_argv(binary("kwok"), layout, self.control_plane.stage_files()))
 
     def _start(self, name: str, argv: list[str]) -> ProcessRecord:
         self._progress(f"starting {name}")

@@ -104,6 +104,7 @@ def etcd_argv(etcd: Path, layout: Layout, ports: Ports) -> list[str]:
         f"--initial-advertise-peer-urls={peer}",
         f"--initial-cluster=horus={peer}",
         "--auto-compaction-retention=1",
+        "--unsafe-no-fsync",  # a throwaway dev cluster: durability only costs disk latency
         "--quota-backend-bytes=8589934592",
     ]
 

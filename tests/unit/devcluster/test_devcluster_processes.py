@@ -9,10 +9,17 @@ from pathlib import Path
 from horus_operator.devcluster.processes import ProcessGroup, ProcessRecord
 
 
+def wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 10
+    while not (path.exists() and path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def test_started_processes_are_recorded_in_order_and_stopped(tmp_path: Path) -> None:
     group = ProcessGroup(tmp_path)
     group.start("first", ["sleep", "60"], cwd=tmp_path)
     group.start("second", ["sh", "-c", "echo hello; exec sleep 60"], cwd=tmp_path)
+    wait_for_file(group.log_path("second"))
 
     # A fresh object sees the same records: `horus cluster down` runs in another process than `up`.
     records = ProcessGroup(tmp_path).records()
@@ -30,11 +37,8 @@ def test_a_process_stopped_with_term_in_its_own_group_leaves_no_child(tmp_path: 
     group = ProcessGroup(tmp_path)
     # The shell ignores nothing; its background child is in the same process group and dies with it.
     record = group.start("parent", ["sh", "-c", "sleep 60 & echo $! > child.pid; wait"], cwd=tmp_path)
-    child_pid_file = tmp_path / "child.pid"
-    deadline = time.monotonic() + 10
-    while not child_pid_file.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    child_pid = int(child_pid_file.read_text())
+    wait_for_file(tmp_path / "child.pid")
+    child_pid = int((tmp_path / "child.pid").read_text())
 
     group.stop_all()
 
