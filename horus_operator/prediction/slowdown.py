@@ -18,16 +18,16 @@ import numpy as np
 PARAMS: dict[str, object] = {
     "objective": "reg:squarederror",
     "tree_method": "hist",
-    "eta": 0.05,
-    "max_depth": 4,
-    "min_child_weight": 2.0,
+    "eta": 0.03,
+    "max_depth": 6,
+    "min_child_weight": 1.0,
     "subsample": 0.8,
-    "colsample_bytree": 0.8,
+    "colsample_bytree": 0.5,
     "lambda": 1.0,
     "nthread": 1,  # more threads spin-wait badly on a shared CPU
     "seed": 0,
 }
-ROUNDS = 400
+ROUNDS = 600
 
 
 def label(slowdowns: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from horus_operator.prediction.api import UnknownModelError
 from horus_operator.prediction.datasets import FeatureSource
 from horus_operator.prediction.gpus import GPU_SPECS
 
+CATALOG_FILE = Path(catalog.__file__).with_name("data") / "catalog.json"
 PAIR_FOLDS = 5
 SEED = 0
 
@@ -40,10 +41,11 @@ class CvScore:
     baseline: float
     samples: int
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, float | None]:
+        # No test rows (a tiny user data set): null rather than NaN, which JSON lacks.
         return {
-            "mape": round(self.model, 4),
-            "baseline_mape": round(self.baseline, 4),
+            "mape": None if self.samples == 0 else round(self.model, 4),
+            "baseline_mape": None if self.samples == 0 else round(self.baseline, 4),
             "samples": self.samples,
         }
 
@@ -80,14 +82,40 @@ def slowdown_matrix(samples: pd.DataFrame, source: FeatureSource) -> np.ndarray:
 def fit_slowdown(
     matrix: np.ndarray,
     slowdowns: np.ndarray,
-    params: dict[str, object] = slowdown.PARAMS,
-    rounds: int = slowdown.ROUNDS,
+    params: dict[str, object] | None = None,
+    rounds: int | None = None,
 ) -> xgb.Booster:
-    return fit_booster(matrix, slowdown.label(slowdowns), design.PAIR_COLUMNS, params, rounds)
+    """Defaults: slowdown.PARAMS and slowdown.ROUNDS as they are at call time."""
+    return fit_booster(
+        matrix,
+        slowdown.label(slowdowns),
+        design.PAIR_COLUMNS,
+        slowdown.PARAMS if params is None else params,
+        slowdown.ROUNDS if rounds is None else rounds,
+    )
 
 
 def slowdown_samples(pairs_csv: str | Path) -> pd.DataFrame:
     return datasets.pair_samples(datasets.read_csv(pairs_csv, datasets.PAIR_CSV_COLUMNS))
+
+
+@dataclass(frozen=True)
+class FoldResult:
+    actual: np.ndarray
+    predicted: np.ndarray
+    constant: np.ndarray  # the MAPE-optimal constant of the training fold
+
+
+def score(folds: Sequence[FoldResult]) -> CvScore:
+    """MAPE over all test rows of the folds (NaN when there are none)."""
+    actual = np.concatenate([fold.actual for fold in folds] or [np.empty(0)])
+    if len(actual) == 0:
+        return CvScore(model=float("nan"), baseline=float("nan"), samples=0)
+    return CvScore(
+        model=validation.mape(actual, np.concatenate([fold.predicted for fold in folds])),
+        baseline=validation.mape(actual, np.concatenate([fold.constant for fold in folds])),
+        samples=len(actual),
+    )
 
 
 def cross_validate_slowdown(
@@ -95,47 +123,79 @@ def cross_validate_slowdown(
     matrix: np.ndarray,
     splits: Iterable[validation.Split],
     train_on_placeholders: bool = False,
-    params: dict[str, object] = slowdown.PARAMS,
-    rounds: int = slowdown.ROUNDS,
-) -> CvScore:
-    """MAPE of the model and of a constant (both fitted on each training fold) on the feasible, measured
+    params: dict[str, object] | None = None,
+    rounds: int | None = None,
+) -> list[FoldResult]:
+    """Model and constant (both fitted on each training fold) on the feasible, measured
     (non-placeholder) test rows of every split."""
     measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
     trainable = samples["feasible"].to_numpy() & (measured | train_on_placeholders)
     target = samples["slowdown"].to_numpy()
-    actual, predicted, constant = [], [], []
+    folds = []
     for train, test in splits:
         train, test = train[trainable[train]], test[measured[test]]
-        if len(test) == 0:
-            continue
         booster = fit_slowdown(matrix[train], target[train], params, rounds)
-        actual.append(target[test])
-        predicted.append(slowdown.from_raw(booster.inplace_predict(matrix[test])))
-        constant.append(np.full(len(test), mape_optimal_constant(target[train])))
-    actual_all = np.concatenate(actual)
-    return CvScore(
-        model=validation.mape(actual_all, np.concatenate(predicted)),
-        baseline=validation.mape(actual_all, np.concatenate(constant)),
-        samples=len(actual_all),
-    )
+        folds.append(
+            FoldResult(
+                actual=target[test],
+                predicted=slowdown.from_raw(booster.inplace_predict(matrix[test])),
+                constant=np.full(len(test), mape_optimal_constant(target[train])),
+            )
+        )
+    return folds
+
+
+def configuration_kinds(configurations: Sequence[str]) -> list[str]:
+    """For each "model@batch": "interior" when the model was measured at a smaller and a larger batch
+    size, "edge" when only on one side, "architecture" when at no other batch size."""
+    batches: dict[str, list[int]] = {}
+    for configuration in configurations:
+        model, batch = configuration.rsplit("@", 1)
+        batches.setdefault(model, []).append(int(batch))
+    kinds = []
+    for configuration in configurations:
+        model, batch = configuration.rsplit("@", 1)
+        others = [other for other in batches[model] if other != int(batch)]
+        if not others:
+            kinds.append("architecture")
+        else:
+            kinds.append("interior" if min(others) < int(batch) < max(others) else "edge")
+    return kinds
 
 
 def evaluate_slowdown(
     samples: pd.DataFrame, matrix: np.ndarray, train_on_placeholders: bool = False
 ) -> dict[str, Any]:
-    by_pair = cross_validate_slowdown(
-        samples,
-        matrix,
-        validation.pair_folds(samples, PAIR_FOLDS, np.random.default_rng(SEED)),
-        train_on_placeholders,
-    )
+    """MAPE on held-out pairs, on held-out configurations (split into a new batch size of an
+    architecture seen at other batch sizes, and a new architecture), and by pair when the placeholder
+    rows are kept in training (the evidence for dropping them)."""
+
+    def pair_splits() -> list[validation.Split]:
+        return validation.pair_folds(samples, PAIR_FOLDS, np.random.default_rng(SEED))
+
+    configurations = list(validation.configuration_folds(samples))
     by_configuration = cross_validate_slowdown(
-        samples,
-        matrix,
-        (split for _, split in validation.configuration_folds(samples)),
-        train_on_placeholders,
+        samples, matrix, [split for _, split in configurations], train_on_placeholders
     )
-    return {"by_pair": by_pair.as_dict(), "by_configuration": by_configuration.as_dict()}
+    kinds = configuration_kinds([name for name, _ in configurations])
+
+    def of_kind(*wanted: str) -> dict[str, Any]:
+        return score(
+            [fold for fold, kind in zip(by_configuration, kinds, strict=True) if kind in wanted]
+        ).as_dict()
+
+    return {
+        "by_pair": score(
+            cross_validate_slowdown(samples, matrix, pair_splits(), train_on_placeholders)
+        ).as_dict(),
+        "by_configuration": score(by_configuration).as_dict(),
+        "by_configuration_new_batch_size": of_kind("interior", "edge"),
+        "by_configuration_new_batch_size_between_measured": of_kind("interior"),
+        "by_configuration_new_architecture": of_kind("architecture"),
+        f"by_pair_if_placeholders_{'dropped' if train_on_placeholders else 'kept'}": score(
+            cross_validate_slowdown(samples, matrix, pair_splits(), not train_on_placeholders)
+        ).as_dict(),
+    }
 
 
 def memory_feasibility_data(samples: pd.DataFrame, source: FeatureSource) -> memory.FeasibilityData:
@@ -181,10 +241,14 @@ def train_slowdown(
     data: str | Path,
     out_dir: str | Path,
     source: FeatureSource,
-    train_on_placeholders: bool = False,
+    train_on_placeholders: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Cross-validate, then fit on all rows; writes slowdown.json and memory.json into `out_dir`."""
+    """Cross-validate, then fit on all rows; writes slowdown.json and memory.json into `out_dir`.
+
+    The exact-1.000 rows stay in training by default: by-pair CV on the measured rows is no worse with
+    them (docs/prediction.md); they are never scored.
+    """
     samples = slowdown_samples(data)
     matrix = slowdown_matrix(samples, source)
     log(f"slowdown: {len(samples)} samples ({int(samples['feasible'].sum())} feasible), cross-validating")
@@ -268,6 +332,8 @@ def _entry(data: str | Path, columns: list[str], metrics: dict[str, Any], sample
     return {
         "data_file": Path(data).name,
         "data_sha256": datasets.sha256_of(data),
+        # The models learn from catalog features: a regenerated catalog calls for retraining.
+        "catalog_sha256": datasets.sha256_of(CATALOG_FILE),
         "trained": datetime.date.today().isoformat(),
         "features": columns,
         "samples": samples,

@@ -1,0 +1,132 @@
+"""`horus predict pairs|job` and `horus train`: the batch interface other tools depend on."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from horus_operator.cli import main
+from horus_operator.prediction import load_predictor, slowdown
+from horus_operator.prediction.api import Workload
+
+REPO = Path(__file__).resolve().parents[3]
+HEADER = "gpu,model_a,batch_a,model_b,batch_b\n"
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def _pairs(tmp_path: Path, body: str, header: str = HEADER) -> tuple[int, str, Path]:
+    source, target = tmp_path / "in.csv", tmp_path / "out.csv"
+    source.write_text(header + body)
+    code, output = _run("predict", "pairs", "--input", str(source), "--output", str(target))
+    return code, output, target
+
+
+def test_pairs_output_repeats_input_and_adds_predictions(tmp_path: Path) -> None:
+    code, output, target = _pairs(tmp_path, "v100,resnet50,64,lstm-lm,20\nk80,resnet50,128,resnet50,128\n")
+    assert code == 0, output
+    with target.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == [
+        "gpu",
+        "model_a",
+        "batch_a",
+        "model_b",
+        "batch_b",
+        "slowdown_a",
+        "slowdown_b",
+        "feasible",
+    ]
+    assert rows[0]["model_b"] == "lstm-lm" and rows[0]["batch_b"] == "20"
+    assert all(float(row[column]) >= 1.0 for row in rows for column in ("slowdown_a", "slowdown_b"))
+    assert [row["feasible"] for row in rows] == ["true", "false"]  # two ResNet-50/128 exceed a K80's 12 GiB
+    expected = load_predictor().slowdowns("v100", [Workload("resnet50", 64), Workload("lstm-lm", 20)])
+    assert expected is not None
+    assert float(rows[0]["slowdown_a"]) == pytest.approx(expected[0], abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("v100,resnet50,64,lstm-lm,20\nv100,resnet51,64,lstm-lm,20\n", ["row 2", "model_a", "'resnet51'"]),
+        (
+            "v100,resnet50,64,lstm-lm,20\nv100,resnet50,64,lstm-lm,20\nx900,resnet50,64,lstm-lm,20\n",
+            ["row 3", "'x900'"],
+        ),
+        ("v100,resnet50,64,lstm-lm,zero\n", ["row 1", "batch_b", "'zero'"]),
+        ("v100,resnet50,64,notanet,8\n", ["row 1", "model_b", "'notanet'"]),
+    ],
+)
+def test_pairs_errors_name_row_and_value_and_write_nothing(
+    tmp_path: Path, body: str, expected: list[str]
+) -> None:
+    code, output, target = _pairs(tmp_path, body)
+    assert code != 0
+    for fragment in expected:
+        assert fragment in output
+    assert not target.exists()
+
+
+def test_pairs_missing_column_is_named(tmp_path: Path) -> None:
+    code, output, target = _pairs(
+        tmp_path, "v100,resnet50,64,lstm-lm\n", header="gpu,model_a,batch_a,model_b\n"
+    )
+    assert code != 0
+    assert "batch_b" in output
+    assert not target.exists()
+
+
+def test_job_json() -> None:
+    code, output = _run(
+        "predict", "job", "--model", "ResNet-50", "--batch-size", "64", "--gpu", "v100", "--json"
+    )
+    assert code == 0, output
+    result = json.loads(output)
+    assert result["model"] == "resnet50" and result["gpu"] == "v100"
+    assert 0 <= result["utilization"] <= 1 and result["memory_mib"] > 0
+
+
+def test_job_unknown_gpu() -> None:
+    code, output = _run("predict", "job", "--model", "resnet50", "--batch-size", "64", "--gpu", "x900")
+    assert code != 0
+    assert "x900" in output
+
+
+def test_train_slowdown_writes_a_loadable_models_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(slowdown, "ROUNDS", 40)  # the wiring is under test here, not the fit
+    # A small calibration set: the K80 pairs among three architectures.
+    rows = list(csv.DictReader((REPO / "data" / "colocation" / "gavel_pairs_train.csv").open()))
+    chosen = [
+        row
+        for row in rows
+        if row["gpu"] == "k80" and {row["model_a"], row["model_b"]} <= {"resnet18", "resnet50", "lstm-lm"}
+    ]
+    data = tmp_path / "mine.csv"
+    with data.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(chosen)
+    code, output = _run("train", "slowdown", "--data", str(data), "--out", str(tmp_path / "models"))
+    assert code == 0, output
+    metadata = json.loads((tmp_path / "models" / "metadata.json").read_text())
+    assert metadata["slowdown"]["data_file"] == "mine.csv"
+    predictor = load_predictor(tmp_path / "models")
+    assert predictor is not load_predictor()
+    assert predictor.models.metadata["sources"]["utilization"] != str(tmp_path / "models")
+    slowdowns = predictor.slowdowns("k80", [Workload("resnet18", 32), Workload("lstm-lm", 10)])
+    assert slowdowns is not None and min(slowdowns) >= 1.0
+
+
+def test_train_refuses_csv_without_the_columns(tmp_path: Path) -> None:
+    data = tmp_path / "bad.csv"
+    data.write_text("gpu,model\nv100,resnet50\n")
+    code, output = _run("train", "slowdown", "--data", str(data), "--out", str(tmp_path / "models"))
+    assert code != 0
+    assert "tput_a_alone" in output
