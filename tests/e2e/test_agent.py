@@ -1,0 +1,420 @@
+"""The telemetry loop on the real control plane: `horus agent --backend fake` processes publish GPUNode
+objects for kwok nodes (nothing runs there, so the fake NVML derives readings from the pods Horus placed),
+the operator places on and observes through them, and a silent agent's GPUs drop out after the TTL.
+
+Jobs report progress the documented way: by patching their pod's progress annotation (here the test
+does it, acting as the training code)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from dljob_harness import REPO, OperatorProcess, apply, dljobs, get_json, horus_pods, wait_for
+
+from horus_operator import devcluster
+from horus_operator.operator import cluster_view, telemetry
+
+pytestmark = pytest.mark.e2e
+
+NODE = "gpu-node-0"  # conftest.E2E_POOLS: 4 × V100 16 GiB
+PROGRESS = "horus.dev/progress-steps-per-second"
+TTL_SECONDS = 4
+
+
+class Agents:
+    """One `horus agent --backend fake` process per node, publishing every second."""
+
+    def __init__(self, cluster: devcluster.LocalCluster, log_dir: Path) -> None:
+        self.cluster, self.log_dir = cluster, log_dir
+        self.processes: dict[str, subprocess.Popen[bytes]] = {}
+        self.metrics_ports: dict[str, int] = {}
+
+    def start(self, *nodes: str, backend: str = "fake", kubeconfig: Path | None = None) -> None:
+        for node in nodes:
+            port = _free_port()
+            argv = [
+                sys.executable,
+                "-c",
+                "from horus_operator.cli import main; main()",
+                "agent",
+                "--node",
+                node,
+                "--sample-interval",
+                "0.25",
+                "--publish-interval",
+                "1",
+                "--metrics-port",
+                str(port),
+            ]
+            config = kubeconfig or self.cluster.kubeconfig
+            env = {**os.environ, "KUBECONFIG": str(config), "HORUS_NVML_BACKEND": backend}
+            with (self.log_dir / f"agent-{node}.log").open("ab") as log:
+                self.processes[node] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+            self.metrics_ports[node] = port
+
+    def stop(self, *nodes: str) -> None:
+        for node in nodes or list(self.processes):
+            process = self.processes.pop(node)
+            process.terminate()
+            process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def gpunode_crd(cluster: devcluster.LocalCluster) -> Iterator[None]:
+    cluster.kubectl(
+        "apply", "-f", str(REPO / "crds" / "dljob.yaml"), "-f", str(REPO / "crds" / "gpunode.yaml")
+    )
+    established = ("wait", "--for=condition=Established", "crd/gpunodes.horus.dev", "crd/dljobs.horus.dev")
+    # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
+    wait_for(lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="the CRDs")
+    yield
+    # Stale GPUNodes would make later tests' GPUs look silent: leave no telemetry behind.
+    cluster.kubectl("delete", "gpunodes", "--all", check=False)
+
+
+@pytest.fixture
+def agents(cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path) -> Iterator[Agents]:
+    running = Agents(cluster, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+        cluster.kubectl("delete", "gpunodes", "--all", check=False)
+
+
+def gpunode(cluster: devcluster.LocalCluster, node: str = NODE) -> dict[str, Any]:
+    found = cluster.kubectl("get", "gpunode", node, "-o", "json", check=False)
+    return json.loads(found.stdout) if found.returncode == 0 else {}
+
+
+def gpu_entry(cluster: devcluster.LocalCluster, index: int, node: str = NODE) -> dict[str, Any]:
+    gpus = (gpunode(cluster, node).get("status") or {}).get("gpus") or []
+    return next((g for g in gpus if g["index"] == index), {})
+
+
+def reported(cluster: devcluster.LocalCluster, node: str = NODE) -> list[telemetry.NodeTelemetry]:
+    """The node's GPUNode as the operator's cache holds it (none before the agent's first publish)."""
+    body = gpunode(cluster, node)
+    return [telemetry.parse(body)] if body else []
+
+
+def test_the_fake_agent_publishes_what_the_pods_on_its_node_use(
+    cluster: devcluster.LocalCluster, namespace: str, agents: Agents
+) -> None:
+    # What the operator writes on a pod it placed on GPU 1 (predicted use), and the job's progress.
+    predicted = {"utilization": 0.6, "memoryMiB": 5000, "slowdown": 1.0}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "train-a-0",
+            "labels": {"horus.dev/dljob": "train-a"},
+            "annotations": {"horus.dev/predicted": json.dumps(predicted), PROGRESS: "12.5"},
+        },
+        "spec": {
+            "nodeName": NODE,
+            "containers": [
+                {
+                    "name": "train",
+                    "image": "example.invalid/train:1",
+                    "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "1"}],
+                }
+            ],
+        },
+    }
+    apply(cluster, namespace, pod)
+    agents.start(NODE)
+
+    busy = wait_for(
+        lambda: gpu_entry(cluster, 1).get("pods") and gpu_entry(cluster, 1),
+        timeout=60,
+        what="the agent to report the pod on GPU 1",
+    )
+
+    assert (busy["utilization"], busy["memoryUsedMiB"], busy["healthy"]) == (0.6, 5000, True)
+    (usage,) = busy["pods"]
+    assert (usage["namespace"], usage["job"], usage["stepsPerSecond"]) == (namespace, "train-a", 12.5)
+    status = gpunode(cluster)["status"]
+    assert (status["backend"], status["gpuCount"], status["healthyGpus"]) == ("fake", 4, 4)
+    assert gpu_entry(cluster, 0)["utilization"] == 0.0
+    table = cluster.kubectl("get", "gpunodes", NODE).stdout
+    assert table.split()[:7] == ["NAME", "GPUS", "HEALTHY", "UTIL", "MEMUSEDMIB", "BACKEND", "UPDATED"], table
+    assert "0%,60%,0%,0%" in table and "0,5000,0,0" in table, table
+    metrics = urllib.request.urlopen(
+        f"http://127.0.0.1:{agents.metrics_ports[NODE]}/metrics", timeout=10
+    ).read()
+    series = (
+        f'horus_pod_gpu_utilization_ratio{{gpu="1",namespace="{namespace}",node="{NODE}",pod="train-a-0"}}'
+    )
+    assert f"{series} 0.6" in metrics.decode()
+
+
+def test_a_silent_agents_gpus_become_unavailable_after_the_ttl(
+    cluster: devcluster.LocalCluster, agents: Agents
+) -> None:
+    def snapshot_gpus() -> list[tuple[str | None, bool]]:
+        """The node's GPUs as the operator's placement view builds them from the API server's objects."""
+        node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json").stdout)
+        view = cluster_view.build_snapshot(
+            [node],
+            [],
+            now=time.time(),
+            gpunodes=reported(cluster),
+            telemetry_ttl=TTL_SECONDS,
+        )
+        return [(g.uuid, g.healthy) for g in view.nodes[0].gpus]
+
+    def reported_healthy() -> list[tuple[str | None, bool]] | None:
+        gpus = snapshot_gpus()
+        return gpus if all(uuid and ok for uuid, ok in gpus) else None
+
+    agents.start(NODE)
+    healthy = wait_for(reported_healthy, timeout=60, what="fresh telemetry with GPU UUIDs")
+    assert all(uuid and uuid.startswith("GPU-") for uuid, _ in healthy)
+
+    agents.stop(NODE)
+    wait_for(
+        lambda: not any(ok for _, ok in snapshot_gpus()), timeout=TTL_SECONDS * 5, what="the TTL to expire"
+    )
+    assert [uuid for uuid, _ in snapshot_gpus()] == [uuid for uuid, _ in healthy]  # UUIDs stay known
+
+
+def test_without_nvml_the_agent_reports_its_node_unavailable_and_keeps_running(
+    cluster: devcluster.LocalCluster, agents: Agents
+) -> None:
+    agents.start(NODE, backend="nvml")  # this machine has no NVIDIA driver
+
+    status = wait_for(lambda: gpunode(cluster).get("status"), timeout=60, what="the agent's GPUNode")
+    node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json").stdout)
+    view = cluster_view.build_snapshot([node], [], now=time.time(), gpunodes=reported(cluster))
+
+    assert (status["nvmlAvailable"], status["backend"]) == (False, "nvml")
+    assert "NVML" in status["message"]
+    assert not any(g.healthy for g in view.nodes[0].gpus)
+    time.sleep(2)
+    assert agents.processes[NODE].poll() is None  # still running, no crash loop
+
+
+def test_the_agent_needs_no_more_than_its_manifest_rbac(
+    cluster: devcluster.LocalCluster, agents: Agents, tmp_path: Path
+) -> None:
+    cluster.kubectl("apply", "-f", str(REPO / "manifests" / "namespace.yaml"))
+    cluster.kubectl("apply", "-f", str(REPO / "manifests" / "agent-rbac.yaml"))
+    token = cluster.kubectl("create", "token", "horus-agent", "-n", "horus-system").stdout.strip()
+    as_agent = tmp_path / "agent.kubeconfig"
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": "horus-agent", "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = "horus-agent"
+    as_agent.write_text(yaml.safe_dump(config))
+
+    agents.start(NODE, kubeconfig=as_agent)
+
+    wait_for(lambda: gpunode(cluster).get("status", {}).get("gpuCount") == 4, timeout=60, what="a GPUNode")
+    cannot = [
+        "patch pods",
+        "patch nodes",
+        "get secrets",
+        "delete gpunodes.horus.dev",
+        "list dljobs.horus.dev",
+    ]
+    for verb_and_resource in cannot:
+        argv = [
+            str(devcluster.kubectl_path()),
+            f"--kubeconfig={as_agent}",
+            "auth",
+            "can-i",
+            *verb_and_resource.split(),
+        ]
+        answer = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        assert answer.stdout.strip() == "no", verb_and_resource
+
+
+@pytest.fixture
+def operator(
+    cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """`horus run` with the interference-blind binpack policy (so the second job shares the first one's
+    GPU for certain) and a short telemetry TTL."""
+    overrides = {"HORUS_POLICY": "binpack", "HORUS_TELEMETRY_TTL_SECONDS": str(TTL_SECONDS)}
+    saved = {key: os.environ.get(key) for key in overrides}
+    os.environ.update(overrides)
+    process = OperatorProcess(cluster, tmp_path / "operator.log", identity="e2e-agent-operator")
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        cluster.kubectl(
+            "delete", "configmaps", "-n", "default", "-l", "horus.dev/dataset=colocation", check=False
+        )
+
+
+def dljob(name: str, architecture: str, batch_size: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "horus.dev/v1alpha1",
+        "kind": "DLJob",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"architecture": architecture},
+            "batchSize": batch_size,
+            "maxSlowdown": 10.0,
+            "template": {"spec": {"containers": [{"name": "train", "image": "example.invalid/train:1"}]}},
+        },
+    }
+
+
+def report_progress(
+    cluster: devcluster.LocalCluster, namespace: str, job: str, steps_per_second: float
+) -> None:
+    """What the training code does: annotate its own pod with its current rate."""
+    (pod,) = [p for p in horus_pods(cluster, namespace) if p["metadata"]["labels"]["horus.dev/dljob"] == job]
+    cluster.kubectl(
+        "annotate",
+        "--overwrite",
+        "-n",
+        namespace,
+        "pod",
+        pod["metadata"]["name"],
+        f"{PROGRESS}={steps_per_second}",
+    )
+
+
+def observed(cluster: devcluster.LocalCluster, namespace: str, job: str) -> dict[str, Any]:
+    return (dljobs(cluster, namespace).get(job, {}).get("status") or {}).get("observed") or {}
+
+
+def observed_when(
+    cluster: devcluster.LocalCluster, namespace: str, job: str, **expected: Any
+) -> dict[str, Any]:
+    """The job's status.observed once it has the expected values, else {}."""
+    current = observed(cluster, namespace, job)
+    return current if all(current.get(k) == v for k, v in expected.items()) else {}
+
+
+def running(cluster: devcluster.LocalCluster, namespace: str, job: str) -> dict[str, Any] | None:
+    status = dljobs(cluster, namespace).get(job, {}).get("status") or {}
+    return status if status.get("phase") == "Running" else None
+
+
+def fake_nodes(cluster: devcluster.LocalCluster) -> list[str]:
+    listed = get_json(cluster, "default", "nodes", "-l", devcluster.nodes.FAKE_NODE_LABEL)
+    return [n["metadata"]["name"] for n in listed["items"]]
+
+
+def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_share_a_gpu(
+    cluster: devcluster.LocalCluster,
+    namespace: str,
+    agents: Agents,
+    operator: OperatorProcess,
+    tmp_path: Path,
+) -> None:
+    nodes = fake_nodes(cluster)
+    agents.start(*nodes)
+    wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
+
+    apply(cluster, namespace, dljob("job-a", "resnet50", 32))
+    a = wait_for(lambda: running(cluster, namespace, "job-a"), timeout=60, what="job-a running")
+    report_progress(cluster, namespace, "job-a", 10.0)
+    a_alone = wait_for(
+        lambda: observed_when(cluster, namespace, "job-a", aloneStepsPerSecond=10.0),
+        timeout=60,
+        what="job-a observed alone",
+    )
+    # The fake NVML reports the predicted use of a job alone: observed equals predicted here by construction.
+    assert a_alone["utilization"] == pytest.approx(a["predicted"]["utilization"], abs=1e-3)
+    assert a_alone["memoryMiB"] == pytest.approx(a["predicted"]["memoryMiB"], abs=1)
+    assert a_alone["slowdown"] == 1.0
+    assert [g.get("uuid", "").startswith("GPU-") for g in a["gpus"]] == [True]  # UUIDs from the agent
+
+    apply(cluster, namespace, dljob("job-b", "mobilenet_v2", 32))
+    b = wait_for(lambda: running(cluster, namespace, "job-b"), timeout=60, what="job-b running")
+    assert (b["node"], b["gpus"]) == (a["node"], a["gpus"]), "binpack puts job-b on job-a's GPU"
+    # Report the shared rates once the operator has seen the jobs share (a rate reported before that
+    # is taken as belonging to the previous co-tenancy, see observed.observed_status).
+    sharing = [f"{namespace}/job-b"]
+    wait_for(
+        lambda: observed_when(cluster, namespace, "job-a", sharingWith=sharing), timeout=60, what="sharing"
+    )
+    report_progress(cluster, namespace, "job-a", 6.0)
+    report_progress(cluster, namespace, "job-b", 4.0)
+    shared_a = wait_for(
+        lambda: observed_when(cluster, namespace, "job-a", stepsPerSecond=6.0),
+        timeout=60,
+        what="job-a observed while sharing",
+    )
+    assert shared_a["slowdown"] == pytest.approx(10.0 / 6.0, abs=1e-3)
+    assert shared_a["sharingWith"] == [f"{namespace}/job-b"]
+
+    # job-a ends (kwok completes its pod); job-b now runs alone, which gives its alone rate.
+    (pod_a,) = [
+        p for p in horus_pods(cluster, namespace) if p["metadata"]["labels"]["horus.dev/dljob"] == "job-a"
+    ]
+    cluster.kubectl(
+        "annotate",
+        "-n",
+        namespace,
+        "pod",
+        pod_a["metadata"]["name"],
+        "pod-complete.stage.kwok.x-k8s.io/delay=1s",
+    )
+    wait_for(
+        lambda: observed_when(cluster, namespace, "job-b", sharingWith=[]), timeout=60, what="job-b alone"
+    )
+    report_progress(cluster, namespace, "job-b", 5.0)
+
+    export = tmp_path / "observed.csv"
+
+    def exported_rows() -> list[str]:
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from horus_operator.cli import main; main()",
+                "agent",
+                "export-observations",
+                "--namespace",
+                "default",
+                "--out",
+                str(export),
+            ],
+            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+            check=True,
+        )
+        return export.read_text().splitlines()[1:]
+
+    rows = wait_for(exported_rows, timeout=60, what="the observed co-location in the dataset")
+    header = export.read_text().splitlines()[0]
+    assert (
+        header == "gpu,model_a,batch_a,model_b,batch_b,tput_a_alone,tput_b_alone,tput_a_shared,tput_b_shared"
+    )
+    (row,) = rows
+    gpu, model_a, _, model_b, _, *rates = row.split(",")
+    assert gpu == "v100"
+    # Rows are ordered by model name; the rates are the ones the jobs reported above.
+    expected = {"resnet50": (10.0, 6.0), "mobilenet_v2": (5.0, 4.0)}
+    got = {model_a: (float(rates[0]), float(rates[2])), model_b: (float(rates[1]), float(rates[3]))}
+    assert got == {model: expected[model] for model in got}
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
