@@ -175,3 +175,26 @@ def test_cli_down_leaves_no_process_and_no_listener(cluster: devcluster.LocalClu
     assert not any(_listening(port) for port in ports)
     assert not state_dir.exists()
     assert cluster.kubectl("get", "--raw", "/readyz").stdout == "ok"  # the session's cluster is untouched
+
+
+def test_failed_start_reports_the_failing_log_and_leaves_nothing_running(tmp_path: Path) -> None:
+    # A control plane whose kube-apiserver exits at once; every other binary is the real one.
+    real = devcluster.ControlPlane.pinned()
+    broken = devcluster.ControlPlane(tmp_path / "broken-plane")
+    broken.bin_dir.mkdir(parents=True)
+    for binary in real.bin_dir.iterdir():
+        (broken.bin_dir / binary.name).symlink_to(binary)
+    (broken.bin_dir / "kube-apiserver").unlink()
+    (broken.bin_dir / "kube-apiserver").write_text(
+        "#!/bin/sh\necho 'apiserver: deliberate failure'\nexit 3\n"
+    )
+    (broken.bin_dir / "kube-apiserver").chmod(0o755)
+    (broken.root / ".complete").write_text("test double\n")
+    local = devcluster.LocalCluster(tmp_path / "state", control_plane=broken, timeout=60)
+
+    with pytest.raises(devcluster.ClusterError, match="kube-apiserver exited") as failure:
+        local.up()
+
+    assert "apiserver: deliberate failure" in str(failure.value)
+    assert not local.is_running()
+    assert (tmp_path / "state" / "logs" / "etcd.log").exists()  # logs are kept for inspection
