@@ -108,7 +108,10 @@ def add_nodes(state_dir: Path | None, **pool_fields: Any) -> None:
 def down(state_dir: Path | None) -> None:
     """Stop the processes `up` started and remove the state directory."""
     local = _local_cluster(state_dir)
-    local.down()
+    try:
+        local.down()
+    except devcluster.ClusterError as error:
+        _fail(error)
     click.echo(f"cluster in {local.state_dir} stopped", err=True)
 
 

@@ -111,7 +111,7 @@ class LocalCluster:
             raise ClusterError(f"a cluster is already running in {self.state_dir} (`horus cluster down`)")
         for name in BINARIES:  # a missing build fails here, before the state dir is touched
             self.control_plane.binary(name)
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        self._remove_state_dir()  # a stale one from a crashed run
         self.layout.pki.mkdir(parents=True)
         ports = components.Ports.free()
         self.layout.cluster_file.write_text(json.dumps({"ports": ports.as_dict()}, indent=2) + "\n")
@@ -127,7 +127,16 @@ class LocalCluster:
     def down(self) -> None:
         """Stop exactly the processes `up` recorded, then remove the state directory."""
         self.processes.stop_all()
-        shutil.rmtree(self.state_dir, ignore_errors=True)
+        self._remove_state_dir()
+
+    def _remove_state_dir(self) -> None:
+        """Delete the state dir, but only one `up` made (or an empty one): `--state-dir ~` must not
+        cost anyone their home directory."""
+        if not self.state_dir.exists():
+            return
+        if any(self.state_dir.iterdir()) and not self.layout.cluster_file.exists():
+            raise ClusterError(f"{self.state_dir} is not a horus cluster state directory; not touching it")
+        shutil.rmtree(self.state_dir)
 
     def add_nodes(self, pool: nodes.GpuNodePool, *, wait: bool = True) -> list[str]:
         """Create `pool.count` more fake nodes (numbered after existing ones of the same prefix)."""
