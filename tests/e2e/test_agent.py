@@ -418,3 +418,26 @@ def _free_port() -> int:
     with contextlib.closing(socket.socket()) as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_the_operator_places_nothing_on_gpus_whose_agents_went_silent(
+    cluster: devcluster.LocalCluster, namespace: str, agents: Agents, operator: OperatorProcess
+) -> None:
+    nodes = fake_nodes(cluster)
+    agents.start(*nodes)
+    wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
+    agents.stop()
+    time.sleep(TTL_SECONDS + 1)
+
+    apply(cluster, namespace, dljob("job-c", "resnet50", 32))
+
+    def waiting() -> str:
+        status = dljobs(cluster, namespace).get("job-c", {}).get("status") or {}
+        return status.get("message", "") if status.get("phase") == "Queued" else ""
+
+    assert "unhealthy" in wait_for(waiting, timeout=60, what="job-c queued")
+    agents.start(*nodes)
+    placed = wait_for(
+        lambda: running(cluster, namespace, "job-c"), timeout=60, what="job-c placed once agents report"
+    )
+    assert placed["node"] in nodes
