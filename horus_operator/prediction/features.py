@@ -210,6 +210,7 @@ def _prepare(original: onnx.ModelProto) -> _Graph:
     model = onnx.ModelProto()
     model.CopyFrom(original)
     graph = model.graph
+    _drop_weight_values(graph)
     roles = _tensor_roles(graph)
     params = _parameter_names(graph, roles)
     initializers = {tensor.name for tensor in graph.initializer}
@@ -231,6 +232,17 @@ def _prepare(original: onnx.ModelProto) -> _Graph:
     nodes = list(inferred.graph.node)
     derived = _weight_derived(nodes, params | initializers)
     return _Graph(nodes, shapes, itemsize, params, derived, data_inputs, batch)
+
+
+def _drop_weight_values(graph: onnx.GraphProto) -> None:
+    """Keep the shapes of floating-point initializers, drop their values: counting needs only the
+    shapes, and shape inference then stays far below protobuf's 2 GB limit for big models. Integer
+    initializers keep their values: shapes and indices feed shape inference."""
+    for tensor in graph.initializer:
+        if tensor.data_type not in _INDEX_TYPES:
+            for values in ("raw_data", "float_data", "double_data", "int32_data", "external_data"):
+                tensor.ClearField(values)
+            tensor.data_location = onnx.TensorProto.DEFAULT
 
 
 def _weight_derived(nodes: list[onnx.NodeProto], constants: set[str]) -> set[str]:
