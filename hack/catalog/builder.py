@@ -268,15 +268,15 @@ class GraphBuilder:
         table = self.weight([vocabulary, dim])
         return Tensor(self.op("Gather", [table, ids.name]), ids.rank + 1, dim)
 
-    def lstm(self, x: Tensor, hidden: int, *, layers: int = 1, batch_first: bool = False) -> Tensor:
+    def lstm(self, x: Tensor, hidden: int, *, layers: int = 1) -> Tensor:
         """torch.nn.LSTM (unidirectional): one ONNX LSTM node per layer, Y squeezed to 3-D."""
         for _ in range(layers):
             w = self.weight([1, 4 * hidden, x.features])
             r = self.weight([1, 4 * hidden, hidden])
             b = self.weight([1, 8 * hidden])  # PyTorch's b_ih and b_hh
-            y = self.op("LSTM", [x.name, w, r, b], hidden_size=hidden, layout=int(batch_first))
-            # Y is [T, D, N, H] (layout 0) or [N, T, D, H] (layout 1); drop D = 1.
-            x = Tensor(self.op("Squeeze", [y, self.constant([2 if batch_first else 1])]), 3, hidden)
+            y = self.op("LSTM", [x.name, w, r, b], hidden_size=hidden)
+            # Y is [T, D, N, H] (time-major, as torch.nn.LSTM by default); drop D = 1
+            x = Tensor(self.op("Squeeze", [y, self.constant([1])]), 3, hidden)
         return x
 
     def matmul(self, a: Tensor, b: Tensor, features: int) -> Tensor:
