@@ -3,7 +3,9 @@
 One call repeats a small decision until nothing more can start:
 
 1. **Window.** Look at the first `lookahead` jobs of the queue together (the Horus paper uses 5; a
-   wider window finds better partners, and starvation is bounded by step 2).
+   wider window finds better partners, and starvation is bounded by step 2). If nothing in the window
+   can start, the next `lookahead` jobs are tried (backfilling, as kube-scheduler does), down to
+   `Limits.scan_depth`.
 2. **Head first when it starves.** Once the head of the queue is `patience_s` older than the next job
    (younger jobs keep overtaking it), it takes its best option; if it has none, one GPU (one node for a
    multi-GPU job) is held back from the others so it drains for the head. Large and whole-GPU jobs
@@ -85,37 +87,46 @@ class HorusPolicy:
     # -- the decision ----------------------------------------------------------------------------
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            while True:
-                window = self._window(call, queue)
+            passed_over: set[str] = set()  # nothing fits them in this call; later jobs may go (backfill)
+            held: set[GpuKey] = set()
+            while call.has_room():
+                window = self._window(call, queue, passed_over)
                 if not window:
                     break
-                option = self._choose(call, window)
+                option, held = self._choose(call, window, held, at_head=not passed_over)
                 if option is None:
-                    break
+                    passed_over.update(request.key for request in window)
+                    continue
                 call.place(option.request, option.slots, option.reason)
             return call.assignments
 
-    def _window(self, call: PlacementCall, queue: Sequence[JobRequest]) -> list[JobRequest]:
+    def _window(
+        self, call: PlacementCall, queue: Sequence[JobRequest], passed_over: set[str]
+    ) -> list[JobRequest]:
         window: list[JobRequest] = []
         for request in call.queue_prefix(queue):
-            window.append(request)
-            if len(window) == self.tunables.lookahead:
-                break
+            if request.key not in passed_over:
+                window.append(request)
+                if len(window) == self.tunables.lookahead:
+                    break
         return window
 
-    def _choose(self, call: PlacementCall, window: list[JobRequest]) -> Option | None:
-        held: set[GpuKey] = set()
+    def _choose(
+        self, call: PlacementCall, window: list[JobRequest], held: set[GpuKey], at_head: bool
+    ) -> tuple[Option | None, set[GpuKey]]:
+        """The next placement from `window`, and the GPUs held back for a starving queue head."""
         head = window[0]
-        if len(window) > 1 and window[1].submitted_at - head.submitted_at > self.tunables.patience_s:
+        starving = len(window) > 1 and window[1].submitted_at - head.submitted_at > self.tunables.patience_s
+        if at_head and not held and starving:
             option = self._alone(call, head, held) or self._best_share(call, [head], held, min_gain=1e-9)
             if option is not None:
-                return option
+                return option, held
             held = self._hold_for(call, head)
         if call.index.empty_count() > len(held):
             option = self._loner_first(call, window, held)
             if option is not None:
-                return option
-        return self._best_share(call, window, held, min_gain=self.tunables.min_gain)
+                return option, held
+        return self._best_share(call, window, held, min_gain=self.tunables.min_gain), held
 
     # -- options ---------------------------------------------------------------------------------
     def _alone(self, call: PlacementCall, request: JobRequest, held: set[GpuKey]) -> Option | None:
