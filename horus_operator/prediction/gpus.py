@@ -15,6 +15,7 @@ that matches none of these families raises `UnknownGpuError`.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -52,6 +53,7 @@ _FAMILY_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+@functools.lru_cache(maxsize=256)  # called on every prediction with a node's product label
 def normalize_gpu(product: str) -> str:
     """The model GPU type (`k80|p100|v100`) for a GPU type or GPU Feature Discovery product label,
     e.g. "Tesla-V100-SXM2-16GB", "NVIDIA-A100-SXM4-80GB" or "p100"."""
