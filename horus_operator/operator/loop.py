@@ -176,9 +176,9 @@ class SchedulingLoop:
         if decision.status != current:
             # A merge patch keeps keys it does not mention: clear the ones the new status drops.
             dropped = {name: None for name in current if name not in decision.status}
-            stored = await self._kube.patch_status(
-                meta["namespace"], meta["name"], {**dropped, **decision.status}
-            )
+            # Fields others own are compared but never sent: a cached copy may be older than their writer's.
+            patch = {k: v for k, v in {**dropped, **decision.status}.items() if k not in _OWNED_BY_OTHERS}
+            stored = await self._kube.patch_status(meta["namespace"], meta["name"], patch)
             if stored is not None:
                 self._cache.jobs[f"{meta['namespace']}/{meta['name']}"] = stored
             if (
@@ -323,9 +323,12 @@ def _needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:
     return bool(decision.delete_pods) or decision.status != (body.get("status") or {})
 
 
+_OWNED_BY_OTHERS = ("observed",)  # status fields other components write (observed_handlers.py)
+
+
 def _owned_by_others(current: Mapping[str, Any]) -> dict[str, Any]:
     """Status fields other components write (observed telemetry): carried over unchanged."""
-    return {name: current[name] for name in ("observed",) if name in current}
+    return {name: current[name] for name in _OWNED_BY_OTHERS if name in current}
 
 
 def _created(body: Mapping[str, Any]) -> float:

@@ -70,7 +70,9 @@ async def _update_jobs(runtime: Any, recorder: Recorder, gpunode: Mapping[str, A
         updated[key] = new
         if observed.changed(new, previous):
             meta = job["metadata"]
-            await runtime.kube.patch_status(meta["namespace"], meta["name"], {"observed": new})
+            stored = await runtime.kube.patch_status(meta["namespace"], meta["name"], {"observed": new})
+            if stored is not None:  # the scheduling loop compares against the cache: keep it current
+                runtime.cache.jobs[key] = stored
     for key, new in updated.items():
         for cotenant in new.get("sharedRuns") or {}:
             await _record_pair(runtime, recorder, key, new, cotenant, updated)
