@@ -7,6 +7,7 @@ same call see them, and undoes them on exit so a borrowed index comes back uncha
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -134,7 +135,7 @@ class PlacementCall:
 
     def queue_prefix(self, queue: Sequence[JobRequest]) -> Iterator[JobRequest]:
         """The first `scan_depth` jobs of the queue not placed in this call, in the caller's order."""
-        for request in queue[: self.limits.scan_depth]:
+        for request in itertools.islice(queue, self.limits.scan_depth):
             if request.key not in self.placed:
                 yield request
 

@@ -27,6 +27,7 @@ for the policy's lifetime: a call costs dictionary look-ups, not predictions.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -35,6 +36,8 @@ from horus_operator.placement.index import GpuKey, GpuSlot, GroupKey, group_toke
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import Predictor, Workload
+
+SIGNATURE_CACHE_JOBS = 100_000
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class HorusTunables:
     - `utilization_weight`: score penalty per unit of predicted summed utilization above 1.0.
     """
 
-    lookahead: int = 32
+    lookahead: int = 16
     min_gain: float = 0.1
     qos_margin: float = 0.15
     patience_s: float = 4 * 3600.0
@@ -83,33 +86,28 @@ class HorusPolicy:
         self.tunables = tunables or HorusTunables()
         self._verdicts: dict[tuple[int, int], ShareVerdict | str] = {}
         self._signatures: dict[tuple[Workload, float], int] = {}
+        self._signature_of_job: dict[str, tuple[JobRequest, int]] = {}
 
     # -- the decision ----------------------------------------------------------------------------
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            passed_over: set[str] = set()  # nothing fits them in this call; later jobs may go (backfill)
+            candidates = list(call.queue_prefix(queue))
+            first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
             while call.has_room():
-                window = self._window(call, queue, passed_over)
+                window = self._window(call, candidates, first)
                 if not window:
                     break
-                option, held = self._choose(call, window, held, at_head=not passed_over)
-                if option is None:
-                    passed_over.update(request.key for request in window)
+                option, held = self._choose(call, window, held, at_head=first == 0)
+                if option is None:  # backfill: look further down the queue
+                    first = candidates.index(window[-1], first) + 1
                     continue
                 call.place(option.request, option.slots, option.reason)
             return call.assignments
 
-    def _window(
-        self, call: PlacementCall, queue: Sequence[JobRequest], passed_over: set[str]
-    ) -> list[JobRequest]:
-        window: list[JobRequest] = []
-        for request in call.queue_prefix(queue):
-            if request.key not in passed_over:
-                window.append(request)
-                if len(window) == self.tunables.lookahead:
-                    break
-        return window
+    def _window(self, call: PlacementCall, candidates: list[JobRequest], first: int) -> list[JobRequest]:
+        waiting = (request for request in candidates[first:] if request.key not in call.placed)
+        return list(itertools.islice(waiting, self.tunables.lookahead))
 
     def _choose(
         self, call: PlacementCall, window: list[JobRequest], held: set[GpuKey], at_head: bool
@@ -217,9 +215,20 @@ class HorusPolicy:
 
     # -- prediction verdicts (memoised) ----------------------------------------------------------
     def _signature(self, request: JobRequest) -> int:
-        """A small integer for (workload, maxSlowdown), the newcomer's half of a verdict's memo key."""
-        key = (request.workload, request.max_slowdown)
-        return self._signatures.setdefault(key, len(self._signatures))
+        """A small integer for (workload, maxSlowdown), the newcomer's half of a verdict's memo key.
+
+        Remembered per job key while the job's request object stays the same, so a waiting job is
+        hashed once, not once per call (the workload's hash is computed in Python)."""
+        known = self._signature_of_job.get(request.key)
+        if known is not None and known[0] is request:
+            return known[1]
+        signature = self._signatures.setdefault(
+            (request.workload, request.max_slowdown), len(self._signatures)
+        )
+        if len(self._signature_of_job) >= SIGNATURE_CACHE_JOBS:
+            self._signature_of_job.clear()  # jobs long gone; the cache refills with those waiting
+        self._signature_of_job[request.key] = (request, signature)
+        return signature
 
     def _verdict(
         self, call: PlacementCall, token: int, group_key: GroupKey, signature: int, request: JobRequest

@@ -19,7 +19,9 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import OrderedDict
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import overload
 
 from tqdm import tqdm
 
@@ -28,7 +30,26 @@ from horus_operator.placement.types import Assignment, ClusterSnapshot, JobReque
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
-QUEUE_VIEW = 256  # queue prefix handed to the policy; the default Limits.scan_depth reads no further
+
+class QueueView(Sequence[JobRequest]):
+    """The waiting jobs in queue order, read in place: policies read a prefix of a queue that may hold
+    tens of thousands of jobs, so copying it for every call would cost more than the decision."""
+
+    def __init__(self, queue: OrderedDict[str, JobRequest]) -> None:
+        self._queue = queue
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def __iter__(self) -> Iterator[JobRequest]:
+        return iter(self._queue.values())
+
+    @overload
+    def __getitem__(self, position: int) -> JobRequest: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[JobRequest]: ...
+    def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
+        return list(self._queue.values())[position]
 
 
 class SimulationStuck(RuntimeError):
@@ -180,7 +201,7 @@ class Simulation:
         # a job alone always fits, so this ends).
         crashed = True
         while crashed and self.queue:
-            view = list(itertools.islice(self.queue.values(), QUEUE_VIEW))
+            view = QueueView(self.queue)
             started = [self._start(assignment) for assignment in self.policy.schedule(snapshot, view)]
             crashed = not all(started)
 
