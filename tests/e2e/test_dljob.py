@@ -197,59 +197,58 @@ def _pairs() -> tuple[list[tuple[str, int]], tuple[tuple[str, int], tuple[str, i
 def test_memory_is_never_oversubscribed_in_a_burst(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
-    models = [
-        ("resnet50", 32),
-        ("vgg16", 32),
-        ("bert", 4),
-        ("transformer", 64),
-        ("lstm-lm", 20),
-        ("resnet18", 128),
-    ]
+    """More memory-hungry jobs than the GPUs can hold (they never finish): Horus places what fits and
+    queues the rest; no GPU's predicted memory in use exceeds what its node's labels say it has."""
+    models = [("resnet50", 32), ("vgg16", 32), ("mobilenet_v2", 32), ("bert", 4)]
     burst = [
-        dljob(f"mem-{i}", architecture=m, batch_size=b, duration="4s", maxSlowdown=3.0)
-        for i, (m, b) in enumerate(models * 6)
+        dljob(f"mem-{i}", architecture=m, batch_size=b, duration=None, maxSlowdown=3.0)
+        for i, (m, b) in enumerate(models * 10)
     ]
+    apply(cluster, namespace, *burst)
+
+    def settled() -> bool:
+        statuses = [j.get("status") or {} for j in dljobs(cluster, namespace).values()]
+        placed = [s for s in statuses if s.get("phase") in ("Scheduled", "Running")]
+        told = [
+            s for s in statuses if s.get("phase") == "Queued" and s.get("message", "").startswith("waiting")
+        ]
+        return len(placed) + len(told) == len(burst) and bool(told)
+
+    wait_for(settled, timeout=120, what="every job placed or told why it waits")
     capacity = {
         n["metadata"]["name"]: int(n["metadata"]["labels"]["nvidia.com/gpu.memory"])
         for n in json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
     }
-    apply(cluster, namespace, *burst)
-    worst: dict[tuple[str, str], float] = {}
-
-    def check_and_finish() -> bool:
-        in_use: dict[tuple[str, str], float] = defaultdict(float)
-        for pod in horus_pods(cluster, namespace):
-            if pod["status"].get("phase") in HOLDING and not pod["metadata"].get("deletionTimestamp"):
-                annotations = pod["metadata"]["annotations"]
-                memory = json.loads(annotations["horus.dev/predicted"])["memoryMiB"]
-                for gpu in annotations["horus.dev/gpus"].split(","):
-                    in_use[(annotations["horus.dev/node"], gpu)] += memory
-        for key, used in in_use.items():
-            worst[key] = max(worst.get(key, 0.0), used)
-            assert used <= capacity[key[0]], f"GPU {key} holds {used:.0f} MiB > {capacity[key[0]]} MiB"
-        phases = [(j.get("status") or {}).get("phase") for j in dljobs(cluster, namespace).values()]
-        return all(p == "Succeeded" for p in phases)
-
-    wait_for(check_and_finish, timeout=240, what="the burst to finish", every=0.5)
-    assert worst, "no pod was ever seen holding a GPU"
+    in_use: dict[tuple[str, str], float] = defaultdict(float)
+    for pod in horus_pods(cluster, namespace):
+        annotations = pod["metadata"]["annotations"]
+        memory = json.loads(annotations["horus.dev/predicted"])["memoryMiB"]
+        for gpu in annotations["horus.dev/gpus"].split(","):
+            in_use[(annotations["horus.dev/node"], gpu)] += memory
+    assert any(used > 0 for used in in_use.values())
+    over = {key: used for key, used in in_use.items() if used > capacity[key[0]]}
+    assert over == {}, f"oversubscribed GPUs (MiB in use): {over}"
 
 
 def test_a_restart_mid_burst_leaves_exactly_one_pod_per_job(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
-    burst = [dljob(f"burst-{i}", architecture="resnet18", batch_size=64, duration="2s") for i in range(50)]
+    """The operator is killed (SIGKILL) while it places a 50-job burst and started again."""
+    cluster.add_nodes(devcluster.GpuNodePool(count=12, gpus_per_node=4, name_prefix="burst-node"))
+    burst = [dljob(f"burst-{i}", architecture="resnet18", batch_size=64, duration=None) for i in range(50)]
     apply(cluster, namespace, *burst)
     wait_for(
         lambda: len(horus_pods(cluster, namespace)) >= 10, timeout=60, what="the burst to start", every=0.1
     )
     horus.kill()
     horus.start()
-    wait_phases(cluster, namespace, [j["metadata"]["name"] for j in burst], {"Succeeded"}, timeout=240)
+    names = [j["metadata"]["name"] for j in burst]
+    wait_phases(cluster, namespace, names, {"Scheduled", "Running"}, timeout=120)
     pods_by_job: dict[str, list[str]] = defaultdict(list)
     for pod in horus_pods(cluster, namespace):
         pods_by_job[pod["metadata"]["labels"]["horus.dev/dljob"]].append(pod["metadata"]["name"])
-    assert {job: names for job, names in pods_by_job.items() if names != [f"{job}-0"]} == {}
-    assert len(pods_by_job) == 50
+    assert {job: pods for job, pods in pods_by_job.items() if pods != [f"{job}-0"]} == {}
+    assert sorted(pods_by_job) == sorted(names)
 
 
 def test_bad_input_fails_with_the_field_named_and_never_blocks_the_queue(
@@ -280,9 +279,9 @@ def test_bad_input_fails_with_the_field_named_and_never_blocks_the_queue(
             "spec.batchSize=65536",
         ),
     }
-    apply(cluster, namespace, *(body for body, _, _ in cases.values()), dljob("good", duration="1s"))
-    jobs = wait_phases(cluster, namespace, [*cases, "good"], {"Failed", "Succeeded"}, timeout=90)
-    assert jobs["good"]["status"]["phase"] == "Succeeded"
+    apply(cluster, namespace, *(body for body, _, _ in cases.values()), dljob("good", duration=None))
+    jobs = wait_phases(cluster, namespace, list(cases), {"Failed"}, timeout=90)
+    wait_phases(cluster, namespace, ["good"], {"Scheduled", "Running"}, timeout=60)
     for name, (_, reason, text) in cases.items():
         failed = condition(jobs[name], "Failed")
         assert (jobs[name]["status"]["phase"], failed.get("reason")) == ("Failed", reason), (
@@ -376,14 +375,17 @@ def test_a_pod_whose_node_vanished_is_placed_again(
     doomed = cluster.add_nodes(devcluster.GpuNodePool(count=1, gpus_per_node=1, name_prefix="doomed-node"))[0]
     with only_nodes(cluster, [doomed]):
         apply(cluster, namespace, dljob("survivor", duration=None))
-        jobs = wait_phases(cluster, namespace, ["survivor"], {"Running"}, timeout=60)
+        jobs = wait_phases(cluster, namespace, ["survivor"], {"Scheduled", "Running"}, timeout=60)
         assert jobs["survivor"]["status"]["node"] == doomed
     cluster.kubectl("delete", "node", doomed)
 
     def moved() -> bool:
         status = dljobs(cluster, namespace)["survivor"].get("status") or {}
-        return status.get("phase") == "Running" and status.get("node") not in (None, doomed)
+        return status.get("phase") in ("Scheduled", "Running") and status.get("node") not in (None, doomed)
 
-    wait_for(moved, timeout=90, what="the job to run on another node")
-    names = sorted(p["metadata"]["name"] for p in horus_pods(cluster, namespace))
-    assert names == ["survivor-1"]
+    wait_for(moved, timeout=90, what="the job to be placed on another node")
+
+    def only_the_new_pod() -> bool:
+        return sorted(p["metadata"]["name"] for p in horus_pods(cluster, namespace)) == ["survivor-1"]
+
+    wait_for(only_the_new_pod, timeout=30, what="the stranded pod survivor-0 to be removed")
