@@ -35,14 +35,22 @@ POLICIES = ("horus", "exclusive", "binpack")
 GROWTH = ((10_000, 1_024), (25_000, 2_048), (50_000, 4_096), (100_000, 8_192))
 
 
-def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str, float]:
+def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str, tuple[float, float]]:
+    """(wall, CPU) seconds per policy. On a shared machine wall time includes waits for a core."""
     seconds = {}
     for name in POLICIES:
         policy = make_policy(name, predictor=load_predictor(models))
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         Simulation(scenario, policy, truth).run()
-        seconds[name] = time.perf_counter() - started
+        seconds[name] = (time.perf_counter() - started, time.process_time() - started_cpu)
     return seconds
+
+
+def cells(seconds: dict[str, tuple[float, float]]) -> str:
+    total_wall = sum(wall for wall, _ in seconds.values())
+    total_cpu = sum(cpu for _, cpu in seconds.values())
+    parts = [f"{wall:7.1f} /{cpu:6.1f}" for wall, cpu in (seconds[name] for name in POLICIES)]
+    return "".join(f"{part:>17}" for part in parts) + f"{total_wall:9.1f} /{total_cpu:6.1f}"
 
 
 def main() -> None:
@@ -53,15 +61,13 @@ def main() -> None:
     table = TruthTable.from_csv(TRUTH)
     truth = Truth(table, fallback=load_predictor(args.models))
 
+    header = "".join(f"{name + ' wall/CPU s':>17}" for name in POLICIES)
+    print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s")
     seconds = timed_runs(horus_2500(table, random.Random(1)), truth, args.models)
-    parts = ", ".join(f"{name} {s:.1f} s" for name, s in seconds.items())
-    print(f"horus-2500 x 3 policies: {sum(seconds.values()):.1f} s ({parts})")
-
-    print("jobs     GPUs   horus s  exclusive s  binpack s  total s")
+    print(f"{'horus-2500':>15}" + cells(seconds))
     for jobs, gpus in GROWTH[:2] if args.quick else GROWTH:
         seconds = timed_runs(synthetic(table, random.Random(1), jobs=jobs, gpus=gpus), truth, args.models)
-        cells = "".join(f"{seconds[name]:>11.1f}" for name in POLICIES)
-        print(f"{jobs:<8} {gpus:<6}{cells}{sum(seconds.values()):>9.1f}")
+        print(f"{jobs:>8} {gpus:>6}" + cells(seconds), flush=True)
 
 
 if __name__ == "__main__":
