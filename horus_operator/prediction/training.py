@@ -104,6 +104,11 @@ class FoldResult:
     actual: np.ndarray
     predicted: np.ndarray
     constant: np.ndarray  # the MAPE-optimal constant of the training fold
+    gpu: np.ndarray  # GPU type of each test row
+
+    def only(self, gpu: str) -> FoldResult:
+        keep = self.gpu == gpu
+        return FoldResult(self.actual[keep], self.predicted[keep], self.constant[keep], self.gpu[keep])
 
 
 def score(folds: Sequence[FoldResult]) -> CvScore:
@@ -140,6 +145,7 @@ def cross_validate_slowdown(
                 actual=target[test],
                 predicted=slowdown.from_raw(booster.inplace_predict(matrix[test])),
                 constant=np.full(len(test), mape_optimal_constant(target[train])),
+                gpu=samples["gpu"].to_numpy()[test],
             )
         )
     return folds
@@ -184,10 +190,12 @@ def evaluate_slowdown(
             [fold for fold, kind in zip(by_configuration, kinds, strict=True) if kind in wanted]
         ).as_dict()
 
+    by_pair = cross_validate_slowdown(samples, matrix, pair_splits(), train_on_placeholders)
     return {
-        "by_pair": score(
-            cross_validate_slowdown(samples, matrix, pair_splits(), train_on_placeholders)
-        ).as_dict(),
+        "by_pair": score(by_pair).as_dict(),
+        "by_pair_per_gpu": {
+            gpu: score([fold.only(gpu) for fold in by_pair]).as_dict() for gpu in sorted(set(samples["gpu"]))
+        },
         "by_configuration": score(by_configuration).as_dict(),
         "by_configuration_new_batch_size": of_kind("interior", "edge"),
         "by_configuration_new_batch_size_between_measured": of_kind("interior"),
