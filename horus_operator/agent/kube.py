@@ -16,6 +16,7 @@ from horus_operator.agent import gpunode
 from horus_operator.agent.readings import PodInfo
 
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 _ACTIVE_PHASES = ("Pending", "Running")  # bound pods that hold (or are about to hold) a GPU
 
 
@@ -42,6 +43,13 @@ def read_node(name: str, api_client: client.ApiClient | None = None) -> NodeInfo
     with _translated_errors():
         node = client.CoreV1Api(api_client).read_node(name)
     return NodeInfo(name=name, uid=node.metadata.uid, labels=dict(node.metadata.labels or {}))
+
+
+def gpu_node_names(api_client: client.ApiClient | None = None) -> list[str]:
+    """Nodes GPU Feature Discovery labelled as having GPUs (to run a whole fake cluster's agents)."""
+    with _translated_errors():
+        nodes = client.CoreV1Api(api_client).list_node(label_selector=f"{GPU_PRESENT_LABEL}=true")
+    return sorted(n.metadata.name for n in nodes.items)
 
 
 class NodeApi:

@@ -6,6 +6,7 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from typing import TextIO
 
 import click
@@ -55,6 +56,12 @@ log = logging.getLogger(__name__)
     show_default=True,
     help="Port of the Prometheus /metrics endpoint; 0 turns it off.",
 )
+@click.option(
+    "--all-nodes",
+    is_flag=True,
+    help="Run one agent loop per node labelled nvidia.com/gpu.present=true, in this process (for kwok "
+    "clusters with --backend fake; nodes added later need a restart; no /metrics).",
+)
 @click.pass_context
 def agent(
     ctx: click.Context,
@@ -63,36 +70,52 @@ def agent(
     sample_interval: float,
     publish_interval: float,
     metrics_port: int,
+    all_nodes: bool,
 ) -> None:
     """Sample this node's GPUs and publish them as its GPUNode (horus.dev) and on /metrics."""
     if ctx.invoked_subcommand is not None:
         return
-    if not node:
-        raise click.UsageError("--node (or HORUS_NODE_NAME) is required")
+    if bool(node) == all_nodes:
+        raise click.UsageError("give --node (or HORUS_NODE_NAME), or --all-nodes")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kube.load_config()
     stop = _stop_on_signals()
-    node_info = _read_node_until_available(node, stop)
-    if node_info is None:
+    settings = _Settings(backend, sample_interval, publish_interval)
+    if all_nodes:
+        _run_all(kube.gpu_node_names(), settings, stop)
         return
     metrics = AgentMetrics()
     if metrics_port:
         metrics.serve(metrics_port)
+    _run(node or "", settings, metrics, stop)
+
+
+@dataclass(frozen=True)
+class _Settings:
+    backend: str
+    sample_interval: float
+    publish_interval: float
+
+
+def _run(node: str, settings: _Settings, metrics: AgentMetrics, stop: threading.Event) -> None:
+    node_info = _read_node_until_available(node, stop)
+    if node_info is None:
+        return
     daemon = Agent(
         node=node,
-        backend=BACKENDS[backend](node, node_info.labels),
+        backend=BACKENDS[settings.backend](node, node_info.labels),
         api=kube.NodeApi(node_info),
         api_error=kube.ApiUnavailableError,
         metrics=metrics,
-        pacer=PublishPacer(interval=publish_interval, backoff=Backoff()),
-        sample_interval=sample_interval,
+        pacer=PublishPacer(interval=settings.publish_interval, backoff=Backoff()),
+        sample_interval=settings.sample_interval,
     )
     log.info(
         "agent for %s: backend %s, sample every %ss, publish every %ss",
         node,
-        backend,
-        sample_interval,
-        publish_interval,
+        settings.backend,
+        settings.sample_interval,
+        settings.publish_interval,
     )
     daemon.run_forever(time.time, stop)
 
@@ -111,6 +134,18 @@ def export_observations(out: TextIO, namespace: str) -> None:
     from horus_operator.operator import observed_store  # only this subcommand needs the operator side
 
     out.write(observed_store.export_from_cluster(namespace))
+
+
+def _run_all(nodes: list[str], settings: _Settings, stop: threading.Event) -> None:
+    threads = [
+        threading.Thread(target=_run, args=(node, settings, AgentMetrics(), stop), name=f"agent-{node}")
+        for node in nodes
+    ]
+    for thread in threads:
+        thread.start()
+    log.info("agents for %d nodes: %s", len(nodes), ", ".join(nodes))
+    while any(t.is_alive() for t in threads):  # the main thread stays free to take the signals
+        stop.wait(1.0)
 
 
 def _read_node_until_available(node: str, stop: threading.Event) -> kube.NodeInfo | None:
