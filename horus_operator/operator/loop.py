@@ -40,6 +40,7 @@ class LoopConfig:
     unschedulable_grace: timedelta = timedelta(seconds=30)
     max_batch: int = 1000  # most waiting jobs considered per cycle
     max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
+    node_cooldown: timedelta = timedelta(minutes=2)  # a node that left a Horus pod unschedulable is skipped
     telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
 
 
@@ -71,6 +72,7 @@ class SchedulingLoop:
         self._predictions: dict[tuple[Workload, str], JobPrediction] = {}
         self._explained_at: dict[str, datetime] = {}
         self._events: set[asyncio.Task[None]] = set()  # Events being posted
+        self._cooling: dict[str, datetime] = {}  # node -> until when placements avoid it
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -118,6 +120,8 @@ class SchedulingLoop:
         started = time.perf_counter()
         dirty = self._cache.take_dirty()
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
+        # Stuck pods go before placement: a re-decision after placing sees only the new pod.
+        await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
         placed: set[str] = set()
         if self._pending and (dirty or self._cache.nodes_changed):
             self._cache.nodes_changed = False
@@ -158,20 +162,23 @@ class SchedulingLoop:
                 extra=_owned_by_others(current),
             ),
         )
+        if decision.avoid_node:
+            self._cooling[decision.avoid_node] = now + self._config.node_cooldown
         if decision.place_attempt is not None and isinstance(workload, Workload):
             self._pending[key] = _Pending(decision.place_attempt, job, workload)
         else:
             self._pending.pop(key, None)
         return body, decision
 
-    async def _apply(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+    async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         meta = body["metadata"]
         for name in decision.delete_pods:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
             await self._kube.delete_pod(meta["namespace"], name)
-            await self._kube.post_event(
-                body, kind="Warning", reason="Replacing", message=decision.delete_reason
-            )
+            self._post_later(body, kind="Warning", reason="Replacing", message=decision.delete_reason)
+
+    async def _apply(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        meta = body["metadata"]
         current = body.get("status") or {}
         if decision.status != current:
             # A merge patch keeps keys it does not mention: clear the ones the new status drops.
@@ -220,6 +227,7 @@ class SchedulingLoop:
             gpunodes=self._cache.gpunodes.values(),
             telemetry_ttl=self._config.telemetry_ttl,
         )
+        snapshot = self._without_cooling_nodes(snapshot, now)
         queue = self._queue(snapshot)
         if not queue:
             return set()
@@ -250,6 +258,18 @@ class SchedulingLoop:
             chosen = {a.job for a in more}
             remaining = [r for r in remaining if r.key not in chosen]
         return assignments
+
+    def _without_cooling_nodes(self, snapshot: ClusterSnapshot, now: datetime) -> ClusterSnapshot:
+        """Nodes that recently left a Horus pod unschedulable (CPU, memory, taints the policy cannot see)
+        count as unschedulable for a while, so the re-placed job goes elsewhere."""
+        self._cooling = {node: until for node, until in self._cooling.items() if until > now}
+        if not self._cooling:
+            return snapshot
+        nodes = tuple(
+            dataclasses.replace(node, schedulable=False) if node.name in self._cooling else node
+            for node in snapshot.nodes
+        )
+        return dataclasses.replace(snapshot, nodes=nodes)
 
     def _queue(self, snapshot: ClusterSnapshot) -> list[JobRequest]:
         queue = []
@@ -320,7 +340,7 @@ class SchedulingLoop:
 
 
 def _needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:
-    return bool(decision.delete_pods) or decision.status != (body.get("status") or {})
+    return decision.status != (body.get("status") or {})
 
 
 _OWNED_BY_OTHERS = ("observed",)  # status fields other components write (observed_handlers.py)

@@ -37,6 +37,7 @@ class Decision:
     place_attempt: int | None = None  # attempt number of the pod to place, None: nothing to place
     delete_pods: tuple[str, ...] = ()  # stuck pods to remove before re-placing
     delete_reason: str = ""
+    avoid_node: str = ""  # a node that could not take the job's pod (e.g. full of CPU): skip it for a while
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,14 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
     stuck = _stuck_reason(latest, ctx)
     if stuck:
         status = _queued(job, current, ctx, next_attempt, f"re-placing: {stuck}")
-        return Decision(status, place_attempt=next_attempt, delete_pods=(latest.name,), delete_reason=stuck)
+        avoid = latest.node if latest.node in ctx.nodes else ""
+        return Decision(
+            status,
+            place_attempt=next_attempt,
+            delete_pods=(latest.name,),
+            delete_reason=stuck,
+            avoid_node=avoid,
+        )
     phase = Phase.RUNNING if latest.phase == "Running" else Phase.SCHEDULED
     return Decision(_from_pod(job, current, latest, ctx, phase, next_attempt))
 

@@ -78,7 +78,7 @@ class FirstFreeGpu:
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         busy = {(r.node, i) for r in snapshot.running for i in r.gpu_indices}
-        free = [g.key for n in snapshot.nodes for g in n.gpus if g.key not in busy]
+        free = [g.key for n in snapshot.nodes if n.schedulable for g in n.gpus if g.key not in busy]
         assignments = []
         for request, (node, index) in zip(queue, free, strict=False):
             assignments.append(
@@ -167,3 +167,24 @@ def test_an_unknown_model_fails_without_blocking_the_others() -> None:
     assert kube.jobs["team-a/bad"]["status"]["phase"] == "Failed"
     assert "spec.model.architecture='nosuchnet'" in kube.jobs["team-a/bad"]["status"]["message"]
     assert kube.creates == 2
+
+
+def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node() -> None:
+    kube = _cluster(jobs=1, gpus=1)
+    kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=1)
+    loop = _loop(kube)
+    asyncio.run(_settle(loop))
+    (pod,) = kube.pods.values()
+    assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-0"
+    pod["status"]["conditions"] = [  # kube-scheduler: the node is full of CPU
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "lastTransitionTime": "2026-12-02T09:00:00Z",
+        }
+    ]
+    asyncio.run(_settle(loop))
+    (moved,) = kube.pods.values()
+    assert moved["metadata"]["name"] == "job-0-1"
+    assert moved["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-1"

@@ -101,6 +101,7 @@ def test_a_pod_on_a_vanished_node_is_deleted_and_the_job_re_placed() -> None:
     assert decision.delete_pods == ("cnn-0",)
     assert decision.place_attempt == 1
     assert "gone-node is gone" in decision.delete_reason
+    assert decision.avoid_node == ""
 
 
 def test_a_pod_unschedulable_past_the_grace_period_is_re_placed() -> None:
@@ -109,6 +110,7 @@ def test_a_pod_unschedulable_past_the_grace_period_is_re_placed() -> None:
     stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z")
     decision = _decide(DLJobBuilder("cnn").obj(), stale, unschedulable_grace=timedelta(seconds=30))
     assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
+    assert decision.avoid_node == "gpu-node-0"
 
 
 def test_attempt_numbers_skip_pods_still_being_deleted() -> None:
