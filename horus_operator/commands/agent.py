@@ -22,11 +22,15 @@ log = logging.getLogger(__name__)
 
 @click.group(invoke_without_command=True)
 @click.option(
-    "--node", envvar="HORUS_NODE_NAME", help="This node's name (the DaemonSet passes spec.nodeName)."
+    "--node",
+    envvar="HORUS_NODE_NAME",
+    show_envvar=True,
+    help="This node's name (the DaemonSet passes spec.nodeName).",
 )
 @click.option(
     "--backend",
     envvar="HORUS_NVML_BACKEND",
+    show_envvar=True,
     type=click.Choice(sorted(BACKENDS)),
     default="nvml",
     show_default=True,
@@ -35,6 +39,7 @@ log = logging.getLogger(__name__)
 @click.option(
     "--sample-interval",
     envvar="HORUS_SAMPLE_INTERVAL",
+    show_envvar=True,
     type=click.FloatRange(min=0.05),
     default=1.0,
     show_default=True,
@@ -43,6 +48,7 @@ log = logging.getLogger(__name__)
 @click.option(
     "--publish-interval",
     envvar="HORUS_PUBLISH_INTERVAL",
+    show_envvar=True,
     type=click.FloatRange(min=0.1),
     default=10.0,
     show_default=True,
@@ -51,6 +57,7 @@ log = logging.getLogger(__name__)
 @click.option(
     "--metrics-port",
     envvar="HORUS_METRICS_PORT",
+    show_envvar=True,
     type=click.IntRange(min=0, max=65535),
     default=9400,
     show_default=True,

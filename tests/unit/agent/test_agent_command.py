@@ -1,0 +1,26 @@
+from click.testing import CliRunner
+
+from horus_operator.cli import main
+
+
+def test_the_agent_needs_a_node_or_all_nodes_but_not_both() -> None:
+    runner = CliRunner()
+
+    neither = runner.invoke(main, ["agent", "--backend", "fake"], env={"HORUS_NODE_NAME": ""})
+    both = runner.invoke(main, ["agent", "--node", "n1", "--all-nodes"])
+
+    assert neither.exit_code == both.exit_code == 2
+    assert "--all-nodes" in neither.output and "--all-nodes" in both.output
+
+
+def test_backend_and_intervals_come_from_the_environment_too() -> None:
+    result = CliRunner().invoke(main, ["agent", "--help"])
+
+    assert result.exit_code == 0
+    for variable in (
+        "HORUS_NODE_NAME",
+        "HORUS_NVML_BACKEND",
+        "HORUS_SAMPLE_INTERVAL",
+        "HORUS_PUBLISH_INTERVAL",
+    ):
+        assert variable in result.output
