@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=100)
     parser.add_argument("--gpus-per-node", type=int, default=8)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--operator-log", type=Path, help="keep the operator's log here")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="horus-bench-") as state:
@@ -136,7 +137,7 @@ def main() -> None:
             core = kubernetes.client.CoreV1Api(
                 kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
             )
-            operator = start_operator(cluster, Path(state) / "operator.log")
+            operator = start_operator(cluster, args.operator_log or Path(state) / "operator.log")
             plain_s = timed_create(
                 cluster, core, "bench-plain", [plain_pod(f"p-{i}") for i in range(args.jobs)]
             )

@@ -50,6 +50,17 @@ class Kube:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
+    async def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn`'s response as plain JSON: building the client's model objects costs more CPU than the
+        request itself. Reading the body also hands the connection back to the pool."""
+
+        def fetch() -> Any:
+            response = fn(*args, **kwargs, _preload_content=False)
+            return json.loads(response.data) if response.data else None
+
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, fetch)
+
     # Lists (truth on start-up), as raw JSON dicts.
     async def list_dljobs(self, namespace: str | None) -> list[dict[str, Any]]:
         if namespace:
@@ -63,36 +74,29 @@ class Kube:
     async def list_horus_pods(self, namespace: str | None) -> list[dict[str, Any]]:
         selector = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER},{keys.LABEL_JOB}"
         if namespace:
-            raw = await self.call(
-                self.core.list_namespaced_pod, namespace, label_selector=selector, _preload_content=False
-            )
+            listing = await self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector)
         else:
-            raw = await self.call(
-                self.core.list_pod_for_all_namespaces, label_selector=selector, _preload_content=False
-            )
-        return json.loads(raw.data)["items"]
+            listing = await self.raw(self.core.list_pod_for_all_namespaces, label_selector=selector)
+        return listing["items"]
 
     async def list_nodes(self) -> list[dict[str, Any]]:
-        raw = await self.call(self.core.list_node, _preload_content=False)
-        return json.loads(raw.data)["items"]
+        return (await self.raw(self.core.list_node))["items"]
 
     # Writes.
     async def create_pod(self, pod: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """(the pod as stored, whether this call created it). A pod of the same name is returned as is."""
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
         try:
-            raw = await self.call(self.core.create_namespaced_pod, namespace, pod, _preload_content=False)
-            return json.loads(raw.data), True
+            return await self.raw(self.core.create_namespaced_pod, namespace, pod), True
         except ApiException as error:
             if error.status != 409:
                 raise
-        raw = await self.call(self.core.read_namespaced_pod, name, namespace, _preload_content=False)
-        return json.loads(raw.data), False
+        return await self.raw(self.core.read_namespaced_pod, name, namespace), False
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         """Immediate deletion: the pod's node may be gone and never confirm a graceful one."""
         try:
-            await self.call(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+            await self.raw(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
         except ApiException as error:
             if error.status != 404:
                 raise
@@ -102,7 +106,7 @@ class Kube:
     ) -> dict[str, Any] | None:
         """Merge-patch the status subresource (lists such as conditions are replaced whole)."""
         try:
-            return await self.call(
+            return await self.raw(
                 self.custom.patch_namespaced_custom_object_status,
                 keys.GROUP,
                 keys.VERSION,
@@ -155,7 +159,7 @@ class Kube:
             "count": 1,
         }
         try:
-            await self.call(self.core.create_namespaced_event, meta["namespace"], event)
+            await self.raw(self.core.create_namespaced_event, meta["namespace"], event)
         except ApiException as error:
             log.warning(
                 "event %s for %s/%s not posted: %s", reason, meta["namespace"], meta["name"], error.reason

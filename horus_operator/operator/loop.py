@@ -73,6 +73,8 @@ class SchedulingLoop:
         self._explained_at: dict[str, datetime] = {}
         self._events: set[asyncio.Task[None]] = set()  # Events being posted
         self._cooling: dict[str, datetime] = {}  # node -> until when placements avoid it
+        self._writing: dict[str, asyncio.Task[None]] = {}  # job key -> its status write in flight
+        self._rewrite: set[str] = set()  # jobs re-decided while a write was in flight
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -129,7 +131,8 @@ class SchedulingLoop:
             for key in placed:
                 decisions[key] = await self._decide(key, now)
         writes = [d for d in decisions.values() if d is not None and _needs_write(*d)]
-        await asyncio.gather(*(self._apply(*d) for d in writes))
+        for body, decision in writes:
+            self._write_later(body, decision)
         if placed or writes:
             log.info(
                 "cycle: %d jobs changed, %d placed, %d still waiting, %d status writes in %.0f ms",
@@ -176,6 +179,30 @@ class SchedulingLoop:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
             await self._kube.delete_pod(meta["namespace"], name)
             self._post_later(body, kind="Warning", reason="Replacing", message=decision.delete_reason)
+
+    def _write_later(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        """Write a status without holding up the next cycle. One write per job at a time, in order: while
+        one is in flight the job is re-decided once it lands (against the status it stored)."""
+        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        if key in self._writing:
+            self._rewrite.add(key)
+            return
+        task = asyncio.create_task(self._apply(body, decision))
+        self._writing[key] = task
+        task.add_done_callback(lambda done: self._written(key, done))
+
+    def _written(self, key: str, task: asyncio.Task[None]) -> None:
+        self._writing.pop(key, None)
+        failed = not task.cancelled() and task.exception() is not None
+        if failed:
+            log.warning("status write for %s failed (retried): %s", key, task.exception())
+        if failed or key in self._rewrite:
+            self._rewrite.discard(key)
+            self._cache.mark([key])
+
+    async def settle(self) -> None:
+        """Wait for the status writes and Events in flight (tests, shutdown)."""
+        await asyncio.gather(*self._writing.values(), *self._events, return_exceptions=True)
 
     async def _apply(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         meta = body["metadata"]

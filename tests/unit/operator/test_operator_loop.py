@@ -129,6 +129,7 @@ async def _settle(loop: SchedulingLoop, cycles: int = 3) -> None:
     await loop.resync()
     for _ in range(cycles):
         await loop.cycle()
+        await loop.settle()
 
 
 def test_jobs_are_placed_in_one_batch_and_written_once() -> None:
