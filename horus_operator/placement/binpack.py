@@ -15,7 +15,7 @@ from horus_operator.placement.base import Limits, PlacementCall, summarise_reaso
 from horus_operator.placement.index import GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
-from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.api import Predictor, Workload
 
 
 class BinpackPolicy:
@@ -27,16 +27,25 @@ class BinpackPolicy:
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
+            # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes until a placement.
+            fits_nowhere: set[tuple[Workload, int, bool]] = set()
             for request in call.queue_prefix(queue):
                 if not call.has_room():
                     break
-                shared = None if wants_whole_gpus(request) else self._most_allocated(call, request)
+                alike = (request.workload, request.gpus, wants_whole_gpus(request))
+                if alike in fits_nowhere:
+                    continue
+                shared = None if alike[2] else self._most_allocated(call, request)
                 if shared is not None:
                     call.place(request, [shared], "packed by memory onto a shared GPU")
+                    fits_nowhere.clear()
                     continue
                 slots = call.whole_gpus(request)
                 if slots is not None:
                     call.place(request, slots, "packed by memory onto an empty GPU")
+                    fits_nowhere.clear()
+                else:
+                    fits_nowhere.add(alike)
             return call.assignments
 
     def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:

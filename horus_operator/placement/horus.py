@@ -85,7 +85,7 @@ class HorusPolicy:
         self.limits = limits or Limits()
         self.tunables = tunables or HorusTunables()
         self._verdicts: dict[tuple[int, int], ShareVerdict | str] = {}
-        self._signatures: dict[tuple[Workload, float], int] = {}
+        self._signatures: dict[tuple[Workload, float, int], int] = {}
         self._signature_of_job: dict[str, tuple[JobRequest, int]] = {}
 
     # -- the decision ----------------------------------------------------------------------------
@@ -94,25 +94,48 @@ class HorusPolicy:
             candidates = list(call.queue_prefix(queue))
             first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
+            # Jobs alike (same signature) fit the same places: once one found none, its likes are
+            # skipped until a placement changes the cluster. Keeps backfilling from re-asking.
+            hopeless: set[int] = set()
             while call.has_room():
                 window = self._window(call, candidates, first)
                 if not window:
                     break
-                option, held = self._choose(call, window, held, at_head=first == 0)
+                option, held = self._choose(call, window, self._unlike(window, hopeless), held, first == 0)
                 if option is None:  # backfill: look further down the queue
+                    hopeless.update(self._signature(request) for request in window)
                     first = candidates.index(window[-1], first) + 1
                     continue
                 call.place(option.request, option.slots, option.reason)
+                hopeless.clear()
             return call.assignments
 
     def _window(self, call: PlacementCall, candidates: list[JobRequest], first: int) -> list[JobRequest]:
         waiting = (request for request in candidates[first:] if request.key not in call.placed)
         return list(itertools.islice(waiting, self.tunables.lookahead))
 
+    def _unlike(self, window: list[JobRequest], hopeless: set[int]) -> list[JobRequest]:
+        """The first job of each signature in `window`, minus signatures known to fit nowhere; the first
+        of alike jobs is the one any option would pick (earlier in the queue wins ties)."""
+        seen = set(hopeless)
+        unique = []
+        for request in window:
+            signature = self._signature(request)
+            if signature not in seen:
+                seen.add(signature)
+                unique.append(request)
+        return unique
+
     def _choose(
-        self, call: PlacementCall, window: list[JobRequest], held: set[GpuKey], at_head: bool
+        self,
+        call: PlacementCall,
+        window: list[JobRequest],
+        unique: list[JobRequest],
+        held: set[GpuKey],
+        at_head: bool,
     ) -> tuple[Option | None, set[GpuKey]]:
-        """The next placement from `window`, and the GPUs held back for a starving queue head."""
+        """The next placement from `window` (choosing among its `unique` jobs), and the GPUs held
+        back for a starving queue head."""
         head = window[0]
         starving = len(window) > 1 and window[1].submitted_at - head.submitted_at > self.tunables.patience_s
         if at_head and not held and starving:
@@ -120,11 +143,13 @@ class HorusPolicy:
             if option is not None:
                 return option, held
             held = self._hold_for(call, head)
+        if not unique:
+            return None, held
         if call.index.empty_count() > len(held):
-            option = self._loner_first(call, window, held)
+            option = self._loner_first(call, unique, held)
             if option is not None:
                 return option, held
-        return self._best_share(call, window, held, min_gain=self.tunables.min_gain), held
+        return self._best_share(call, unique, held, min_gain=self.tunables.min_gain), held
 
     # -- options ---------------------------------------------------------------------------------
     def _alone(self, call: PlacementCall, request: JobRequest, held: set[GpuKey]) -> Option | None:
@@ -215,7 +240,8 @@ class HorusPolicy:
 
     # -- prediction verdicts (memoised) ----------------------------------------------------------
     def _signature(self, request: JobRequest) -> int:
-        """A small integer for (workload, maxSlowdown), the newcomer's half of a verdict's memo key.
+        """A small integer for (workload, maxSlowdown, GPUs): the newcomer's half of a verdict's memo
+        key, and what makes two queued jobs alike for placement.
 
         Remembered per job key while the job's request object stays the same, so a waiting job is
         hashed once, not once per call (the workload's hash is computed in Python)."""
@@ -223,7 +249,7 @@ class HorusPolicy:
         if known is not None and known[0] is request:
             return known[1]
         signature = self._signatures.setdefault(
-            (request.workload, request.max_slowdown), len(self._signatures)
+            (request.workload, request.max_slowdown, request.gpus), len(self._signatures)
         )
         if len(self._signature_of_job) >= SIGNATURE_CACHE_JOBS:
             self._signature_of_job.clear()  # jobs long gone; the cache refills with those waiting
