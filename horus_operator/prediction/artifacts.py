@@ -1,18 +1,22 @@
 """Trained models on disk: XGBoost JSON files, the memory model and a metadata.json describing them.
 
 A models directory holds `slowdown.json`, `utilization.json` (XGBoost boosters), `memory.json` (the
-calibrated memory model) and `metadata.json` (per model: training-data file and SHA-256, feature
-columns, training date, cross-validated metrics). A directory made by `horus train` may hold only some
-of them; the rest come from the models shipped in this package.
+calibrated memory model), `slowdown_neighbours.csv` (the measured pairs the slowdown model's
+neighbour columns come from; it always travels with its `slowdown.json`) and `metadata.json` (per
+model: training-data file and SHA-256, feature columns, training date, cross-validated metrics). A
+directory made by `horus train` may hold only some of them; the rest come from the models shipped in
+this package.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from horus_operator.prediction import neighbours
 from horus_operator.prediction.memory import MemoryModel
 from horus_operator.prediction.trees import TreeEnsemble
 
@@ -23,6 +27,7 @@ SHIPPED_DIR = Path(__file__).with_name("models")
 METADATA_FILE = "metadata.json"
 BOOSTER_NAMES = ("slowdown", "utilization")
 MEMORY_FILE = "memory.json"
+NEIGHBOURS_FILE = "slowdown_neighbours.csv"
 
 
 @dataclass
@@ -32,6 +37,8 @@ class Artifacts:
     memory: MemoryModel
     # model name -> its metadata entry, and "sources": model name -> directory it was loaded from
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The measured pairs behind the slowdown model's neighbour columns; None for a model without them.
+    neighbours: neighbours.NeighbourTable | None = None
 
 
 def _pick(directory: Path, filename: str) -> Path:
@@ -60,8 +67,47 @@ def load(directory: str | Path | None = None) -> Artifacts:
             boosters[name] = TreeEnsemble.from_json(path)
     memory = MemoryModel(**json.loads(_pick(directory, MEMORY_FILE).read_text()))
     return Artifacts(
-        slowdown=boosters["slowdown"], utilization=boosters["utilization"], memory=memory, metadata=metadata
+        slowdown=boosters["slowdown"],
+        utilization=boosters["utilization"],
+        memory=memory,
+        metadata=metadata,
+        neighbours=_load_neighbours(Path(metadata["sources"]["slowdown"]), boosters["slowdown"]),
     )
+
+
+def _load_neighbours(directory: Path, model: TreeEnsemble) -> neighbours.NeighbourTable | None:
+    """The neighbour table that belongs to the slowdown model in `directory`, if the model uses one."""
+    if not set(neighbours.NEIGHBOUR_COLUMNS) & set(model.feature_names):
+        return None
+    path = directory / NEIGHBOURS_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory / 'slowdown.json'} uses neighbour columns but {path} is missing")
+    return read_neighbours(path)
+
+
+def read_neighbours(path: Path) -> neighbours.NeighbourTable:
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    return neighbours.NeighbourTable(
+        (row["gpu"], row["own_model"], int(row["own_batch"]), row["other_model"], int(row["other_batch"]),
+         float(row["slowdown"]))
+        for row in rows
+    )  # fmt: skip
+
+
+def save_neighbours(directory: str | Path, table: neighbours.NeighbourTable) -> Path:
+    """Write the neighbour table beside slowdown.json; returns its path (hashed into the metadata)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / NEIGHBOURS_FILE
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(neighbours.MEASUREMENT_COLUMNS)
+        writer.writerows(
+            (gpu, own_model, own_batch, other_model, other_batch, repr(value))
+            for gpu, own_model, own_batch, other_model, other_batch, value in table.measurements()
+        )
+    return path
 
 
 def save_booster(directory: str | Path, name: str, booster: xgb.Booster, entry: dict[str, Any]) -> Path:

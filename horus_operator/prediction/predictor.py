@@ -2,7 +2,9 @@
 
 Everything is cached by (GPU type, workload key): a job's design row, its utilization and memory, and
 each ordered pair's slowdown. Pairs not yet cached are predicted in one batched XGBoost call, so the
-amortised cost of a placement query is a few dictionary look-ups.
+amortised cost of a placement query is a few dictionary look-ups. The slowdown rows end with the
+neighbour columns the shipped measurements give the pair (by GPU type, catalog model name and batch
+size), when the slowdown model was trained with them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from horus_operator.prediction import artifacts, design, features, slowdown, utilization
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
@@ -123,9 +127,13 @@ class XGBoostPredictor:
         }
         if not missing:
             return
-        predicted = slowdown.from_raw(
-            self.models.slowdown.predict(design.pair_matrix(list(missing.values())))
-        )
+        matrix = design.pair_matrix(list(missing.values()))
+        if self.models.neighbours is not None:
+            queries = [
+                (gpu, _measured_as(own_key), _measured_as(other_key)) for own_key, other_key in missing
+            ]
+            matrix = np.hstack([matrix, self.models.neighbours.matrix(queries)])
+        predicted = slowdown.from_raw(slowdown.blended(self.models.slowdown.predict(matrix), matrix))
         for (own_key, other_key), value in zip(missing, predicted, strict=True):
             self._pairs[(gpu, own_key, other_key)] = float(value)
 
@@ -135,6 +143,17 @@ def _key(workload: Workload) -> WorkloadKey:
         # Unkeyed custom features: key by their values so equal graphs share cache entries.
         return (workload.model, workload.batch_size, repr(sorted(workload.features.items())))
     return (workload.model, workload.batch_size, workload.features_key)
+
+
+@functools.cache
+def _measured_as(key: WorkloadKey) -> tuple[str, int]:
+    """The (model, batch size) under which measurements of a workload would be stored: catalog names."""
+    from horus_operator.prediction import catalog
+
+    try:
+        return catalog.canonical(key[0]), key[1]
+    except UnknownModelError:
+        return key[0], key[1]
 
 
 @functools.cache

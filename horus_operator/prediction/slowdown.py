@@ -1,8 +1,11 @@
 """Co-location slowdown model: how much a job slows down sharing one GPU with another job.
 
 A single XGBoost regressor predicts log(slowdown) of a job from the GPU's datasheet figures, its own
-graph features and its co-runner's (design.PAIR_COLUMNS). It is trained on both orderings of every
-measured pair, so (a with b) and (b with a) are two samples.
+graph features and its co-runner's (design.PAIR_COLUMNS), and from what the training measurements say
+about the pair's relatives (neighbours.NEIGHBOUR_COLUMNS: the same pair on other GPU types, neighbouring
+batch sizes, each job's mean slowdown over its partners). It is trained on both orderings of every
+measured pair, so (a with b) and (b with a) are two samples. Its output is blended with a direct
+estimate from the neighbours (`blended`).
 
 Sets of more than two jobs (not in the training data) extrapolate by adding the pairwise excesses:
 s_i = 1 + Σ_j (s_ij − 1). Under pure time slicing of k identical jobs each pair gives s = 2 and the sum
@@ -14,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from horus_operator.prediction import design, neighbours
 
 PARAMS: dict[str, object] = {
     "objective": "reg:squarederror",
@@ -28,6 +33,13 @@ PARAMS: dict[str, object] = {
     "seed": 0,
 }
 ROUNDS = 600
+# Weight of the training copies whose neighbour columns treat one configuration as never measured
+# (training.neighbour_training_set); chosen by cross-validation.
+UNSEEN_CONFIGURATION_WEIGHT = 0.5
+# Share of neighbours.direct_estimate in a prediction where it exists; chosen by cross-validation
+# (0.2-0.35 best on held-out rows and new batch sizes alike, docs/prediction.md).
+DIRECT_WEIGHT = 0.3
+COLUMNS: tuple[str, ...] = design.PAIR_COLUMNS + neighbours.NEIGHBOUR_COLUMNS
 
 
 def label(slowdowns: np.ndarray) -> np.ndarray:
@@ -38,6 +50,17 @@ def label(slowdowns: np.ndarray) -> np.ndarray:
 def from_raw(raw: np.ndarray) -> np.ndarray:
     """Slowdowns (>= 1) from the regressor's raw output."""
     return np.maximum(1.0, np.exp(raw))
+
+
+def blended(raw: np.ndarray, matrix: np.ndarray) -> np.ndarray:
+    """The regressor's raw output for rows of COLUMNS, blended with the neighbours' direct estimate
+    where there is one (weight DIRECT_WEIGHT); unchanged for rows of design.PAIR_COLUMNS alone."""
+    if matrix.shape[1] != len(COLUMNS):
+        return raw
+    direct = neighbours.direct_estimate(matrix[:, len(design.PAIR_COLUMNS) :])
+    return np.where(
+        np.isnan(direct), raw, (1.0 - DIRECT_WEIGHT) * raw + DIRECT_WEIGHT * np.nan_to_num(direct)
+    )
 
 
 def combine(pairwise: Sequence[Sequence[float]]) -> tuple[float, ...]:

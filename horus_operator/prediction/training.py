@@ -22,6 +22,7 @@ from horus_operator.prediction import (
     datasets,
     design,
     memory,
+    neighbours,
     slowdown,
     utilization,
     validation,
@@ -33,6 +34,10 @@ from horus_operator.prediction.gpus import GPU_SPECS
 CATALOG_FILE = Path(catalog.__file__).with_name("data") / "catalog.json"
 PAIR_FOLDS = 5
 SEED = 0
+# The held-out-row split: like the evaluation data, (GPU type, pair) rows held out at random, so most
+# have the same pair measured on another GPU type and the same models at other batch sizes.
+ROW_HOLDOUT_FRACTION = 0.45
+ROW_SEEDS = (0, 1, 2)
 
 
 @dataclass(frozen=True)
@@ -59,9 +64,14 @@ def mape_optimal_constant(values: np.ndarray) -> float:
 
 
 def fit_booster(
-    matrix: np.ndarray, target: np.ndarray, columns: tuple[str, ...], params: dict[str, object], rounds: int
+    matrix: np.ndarray,
+    target: np.ndarray,
+    columns: tuple[str, ...],
+    params: dict[str, object],
+    rounds: int,
+    weights: np.ndarray | None = None,
 ) -> xgb.Booster:
-    data = xgb.DMatrix(matrix, label=target, feature_names=list(columns))
+    data = xgb.DMatrix(matrix, label=target, weight=weights, feature_names=list(columns))
     return xgb.train(dict(params), data, num_boost_round=rounds)
 
 
@@ -84,19 +94,94 @@ def fit_slowdown(
     slowdowns: np.ndarray,
     params: dict[str, object] | None = None,
     rounds: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> xgb.Booster:
-    """Defaults: slowdown.PARAMS and slowdown.ROUNDS as they are at call time."""
+    """`matrix`: design.PAIR_COLUMNS, or slowdown.COLUMNS (with the neighbour columns).
+    Defaults: slowdown.PARAMS and slowdown.ROUNDS as they are at call time."""
+    columns = slowdown.COLUMNS if matrix.shape[1] == len(slowdown.COLUMNS) else design.PAIR_COLUMNS
     return fit_booster(
         matrix,
         slowdown.label(slowdowns),
-        design.PAIR_COLUMNS,
+        columns,
         slowdown.PARAMS if params is None else params,
         slowdown.ROUNDS if rounds is None else rounds,
+        weights,
     )
 
 
 def slowdown_samples(pairs_csv: str | Path) -> pd.DataFrame:
     return datasets.pair_samples(datasets.read_csv(pairs_csv, datasets.PAIR_CSV_COLUMNS))
+
+
+Query = tuple[str, neighbours.Config, neighbours.Config]  # (gpu, own, other)
+
+
+def neighbour_queries(samples: pd.DataFrame) -> list[Query]:
+    """(gpu, own, other) of every sample, model names as the predictor spells them (catalog names)."""
+    names = {
+        name: catalog_name(name) or name for name in set(samples["own_model"]) | set(samples["other_model"])
+    }
+    return [
+        (gpu, (names[own_model], int(own_batch)), (names[other_model], int(other_batch)))
+        for gpu, own_model, own_batch, other_model, other_batch in zip(
+            samples["gpu"], samples["own_model"], samples["own_batch"], samples["other_model"],
+            samples["other_batch"], strict=True,
+        )
+    ]  # fmt: skip
+
+
+def neighbour_table(
+    queries: Sequence[Query], slowdowns: np.ndarray, rows: np.ndarray
+) -> neighbours.NeighbourTable:
+    """The measurements of `rows` (feasible samples) as a neighbour table."""
+    return neighbours.NeighbourTable(
+        (*queries[row][0:1], *queries[row][1], *queries[row][2], slowdowns[row]) for row in rows
+    )
+
+
+def with_neighbours(
+    matrix: np.ndarray, queries: Sequence[Query], table: neighbours.NeighbourTable
+) -> np.ndarray:
+    """slowdown.COLUMNS: the design rows with the neighbour columns `table` gives each query."""
+    return np.hstack([matrix, table.matrix(queries)])
+
+
+def neighbour_training_set(
+    matrix: np.ndarray, queries: Sequence[Query], slowdowns: np.ndarray, train: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows of slowdown.COLUMNS, slowdowns, weights) to fit on, from the `train` samples.
+
+    Every training row appears with the neighbour columns of the other training rows (its own pair left
+    out: what an unmeasured pair of measured configurations sees), and once more for each of its two
+    configurations as if that configuration had never been measured (neighbour columns from the rows
+    that do not touch it: what a new batch size sees), weighted slowdown.UNSEEN_CONFIGURATION_WEIGHT.
+    Without the second kind the trees lean on columns a new configuration never has.
+    """
+    parts = [
+        (
+            with_neighbours(
+                matrix[train], [queries[row] for row in train], neighbour_table(queries, slowdowns, train)
+            ),
+            slowdowns[train],
+            np.ones(len(train)),
+        )
+    ]
+    touching: dict[neighbours.Config, list[int]] = {}
+    for row in train:
+        for configuration in {queries[row][1], queries[row][2]}:
+            touching.setdefault(configuration, []).append(int(row))
+    for configuration in sorted(touching):
+        touched = np.array(touching[configuration])
+        unseen = neighbour_table(queries, slowdowns, train[~np.isin(train, touched)])
+        parts.append(
+            (
+                with_neighbours(matrix[touched], [queries[row] for row in touched], unseen),
+                slowdowns[touched],
+                np.full(len(touched), slowdown.UNSEEN_CONFIGURATION_WEIGHT),
+            )
+        )
+    rows, targets, weights = (np.concatenate(column) for column in zip(*parts, strict=True))
+    return rows, targets, weights
 
 
 @dataclass(frozen=True)
@@ -130,20 +215,31 @@ def cross_validate_slowdown(
     train_on_placeholders: bool = False,
     params: dict[str, object] | None = None,
     rounds: int | None = None,
+    use_neighbours: bool = True,
 ) -> list[FoldResult]:
     """Model and constant (both fitted on each training fold) on the feasible, measured
-    (non-placeholder) test rows of every split."""
+    (non-placeholder) test rows of every split. The neighbour columns of every row come from the
+    training fold's measurements only (`use_neighbours=False`: the graph-feature model alone)."""
     measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
     trainable = samples["feasible"].to_numpy() & (measured | train_on_placeholders)
     target = samples["slowdown"].to_numpy()
+    queries = neighbour_queries(samples)
     folds = []
     for train, test in splits:
         train, test = train[trainable[train]], test[measured[test]]
-        booster = fit_slowdown(matrix[train], target[train], params, rounds)
+        if use_neighbours:
+            rows, slowdowns, weights = neighbour_training_set(matrix, queries, target, train)
+            booster = fit_slowdown(rows, slowdowns, params, rounds, weights)
+            table = neighbour_table(queries, target, train)
+            test_rows = with_neighbours(matrix[test], [queries[row] for row in test], table)
+        else:
+            booster = fit_slowdown(matrix[train], target[train], params, rounds)
+            test_rows = matrix[test]
+        raw = booster.inplace_predict(test_rows)
         folds.append(
             FoldResult(
                 actual=target[test],
-                predicted=slowdown.from_raw(booster.inplace_predict(matrix[test])),
+                predicted=slowdown.from_raw(slowdown.blended(raw, test_rows)),
                 constant=np.full(len(test), mape_optimal_constant(target[train])),
                 gpu=samples["gpu"].to_numpy()[test],
             )
@@ -169,16 +265,25 @@ def configuration_kinds(configurations: Sequence[str]) -> list[str]:
     return kinds
 
 
+def per_gpu(folds: Sequence[FoldResult]) -> dict[str, Any]:
+    return {
+        gpu: score([fold.only(gpu) for fold in folds]).as_dict()
+        for gpu in sorted(set(np.concatenate([fold.gpu for fold in folds])))
+    }
+
+
 def evaluate_slowdown(
     samples: pd.DataFrame, matrix: np.ndarray, train_on_placeholders: bool = False
 ) -> dict[str, Any]:
-    """MAPE on held-out pairs, on held-out configurations (split into a new batch size of an
-    architecture seen at other batch sizes, and a new architecture), and by pair when the placeholder
-    rows are kept in training (the evidence for dropping them)."""
-
-    def pair_splits() -> list[validation.Split]:
-        return validation.pair_folds(samples, PAIR_FOLDS, np.random.default_rng(SEED))
-
+    """MAPE on held-out (GPU type, pair) rows (several random splits, pooled), on held-out pairs (on
+    every GPU type at once), on held-out configurations (split into a new batch size of an architecture
+    seen at other batch sizes, and a new architecture), and of the graph-feature model alone on the
+    held-out rows (the evidence for the neighbour columns)."""
+    row_splits = [
+        validation.row_holdout(samples, ROW_HOLDOUT_FRACTION, np.random.default_rng(seed))
+        for seed in ROW_SEEDS
+    ]
+    by_row = cross_validate_slowdown(samples, matrix, row_splits, train_on_placeholders)
     configurations = list(validation.configuration_folds(samples))
     by_configuration = cross_validate_slowdown(
         samples, matrix, [split for _, split in configurations], train_on_placeholders
@@ -190,19 +295,21 @@ def evaluate_slowdown(
             [fold for fold, kind in zip(by_configuration, kinds, strict=True) if kind in wanted]
         ).as_dict()
 
-    by_pair = cross_validate_slowdown(samples, matrix, pair_splits(), train_on_placeholders)
+    pair_splits = validation.pair_folds(samples, PAIR_FOLDS, np.random.default_rng(SEED))
+    by_pair = cross_validate_slowdown(samples, matrix, pair_splits, train_on_placeholders)
     return {
+        "by_row": score(by_row).as_dict(),
+        "by_row_per_gpu": per_gpu(by_row),
+        "by_row_without_neighbours": score(
+            cross_validate_slowdown(samples, matrix, row_splits, train_on_placeholders, use_neighbours=False)
+        ).as_dict(),
         "by_pair": score(by_pair).as_dict(),
-        "by_pair_per_gpu": {
-            gpu: score([fold.only(gpu) for fold in by_pair]).as_dict() for gpu in sorted(set(samples["gpu"]))
-        },
+        "by_pair_per_gpu": per_gpu(by_pair),
         "by_configuration": score(by_configuration).as_dict(),
+        "by_configuration_per_gpu": per_gpu(by_configuration),
         "by_configuration_new_batch_size": of_kind("interior", "edge"),
         "by_configuration_new_batch_size_between_measured": of_kind("interior"),
         "by_configuration_new_architecture": of_kind("architecture"),
-        f"by_pair_if_placeholders_{'dropped' if train_on_placeholders else 'kept'}": score(
-            cross_validate_slowdown(samples, matrix, pair_splits(), not train_on_placeholders)
-        ).as_dict(),
     }
 
 
@@ -261,10 +368,21 @@ def train_slowdown(
     matrix = slowdown_matrix(samples, source)
     log(f"slowdown: {len(samples)} samples ({int(samples['feasible'].sum())} feasible), cross-validating")
     metrics = evaluate_slowdown(samples, matrix, train_on_placeholders)
-    usable = (samples["feasible"] & (train_on_placeholders | ~samples["placeholder"])).to_numpy()
-    booster = fit_slowdown(matrix[usable], samples["slowdown"].to_numpy()[usable])
-    entry = _entry(data, list(design.PAIR_COLUMNS), metrics, samples=int(usable.sum()))
+    usable = np.flatnonzero(
+        (samples["feasible"] & (train_on_placeholders | ~samples["placeholder"])).to_numpy()
+    )
+    slowdowns = samples["slowdown"].to_numpy()
+    queries = neighbour_queries(samples)
+    # The predictor rebuilds this table from the file, exactly (tests/unit/prediction/test_neighbours.py).
+    table = neighbour_table(queries, slowdowns, usable)
+    table_path = artifacts.save_neighbours(out_dir, table)
+    rows, targets, weights = neighbour_training_set(matrix, queries, slowdowns, usable)
+    booster = fit_slowdown(rows, targets, weights=weights)
+    entry = _entry(data, list(slowdown.COLUMNS), metrics, samples=len(usable))
     entry["train_on_placeholders"] = train_on_placeholders
+    entry["neighbours_file"] = table_path.name
+    entry["neighbours_sha256"] = datasets.sha256_of(table_path)
+    entry["neighbours_measurements"] = len(table)
     artifacts.save_booster(out_dir, "slowdown", booster, entry)
     log("slowdown: calibrating the memory model on the pairs' feasibility")
     memory_model = memory.calibrate(memory_feasibility_data(samples, source))

@@ -3,7 +3,8 @@
 Splits are index arrays into a sample table. `pair_folds` keeps both orderings of a pair (on every GPU
 type) in the same fold: the model never sees the pair it is tested on. `configuration_folds` holds out
 one job configuration (model + batch size) at a time with every pair that touches it, on every GPU
-type: the model has never seen that configuration at all.
+type: the model has never seen that configuration at all. `row_holdout` holds out random (GPU type,
+pair) rows, as the evaluation data do.
 """
 
 from __future__ import annotations
@@ -29,6 +30,17 @@ def group_folds(groups: Sequence[str], n_splits: int, rng: np.random.Generator) 
 
 def pair_folds(samples: pd.DataFrame, n_splits: int, rng: np.random.Generator) -> list[Split]:
     return group_folds(samples["pair_id"].tolist(), n_splits, rng)
+
+
+def row_holdout(samples: pd.DataFrame, fraction: float, rng: np.random.Generator) -> Split:
+    """One split holding out `fraction` of the (GPU type, pair) rows at random, both orderings together;
+    the same pair on other GPU types may stay in training."""
+    rows = (samples["gpu"] + "|" + samples["pair_id"]).to_numpy()
+    distinct = np.unique(rows)
+    held_out = rng.choice(distinct, round(fraction * len(distinct)), replace=False)
+    test = np.isin(rows, held_out)
+    indices = np.arange(len(rows))
+    return indices[~test], indices[test]
 
 
 def configuration_folds(samples: pd.DataFrame) -> Iterator[tuple[str, Split]]:

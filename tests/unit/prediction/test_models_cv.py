@@ -29,6 +29,30 @@ def test_slowdown_beats_constant_on_held_out_pairs() -> None:
     assert result.model < 0.7 * result.baseline
 
 
+def test_neighbour_columns_help_on_held_out_rows() -> None:
+    samples = training.slowdown_samples(PAIRS)
+    matrix = training.slowdown_matrix(samples, catalog.lookup)
+    split = [validation.row_holdout(samples, training.ROW_HOLDOUT_FRACTION, np.random.default_rng(0))]
+
+    def held_out_mape(use_neighbours: bool) -> float:
+        folds = training.cross_validate_slowdown(
+            samples, matrix, split, params=QUICK, rounds=QUICK_ROUNDS, use_neighbours=use_neighbours
+        )
+        return training.score(folds).model
+
+    assert held_out_mape(use_neighbours=True) < held_out_mape(use_neighbours=False)
+
+
+def test_row_holdout_keeps_both_orderings_of_a_gpu_pair_together() -> None:
+    samples = training.slowdown_samples(PAIRS)
+    rows = samples["gpu"] + "|" + samples["pair_id"]
+    train, test = validation.row_holdout(samples, 0.45, np.random.default_rng(3))
+    assert not set(rows.iloc[train]) & set(rows.iloc[test])
+    assert abs(rows.iloc[test].nunique() / rows.nunique() - 0.45) < 0.01
+    # Unlike pair_folds, a held-out pair usually stays measured on another GPU type.
+    assert set(samples["pair_id"].iloc[train]) & set(samples["pair_id"].iloc[test])
+
+
 def test_pair_folds_hold_out_both_orderings_on_every_gpu() -> None:
     samples = training.slowdown_samples(PAIRS)
     for train, test in validation.pair_folds(samples, 5, np.random.default_rng(0)):

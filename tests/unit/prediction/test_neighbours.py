@@ -1,0 +1,108 @@
+"""Neighbour columns: what the measured relatives of a pair say, the row's own measurement left out."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xgboost as xgb
+
+from horus_operator.prediction import artifacts, catalog, design, neighbours, slowdown, training
+from horus_operator.prediction.api import Workload
+from horus_operator.prediction.memory import MemoryModel
+from horus_operator.prediction.neighbours import NEIGHBOUR_COLUMNS, NeighbourTable
+from horus_operator.prediction.predictor import XGBoostPredictor
+
+# Slowdowns made up for the tests (not measurements): resnet50 at batch 16 and 64 with lstm-lm@20.
+MEASUREMENTS = [
+    ("k80", "resnet50", 16, "lstm-lm", 20, 1.5),
+    ("k80", "lstm-lm", 20, "resnet50", 16, 2.0),
+    ("k80", "resnet50", 64, "lstm-lm", 20, 3.0),
+    ("k80", "lstm-lm", 20, "resnet50", 64, 4.0),
+    ("p100", "resnet50", 32, "lstm-lm", 20, 1.2),
+]
+
+
+def _column(row: list[float], name: str) -> float:
+    return row[NEIGHBOUR_COLUMNS.index(name)]
+
+
+def test_the_same_pair_on_other_gpu_types() -> None:
+    row = NeighbourTable(MEASUREMENTS).row("k80", ("resnet50", 32), ("lstm-lm", 20))
+    assert _column(row, "nb_pair_p100") == pytest.approx(math.log(1.2))
+    assert _column(row, "nb_pair_mean") == pytest.approx(math.log(1.2))
+    assert math.isnan(_column(row, "nb_pair_k80"))  # the row's own GPU type
+    assert math.isnan(_column(row, "nb_pair_v100"))
+
+
+def test_an_unmeasured_batch_size_interpolates_in_log_batch_size() -> None:
+    row = NeighbourTable(MEASUREMENTS).row("k80", ("resnet50", 32), ("lstm-lm", 20))
+    # 32 lies halfway between 16 and 64 in log2: the mean of the logs of 1.5 and 3.0
+    halfway = (math.log(1.5) + math.log(3.0)) / 2
+    assert _column(row, "nb_own_batch") == pytest.approx(halfway)
+    assert _column(row, "nb_victim_batches") == pytest.approx(halfway)
+    assert math.isnan(_column(row, "nb_victim"))  # resnet50@32 was never measured on the K80
+    reverse = NeighbourTable(MEASUREMENTS).row("k80", ("lstm-lm", 20), ("resnet50", 32))
+    assert _column(reverse, "nb_other_batch") == pytest.approx((math.log(2.0) + math.log(4.0)) / 2)
+
+
+def test_a_row_never_sees_its_own_measurement() -> None:
+    table = NeighbourTable(MEASUREMENTS)
+    row = table.row("k80", ("resnet50", 16), ("lstm-lm", 20))
+    assert math.isnan(_column(row, "nb_victim"))  # its only partner is the pair itself
+    assert _column(row, "nb_own_batch") == pytest.approx(math.log(3.0))  # batch 64, flat beyond
+    assert _column(row, "nb_aggressor") == pytest.approx(math.log(3.0))  # lstm-lm's other victim
+
+
+def test_the_direct_estimate_prefers_neighbouring_batch_sizes() -> None:
+    table = NeighbourTable(MEASUREMENTS)
+    rows = table.matrix([("k80", ("resnet50", 32), ("lstm-lm", 20)), ("k80", ("cyclegan", 1), ("a3c", 1))])
+    direct = neighbours.direct_estimate(rows)
+    assert direct[0] == pytest.approx((math.log(1.5) + math.log(3.0)) / 2)
+    assert math.isnan(direct[1])
+
+
+def test_a_new_architecture_gets_no_neighbours() -> None:
+    row = NeighbourTable(MEASUREMENTS).row("k80", ("cyclegan", 1), ("a3c", 1))
+    assert all(math.isnan(value) for value in row)
+
+
+def _save_models(directory: Path) -> tuple[xgb.Booster, np.ndarray]:
+    """A tiny slowdown model with neighbour columns, its table and a memory model in `directory`."""
+    table = NeighbourTable(MEASUREMENTS)
+    artifacts.save_neighbours(directory, table)
+    queries = [(gpu, (a, batch_a), (b, batch_b)) for gpu, a, batch_a, b, batch_b, _ in MEASUREMENTS]
+    jobs = [(design.job_row(catalog.lookup(*own), gpu), design.job_row(catalog.lookup(*other), gpu))
+            for gpu, own, other in queries]  # fmt: skip
+    matrix = training.with_neighbours(design.pair_matrix(jobs), queries, table)
+    target = np.array([value for *_, value in MEASUREMENTS])
+    booster = training.fit_slowdown(matrix, target, params=slowdown.PARAMS, rounds=5)
+    assert booster.feature_names == list(slowdown.COLUMNS)
+    artifacts.save_booster(directory, "slowdown", booster, {})
+    artifacts.save_memory(directory, MemoryModel(overhead_mib=0.0, activation_factor=0.0), {})
+    return booster, matrix
+
+
+def test_the_table_round_trips_exactly(tmp_path: Path) -> None:
+    table = NeighbourTable(MEASUREMENTS)
+    path = artifacts.save_neighbours(tmp_path, table)
+    assert artifacts.read_neighbours(path).measurements() == table.measurements()
+
+
+def test_the_predictor_builds_the_neighbour_columns_it_was_trained_with(tmp_path: Path) -> None:
+    booster, matrix = _save_models(tmp_path)
+    loaded = artifacts.load(tmp_path)
+    assert loaded.neighbours is not None
+    # An alias of a measured model finds its measurements under the catalog name.
+    got = XGBoostPredictor(loaded).pairs([("k80", Workload("ResNet-50", 16), Workload("lstm-lm", 20))])[0]
+    expected = slowdown.from_raw(slowdown.blended(booster.inplace_predict(matrix[:2]), matrix[:2]))
+    assert (got.slowdown_a, got.slowdown_b) == pytest.approx(tuple(expected), rel=1e-5)
+
+
+def test_a_slowdown_model_with_neighbour_columns_needs_its_table(tmp_path: Path) -> None:
+    _save_models(tmp_path)
+    (tmp_path / artifacts.NEIGHBOURS_FILE).unlink()
+    with pytest.raises(FileNotFoundError, match=r"slowdown_neighbours\.csv"):
+        artifacts.load(tmp_path)
