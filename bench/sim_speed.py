@@ -50,7 +50,7 @@ def cells(seconds: dict[str, tuple[float, float]]) -> str:
     total_wall = sum(wall for wall, _ in seconds.values())
     total_cpu = sum(cpu for _, cpu in seconds.values())
     parts = [f"{wall:7.1f} /{cpu:6.1f}" for wall, cpu in (seconds[name] for name in POLICIES)]
-    return "".join(f"{part:>20}" for part in parts) + f"{total_wall:9.1f} /{total_cpu:6.1f}"
+    return "".join(f"{part:>21}" for part in parts) + f"{total_wall:9.1f} /{total_cpu:6.1f}"
 
 
 def main() -> None:
@@ -61,7 +61,7 @@ def main() -> None:
     table = TruthTable.from_csv(TRUTH)
     truth = Truth(table, fallback=load_predictor(args.models))
 
-    header = "".join(f"{name + ' wall/CPU s':>20}" for name in POLICIES)
+    header = "".join(f"{name + ' wall/CPU s':>21}" for name in POLICIES)
     print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s")
     seconds = timed_runs(horus_2500(table, random.Random(1)), truth, args.models)
     print(f"{'horus-2500':>15}" + cells(seconds))

@@ -15,7 +15,7 @@ from horus_operator.placement.base import Limits, PlacementCall, summarise_reaso
 from horus_operator.placement.index import GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
-from horus_operator.prediction.api import Predictor, Workload
+from horus_operator.prediction.api import Predictor
 
 
 class BinpackPolicy:
@@ -28,24 +28,26 @@ class BinpackPolicy:
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes until a placement.
-            fits_nowhere: set[tuple[Workload, int, bool]] = set()
+            fits_nowhere: set[tuple[str, int, str, int, bool]] = set()
+            room = call.has_room()
             for request in call.queue_prefix(queue):
-                if not call.has_room():
+                if not room:
                     break
-                alike = (request.workload, request.gpus, wants_whole_gpus(request))
+                workload, whole = request.workload, wants_whole_gpus(request)
+                alike = (workload.model, workload.batch_size, workload.features_key, request.gpus, whole)
                 if alike in fits_nowhere:
                     continue
-                shared = None if alike[2] else self._most_allocated(call, request)
+                shared = None if whole else self._most_allocated(call, request)
                 if shared is not None:
                     call.place(request, [shared], "packed by memory onto a shared GPU")
-                    fits_nowhere.clear()
-                    continue
-                slots = call.whole_gpus(request)
-                if slots is not None:
-                    call.place(request, slots, "packed by memory onto an empty GPU")
-                    fits_nowhere.clear()
                 else:
-                    fits_nowhere.add(alike)
+                    slots = call.whole_gpus(request)
+                    if slots is None:
+                        fits_nowhere.add(alike)
+                        continue
+                    call.place(request, slots, "packed by memory onto an empty GPU")
+                fits_nowhere.clear()
+                room = call.has_room()
             return call.assignments
 
     def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:

@@ -91,7 +91,9 @@ class HorusPolicy:
     # -- the decision ----------------------------------------------------------------------------
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            candidates = list(call.queue_prefix(queue))
+            if not call.has_room():
+                return []
+            candidates = list(itertools.islice(queue, self.limits.scan_depth))
             first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
             # Jobs alike (same signature) fit the same places: once one found none, its likes are
