@@ -41,6 +41,10 @@ class LoopConfig:
     max_batch: int = 1000  # most waiting jobs considered per cycle
     max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
     node_cooldown: timedelta = timedelta(minutes=2)  # a node that left a Horus pod unschedulable is skipped
+    # Status writes and Events in flight at once. Pod creation is the critical path of a burst; reports
+    # queue behind it instead of competing for the API server (they converge moments later).
+    report_concurrency: int = 4
+    batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
     telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
 
 
@@ -75,6 +79,7 @@ class SchedulingLoop:
         self._cooling: dict[str, datetime] = {}  # node -> until when placements avoid it
         self._writing: dict[str, asyncio.Task[None]] = {}  # job key -> its status write in flight
         self._rewrite: set[str] = set()  # jobs re-decided while a write was in flight
+        self._reporting = asyncio.Semaphore(config.report_concurrency)
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -108,12 +113,12 @@ class SchedulingLoop:
         log.info("resynced: %d DLJobs, %d Horus pods, %d nodes", len(jobs), len(horus_pods), len(nodes))
 
     async def _idle(self) -> None:
-        if self._cache.dirty:
-            return
-        try:
-            await asyncio.wait_for(self._cache.wake.wait(), timeout=self._config.resync_every)
-        except TimeoutError:
-            self._cache.mark(self._cache.jobs)
+        if not self._cache.dirty:
+            try:
+                await asyncio.wait_for(self._cache.wake.wait(), timeout=self._config.resync_every)
+            except TimeoutError:
+                self._cache.mark(self._cache.jobs)
+        await asyncio.sleep(self._config.batch_window)
 
     async def cycle(self) -> None:
         """Decide the changed jobs, place what waits, then write: a job placed in this cycle gets one
@@ -205,6 +210,10 @@ class SchedulingLoop:
         await asyncio.gather(*self._writing.values(), *self._events, return_exceptions=True)
 
     async def _apply(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        async with self._reporting:
+            await self._write_status(body, decision)
+
+    async def _write_status(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         meta = body["metadata"]
         current = body.get("status") or {}
         if decision.status != current:
@@ -219,9 +228,7 @@ class SchedulingLoop:
                 decision.status.get("phase") == "Failed"
                 and (body.get("status") or {}).get("phase") != "Failed"
             ):
-                await self._kube.post_event(
-                    body, kind="Warning", reason="Failed", message=decision.status["message"]
-                )
+                self._post_later(body, kind="Warning", reason="Failed", message=decision.status["message"])
 
     async def _workload(self, job: JobSpec) -> Workload | InvalidJob:
         cache_key = (job.uid, job.generation)
@@ -235,9 +242,13 @@ class SchedulingLoop:
 
     def _post_later(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
         """Post an Event without holding up the cycle (Events are best effort)."""
-        task = asyncio.create_task(self._kube.post_event(body, kind=kind, reason=reason, message=message))
+        task = asyncio.create_task(self._post_event(body, kind=kind, reason=reason, message=message))
         self._events.add(task)
         task.add_done_callback(self._events.discard)
+
+    async def _post_event(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
+        async with self._reporting:
+            await self._kube.post_event(body, kind=kind, reason=reason, message=message)
 
     def _forget(self, key: str) -> None:
         self._explained_at.pop(key, None)
@@ -345,9 +356,7 @@ class SchedulingLoop:
         self._waiting.pop(assignment.job, None)
         self._cache.put_pod(stored)
         if created:
-            await self._kube.post_event(
-                body, kind="Normal", reason="Placed", message=placed_message(assignment)
-            )
+            self._post_later(body, kind="Normal", reason="Placed", message=placed_message(assignment))
 
     def _note_waiting(self, request: JobRequest, snapshot: ClusterSnapshot, now: datetime) -> None:
         """Say why a job still waits (status message and an Event), at most once per resync period: the
