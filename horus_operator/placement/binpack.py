@@ -64,7 +64,14 @@ class BinpackPolicy:
 
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            reasons = [call.room(request, slot) for slot in call.index.slots.values() if slot.usable]
-            if any(reason is None for reason in reasons):
+            fits = (
+                call.whole_gpus(request) is not None
+                if wants_whole_gpus(request)
+                else self._most_allocated(call, request) is not None or call.whole_gpus(request) is not None
+            )
+            if fits:
                 return "waiting: a GPU fits; earlier jobs in the queue go first"
+            reasons = [call.room(request, slot) for slot in call.index.slots.values() if slot.usable]
+            if all(reason is None for reason in reasons):
+                return f"waiting: fewer than {request.gpus} free GPUs on one node"
             return summarise_reasons(reason for reason in reasons if reason is not None)

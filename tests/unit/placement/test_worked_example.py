@@ -80,3 +80,20 @@ def test_a_starving_head_holds_a_gpu_back_until_it_drains() -> None:
     # The next job is 20000 s younger (> patience_s = 14400): GPU 0 is held for h, f goes to GPU 1.
     (placed,) = policy.schedule(busy, [head, job("f", "fair", at=20000)])
     assert (placed.job, placed.gpu_indices) == ("f", (1,))
+
+
+def test_a_starving_wide_head_holds_nothing_back() -> None:
+    # A 2-GPU head cannot start (one GPU of the node is busy); the next job is 20000 s younger. Draining
+    # a node for wide jobs idled GPUs for days on the Muri traces, so the free GPU goes to the next job.
+    policy = make_policy("horus", predictor=predictor())
+    busy = snapshot(nodes(1, 2), running(job("g0", "good"), "n0", 0))
+    wide = job("w", "good", gpus=2, at=0)
+    (placed,) = policy.schedule(busy, [wide, job("f", "fair", at=20000)])
+    assert placed.job == "f"
+
+
+def test_binpack_explains_a_wide_job_waiting_for_a_whole_node() -> None:
+    policy = make_policy("binpack", predictor=predictor())
+    busy = snapshot(nodes(1, 2), running(job("g0", "good"), "n0", 0))
+    reason = explain_wait(policy, busy, job("w", "good", gpus=2))
+    assert reason.startswith("waiting: ") and "first come" not in reason and "fits" not in reason
