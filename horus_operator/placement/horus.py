@@ -102,9 +102,10 @@ class HorusPolicy:
                 window = self._window(call, candidates, first)
                 if not window:
                     break
-                option, held = self._choose(call, window, self._unlike(window, hopeless), held, first == 0)
+                unique, window_signatures = self._unlike(window, hopeless)
+                option, held = self._choose(call, window, unique, held, first == 0)
                 if option is None:  # backfill: look further down the queue
-                    hopeless.update(self._signature(request) for request in window)
+                    hopeless = window_signatures
                     first = candidates.index(window[-1], first) + 1
                     continue
                 call.place(option.request, option.slots, option.reason)
@@ -115,9 +116,10 @@ class HorusPolicy:
         waiting = (request for request in candidates[first:] if request.key not in call.placed)
         return list(itertools.islice(waiting, self.tunables.lookahead))
 
-    def _unlike(self, window: list[JobRequest], hopeless: set[int]) -> list[JobRequest]:
-        """The first job of each signature in `window`, minus signatures known to fit nowhere; the first
-        of alike jobs is the one any option would pick (earlier in the queue wins ties)."""
+    def _unlike(self, window: list[JobRequest], hopeless: set[int]) -> tuple[list[JobRequest], set[int]]:
+        """The first job of each signature in `window`, minus signatures known to fit nowhere (the first
+        of alike jobs is the one any option would pick: earlier in the queue wins ties); and those
+        signatures together with `hopeless`."""
         seen = set(hopeless)
         unique = []
         for request in window:
@@ -125,7 +127,7 @@ class HorusPolicy:
             if signature not in seen:
                 seen.add(signature)
                 unique.append(request)
-        return unique
+        return unique, seen
 
     def _choose(
         self,
