@@ -43,6 +43,10 @@ class Runtime:
         for task in self.tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        # Let status writes and Events in flight land before the API client's threads go (briefly: the
+        # API server may be what is gone; the next leader re-derives anything lost).
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.loop.settle(), timeout=5)
         self.kube.close()
 
 
