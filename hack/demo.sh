@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: a local control plane with fake GPU nodes, the Horus operator, the examples and a burst
-# of jobs that fills every GPU (so Horus has to choose who shares with whom), a live view of
+# of jobs that, with them, outnumbers the GPUs (so Horus has to choose who shares with whom), a live view of
 # `kubectl get dljobs` until all finish, then a summary.
 # Reuses a running local cluster; `make cluster-down` (or `horus cluster down`) stops it.
 set -euo pipefail
@@ -39,7 +39,7 @@ gpus=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.labels.nvidia\
 import json, sys
 models = [("resnet18", 64), ("lstm-lm", 20), ("mobilenet_v2", 32), ("resnet50", 32), ("transformer", 32)]
 jobs = []
-for i in range(int(sys.argv[1]) * 2):
+for i in range(int(sys.argv[1])):
     model, batch = models[i % len(models)]
     jobs.append({
         "apiVersion": "horus.dev/v1alpha1", "kind": "DLJob", "metadata": {"name": f"burst-{i:02d}"},
@@ -49,12 +49,12 @@ for i in range(int(sys.argv[1]) * 2):
     })
 print(json.dumps({"apiVersion": "v1", "kind": "List", "items": jobs}))
 PY
-echo "submitted the 5 examples and $((gpus * 2)) more jobs for $gpus GPUs"
+echo "submitted the 5 examples and $gpus more jobs for $gpus GPUs"
 sleep 2
 
-finished() {
+finished() {  # every DLJob Succeeded or Failed
   kubectl get dljobs -n "$NAMESPACE" -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' |
-    grep -cvE '^(Succeeded|Failed)$' | grep -qx 0
+    awk '$0 != "Succeeded" && $0 != "Failed" {busy = 1} END {exit busy}'
 }
 until finished; do
   clear 2>/dev/null || true
