@@ -26,7 +26,11 @@ operator_log="$(dirname "$KUBECONFIG")/operator.log"
 HORUS_LEASE_NAMESPACE=default HORUS_IDENTITY=demo HORUS_RESYNC_SECONDS=2 \
   "$horus" run -A --liveness "" --log-format plain >"$operator_log" 2>&1 &
 operator_pid=$!
-trap 'kill "$operator_pid" 2>/dev/null || true' EXIT
+# The node agents with the fake NVML backend (kwok nodes have no GPUs): GPUNode telemetry, and
+# status.observed beside status.predicted (`kubectl get gpunodes`, `kubectl get dljobs -o wide`).
+"$horus" agent --backend fake --all-nodes --metrics-port 0 >"$(dirname "$KUBECONFIG")/agent.log" 2>&1 &
+agent_pid=$!
+trap 'kill "$operator_pid" "$agent_pid" 2>/dev/null || true' EXIT
 echo
 
 echo "== a fresh namespace $NAMESPACE: the examples, then enough jobs to fill every GPU"
@@ -87,5 +91,8 @@ if slowdowns:
     print(f"predicted slowdown: mean {sum(slowdowns)/len(slowdowns):.2f}x, max {max(slowdowns):.2f}x, "
           f"{len(shared)} jobs predicted slower than alone")
 '
+echo
+echo "== GPU telemetry from the node agents (fake NVML backend)"
+kubectl get gpunodes
 echo
 echo "KUBECONFIG=$KUBECONFIG   (stop it with: make cluster-down)"
