@@ -97,3 +97,10 @@ def test_binpack_explains_a_wide_job_waiting_for_a_whole_node() -> None:
     busy = snapshot(nodes(1, 2), running(job("g0", "good"), "n0", 0))
     reason = explain_wait(policy, busy, job("w", "good", gpus=2))
     assert reason.startswith("waiting: ") and "first come" not in reason and "fits" not in reason
+
+
+def test_every_policy_says_no_gpu_is_usable_when_all_are_unhealthy() -> None:
+    sick = nodes(1, 2, healthy=False)
+    for name in ("horus", "exclusive", "binpack"):
+        reason = explain_wait(make_policy(name, predictor=predictor()), snapshot(sick), job("j", "good"))
+        assert "unhealthy" in reason, (name, reason)
