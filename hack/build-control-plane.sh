@@ -11,6 +11,13 @@
 # Output: $HORUS_CACHE/control-plane/<k8s-version>-kwok-<kwok-version>/bin. Every binary is
 # built only if missing; a `.complete` stamp is written last, and with it present (and every
 # binary there) the script exits at once.
+#
+# Restartable: a run stopped anywhere (killed, a failed download, a full disk) leaves only
+# whole files behind. Each binary and the kwok stages are written under a temporary name and
+# renamed into place when complete, so the next run keeps what finished and rebuilds the rest.
+#
+# No pipeline here may end with a reader that stops early (`| head`, `| grep -q`): under
+# pipefail the writer's SIGPIPE (exit 141) would fail the build (tests/unit/test_scripts.py).
 set -euo pipefail
 
 # shellcheck source=control-plane.env
@@ -45,6 +52,8 @@ log() { printf '[build-control-plane %(%H:%M:%S)T] %s\n' -1 "$*"; }
 start=$SECONDS
 mkdir -p "$BIN"
 rm -f "$STAMP"
+# Leftovers of an interrupted run: never trusted, always redone.
+rm -rf "$BIN"/.*.tmp "$OUT"/.kwok-stages.tmp
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 # A fresh scratch module in $OUT/src/<name>; the caller is left inside it.
@@ -115,10 +124,12 @@ if missing kwok || [[ ! -d "$OUT/kwok-stages" ]]; then
   build_to_bin kwok "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" sigs.k8s.io/kwok/cmd/kwok
   # kwok's stock stages ship inside its module; keep a copy beside the binaries.
   kdir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  rm -rf "$OUT/kwok-stages"; cp -r "$kdir/kustomize/stage" "$OUT/kwok-stages"; chmod -R u+w "$OUT/kwok-stages"
+  cp -r "$kdir/kustomize/stage" "$OUT/.kwok-stages.tmp"; chmod -R u+w "$OUT/.kwok-stages.tmp"
+  rm -rf "$OUT/kwok-stages"; mv "$OUT/.kwok-stages.tmp" "$OUT/kwok-stages"
 fi
 
 "$BIN/kube-apiserver" --version
-"$BIN/etcd" --version | head -1
+etcd_version=$("$BIN/etcd" --version)
+echo "${etcd_version%%$'\n'*}"
 echo "$K8S_VERSION kwok $KWOK_VERSION built in $((SECONDS - start))s" > "$STAMP"
 log "done in $((SECONDS - start))s: $BIN"
