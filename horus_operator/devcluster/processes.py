@@ -106,21 +106,39 @@ class ProcessGroup:
             self._reap(record.pid)
             return
         _signal_group(record.pid, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE_SECONDS
+        if self._wait_gone(record, STOP_GRACE_SECONDS):
+            return
+        _signal_group(record.pid, signal.SIGKILL)
+        self._wait_gone(record, STOP_GRACE_SECONDS)
+
+    def _wait_gone(self, record: ProcessRecord, timeout: float) -> bool:
+        """Wait until the recorded process and every other live member of its group have exited
+        (a signalled child may still be running when its group leader is already gone)."""
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._reap(record.pid)
-            if not record.alive:
-                return
-            time.sleep(0.1)
-        _signal_group(record.pid, signal.SIGKILL)
-        while record.alive:
-            self._reap(record.pid)
+            if not record.alive and not _live_members(record.pid):
+                return True
             time.sleep(0.05)
+        return False
 
     def _reap(self, pid: int) -> None:
         child = self._children.get(pid)
         if child is not None:
             child.poll()
+
+
+def _live_members(pgid: int) -> list[int]:
+    """Pids of the running (not zombie) processes in process group `pgid`, from /proc."""
+    members = []
+    for stat_path in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            after_name = stat_path.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue  # exited while we looked
+        if after_name[0] != "Z" and int(after_name[2]) == pgid:  # fields 3 (state) and 5 (pgrp)
+            members.append(int(stat_path.parent.name))
+    return members
 
 
 def _signal_group(pgid: int, signum: signal.Signals) -> None:
