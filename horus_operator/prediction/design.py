@@ -53,10 +53,10 @@ def job_row(job_features: Mapping[str, float], gpu: str) -> dict[str, float]:
     step_flops = TRAINING_FLOPS_FACTOR * row["flops_per_batch"]
     step_bytes = 3.0 * row["param_bytes"] + 2.0 * row["activation_bytes_per_batch"]
     row.update(
-        gpu_peak_tflops=spec.peak_tflops_fp32,
+        gpu_peak_tflops=spec.fp32_tflops,
         gpu_bandwidth_gbs=spec.memory_bandwidth_gbs,
         gpu_memory_mib=float(spec.memory_mib),
-        compute_ms=step_flops / (spec.peak_tflops_fp32 * 1e9),
+        compute_ms=step_flops / (spec.fp32_tflops * 1e9),
         traffic_ms=step_bytes / (spec.memory_bandwidth_gbs * 1e6),
         log_flops_per_batch=math.log10(row["flops_per_batch"] + _EPS),
         log_activation_bytes_per_batch=math.log10(row["activation_bytes_per_batch"] + _EPS),

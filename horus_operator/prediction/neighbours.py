@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from horus_operator.prediction.gpus import GPU_TYPES
+from horus_operator.prediction.gpus import MEASURED_GPU_TYPES
 
 Config = tuple[str, int]  # (model name, batch size)
 # (gpu, own model, own batch, other model, other batch, slowdown)
@@ -44,7 +44,7 @@ MEASUREMENT_COLUMNS: tuple[str, ...] = (
     "slowdown",
 )
 NEIGHBOUR_COLUMNS: tuple[str, ...] = (
-    *(f"nb_pair_{gpu}" for gpu in GPU_TYPES),
+    *(f"nb_pair_{gpu}" for gpu in MEASURED_GPU_TYPES),
     "nb_pair_mean",
     "nb_own_batch",
     "nb_other_batch",
@@ -110,7 +110,7 @@ class NeighbourTable:
         """NEIGHBOUR_COLUMNS for `own` sharing a `gpu` with `other`, its own measurement left out."""
         same_pair = [
             self._pairs.get((other_gpu, own, other), _NAN) if other_gpu != gpu else _NAN
-            for other_gpu in GPU_TYPES
+            for other_gpu in MEASURED_GPU_TYPES
         ]
         measured = [value for value in same_pair if not math.isnan(value)]
         # The left-out measurement's contributions to the scores (if it is in the table).

@@ -5,13 +5,17 @@ from operator_builders import PodBuilder, gpu_node
 from horus_operator.operator import cluster_view, pods
 
 
-def test_gfd_labels_become_gpus_of_the_normalised_type() -> None:
+def test_gfd_labels_become_gpus_of_their_own_table_row_and_label_memory() -> None:
     node = cluster_view.gpu_node(
         gpu_node("a100-node-0", count=8, product="NVIDIA-A100-SXM4-40GB", memory_mib=40960)
     )
     assert node is not None
     assert [g.index for g in node.gpus] == list(range(8))
-    assert {(g.product, g.memory_mib) for g in node.gpus} == {("v100", 40960)}
+    assert {(g.product, g.memory_mib) for g in node.gpus} == {("a100-40gb", 40960)}
+    h100 = cluster_view.gpu_node(
+        gpu_node("h100-0", count=8, product="NVIDIA-H100-80GB-HBM3", memory_mib=81559)
+    )
+    assert h100 is not None and {(g.product, g.memory_mib) for g in h100.gpus} == {("h100", 81559)}
 
 
 def test_nodes_without_gpus_or_with_unknown_gpus_are_left_out() -> None:

@@ -10,8 +10,7 @@ import pytest
 import xgboost as xgb
 
 from horus_operator.prediction import artifacts, catalog, datasets, load_predictor, slowdown, training
-from horus_operator.prediction.api import UnknownGpuError, Workload
-from horus_operator.prediction.gpus import normalize_gpu
+from horus_operator.prediction.api import Workload
 from horus_operator.prediction.memory import MemoryModel
 from horus_operator.prediction.predictor import XGBoostPredictor
 from horus_operator.prediction.trees import TreeEnsemble
@@ -126,29 +125,3 @@ def test_feature_source_is_injectable() -> None:
     predictor.job(Workload("x", 16), "k80")
     predictor.job(Workload("x", 16), "k80")
     assert calls == [("x", 16)]  # cached per (gpu, workload)
-
-
-@pytest.mark.parametrize(
-    ("product", "expected"),
-    [
-        ("Tesla-V100-SXM2-16GB", "v100"),
-        ("NVIDIA-V100", "v100"),
-        ("Tesla-P100-PCIE-16GB", "p100"),
-        ("Tesla-K80", "k80"),
-        ("v100", "v100"),
-        ("P100", "p100"),
-        ("NVIDIA-A100-SXM4-80GB", "v100"),
-        ("NVIDIA-H100-80GB-HBM3", "v100"),
-        ("Tesla-T4", "v100"),
-        ("Tesla-P40", "p100"),
-        ("Tesla-M60", "k80"),
-    ],
-)
-def test_normalize_gpu(product: str, expected: str) -> None:
-    assert normalize_gpu(product) == expected
-
-
-@pytest.mark.parametrize("product", ["", "x900", "AMD-MI250"])
-def test_normalize_gpu_refuses_unknown_products(product: str) -> None:
-    with pytest.raises(UnknownGpuError, match="unknown GPU"):
-        normalize_gpu(product)
