@@ -41,6 +41,20 @@ def test_server_side_dry_run_accepts_the_install(cluster: devcluster.LocalCluste
         assert expected in result.stdout, result.stdout
 
 
+@pytest.mark.e2e
+@pytest.mark.parametrize("flag", ["-f", "-k"])
+def test_crds_and_examples_apply_with_f_and_k(
+    cluster: devcluster.LocalCluster, namespace: str, flag: str
+) -> None:
+    # Both spellings work (tests/unit/test_manifest_dirs.py says why). DLJobs need their CRD for real.
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    crds = cluster.kubectl("apply", flag, str(REPO / "crds"), "--dry-run=server").stdout
+    assert "customresourcedefinition.apiextensions.k8s.io/gpunodes.horus.dev" in crds, crds
+    jobs = cluster.kubectl("apply", "-n", namespace, flag, str(REPO / "examples"), "--dry-run=server")
+    assert "dljob.horus.dev/cnn-resnet50" in jobs.stdout, jobs.stdout
+
+
 def test_rbac_has_no_wildcards() -> None:
     for role in _kind("ClusterRole") + _kind("Role"):
         for rule in role["rules"]:
