@@ -16,7 +16,7 @@ from horus_operator.prediction import artifacts, catalog, training
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
-UTILIZATION_CSV = REPO / "data" / "utilization" / "alnair_p100_tf.csv"
+STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
 
 
 def main() -> None:
@@ -24,7 +24,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=artifacts.SHIPPED_DIR)
     out = parser.parse_args().out
     metrics = training.train_slowdown(PAIRS_CSV, out, catalog.lookup)
-    metrics |= training.train_utilization(UTILIZATION_CSV, out, catalog.lookup, training.catalog_name)
+    metrics |= training.train_step_times(STEP_TIMES_CSV, out, catalog.lookup)
     print(json.dumps(metrics, indent=2))
 
 

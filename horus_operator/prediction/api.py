@@ -20,6 +20,8 @@ class Workload:
     features: Mapping[str, float] | None = field(default=None, compare=False, hash=False)
     # Identifies custom features for caching and equality (e.g. a hash of the ONNX file).
     features_key: str = ""
+    # Arithmetic the job trains in: fp32, amp (FP16 autocast) or bf16 (gpus.PRECISIONS).
+    precision: str = "fp32"
 
 
 @dataclass(frozen=True)

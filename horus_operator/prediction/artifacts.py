@@ -1,7 +1,8 @@
 """Trained models on disk: XGBoost JSON files, the memory model and a metadata.json describing them.
 
-A models directory holds `slowdown.json`, `utilization.json` (XGBoost boosters), `memory.json` (the
-calibrated memory model), `slowdown_neighbours.csv` (the measured pairs the slowdown model's
+A models directory holds `slowdown.json` (an XGBoost booster), `roofline.json` (the calibrated
+constants of the step-time model that utilization comes from), `memory.json` (the calibrated memory
+model), `slowdown_neighbours.csv` (the measured pairs the slowdown model's
 neighbour columns come from; it always travels with its `slowdown.json`) and `metadata.json` (per
 model: training-data file and SHA-256, feature columns, training date, cross-validated metrics). A
 directory made by `horus train` may hold only some of them; the rest come from the models shipped in
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from horus_operator.prediction import neighbours
 from horus_operator.prediction.memory import MemoryModel
+from horus_operator.prediction.roofline import RooflineConstants
 from horus_operator.prediction.trees import TreeEnsemble
 
 if TYPE_CHECKING:  # training only: loading never imports xgboost
@@ -25,15 +27,17 @@ if TYPE_CHECKING:  # training only: loading never imports xgboost
 
 SHIPPED_DIR = Path(__file__).with_name("models")
 METADATA_FILE = "metadata.json"
-BOOSTER_NAMES = ("slowdown", "utilization")
+BOOSTER_NAMES = ("slowdown",)
 MEMORY_FILE = "memory.json"
+ROOFLINE_FILE = "roofline.json"  # metadata entry "utilization": utilization is what it predicts
+_FILES = {"slowdown": "slowdown.json", "memory": MEMORY_FILE, "utilization": ROOFLINE_FILE}
 NEIGHBOURS_FILE = "slowdown_neighbours.csv"
 
 
 @dataclass
 class Artifacts:
     slowdown: TreeEnsemble
-    utilization: TreeEnsemble
+    roofline: RooflineConstants
     memory: MemoryModel
     # model name -> its metadata entry, and "sources": model name -> directory it was loaded from
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -56,22 +60,19 @@ def load(directory: str | Path | None = None) -> Artifacts:
     directory = Path(directory) if directory is not None else SHIPPED_DIR
     if not directory.is_dir():
         raise FileNotFoundError(f"models directory {directory} does not exist")
-    boosters = {}
     metadata: dict[str, Any] = {"sources": {}}
-    for name in (*BOOSTER_NAMES, "memory"):
-        filename = MEMORY_FILE if name == "memory" else f"{name}.json"
-        path = _pick(directory, filename)
-        metadata["sources"][name] = str(path.parent)
-        metadata[name] = _read_metadata(path.parent).get(name, {})
-        if name != "memory":
-            boosters[name] = TreeEnsemble.from_json(path)
-    memory = MemoryModel(**json.loads(_pick(directory, MEMORY_FILE).read_text()))
+    paths = {}
+    for name, filename in _FILES.items():
+        paths[name] = _pick(directory, filename)
+        metadata["sources"][name] = str(paths[name].parent)
+        metadata[name] = _read_metadata(paths[name].parent).get(name, {})
+    slowdown = TreeEnsemble.from_json(paths["slowdown"])
     return Artifacts(
-        slowdown=boosters["slowdown"],
-        utilization=boosters["utilization"],
-        memory=memory,
+        slowdown=slowdown,
+        roofline=RooflineConstants(**json.loads(paths["utilization"].read_text())),
+        memory=MemoryModel(**json.loads(paths["memory"].read_text())),
         metadata=metadata,
-        neighbours=_load_neighbours(Path(metadata["sources"]["slowdown"]), boosters["slowdown"]),
+        neighbours=_load_neighbours(paths["slowdown"].parent, slowdown),
     )
 
 
@@ -121,11 +122,19 @@ def save_booster(directory: str | Path, name: str, booster: xgb.Booster, entry: 
 
 
 def save_memory(directory: str | Path, model: MemoryModel, entry: dict[str, Any]) -> Path:
+    return _save_json(directory, "memory", model.to_dict(), entry)
+
+
+def save_roofline(directory: str | Path, constants: RooflineConstants, entry: dict[str, Any]) -> Path:
+    return _save_json(directory, "utilization", constants.to_dict(), entry)
+
+
+def _save_json(directory: str | Path, name: str, values: dict[str, float], entry: dict[str, Any]) -> Path:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / MEMORY_FILE
-    path.write_text(json.dumps(model.to_dict(), indent=2) + "\n")
-    _write_entry(directory, "memory", entry)
+    path = directory / _FILES[name]
+    path.write_text(json.dumps(values, indent=2) + "\n")
+    _write_entry(directory, name, entry)
     return path
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from horus_operator.prediction import features
-from horus_operator.prediction.gpus import GPU_SPECS
+from horus_operator.prediction.gpus import DEFAULT_PRECISION, GPU_SPECS
 
 TRAINING_FLOPS_FACTOR = 3.0  # forward + backward ≈ 3 × forward FLOPs
 _EPS = 1.0
@@ -45,8 +45,10 @@ PAIR_COLUMNS: tuple[str, ...] = (
 )
 
 
-def job_row(job_features: Mapping[str, float], gpu: str) -> dict[str, float]:
-    """One job's columns (JOB_COLUMNS) on a GPU type from GPU_SPECS."""
+def job_row(
+    job_features: Mapping[str, float], gpu: str, precision: str = DEFAULT_PRECISION
+) -> dict[str, float]:
+    """One job's columns (JOB_COLUMNS) on a GPU from GPU_SPECS; `precision` sets the compute peak."""
     spec = GPU_SPECS[gpu]
     row = {name: float(job_features.get(name, 0.0)) for name in features.FEATURE_NAMES}
     flops = row["flops_per_sample"]
@@ -56,7 +58,7 @@ def job_row(job_features: Mapping[str, float], gpu: str) -> dict[str, float]:
         gpu_peak_tflops=spec.fp32_tflops,
         gpu_bandwidth_gbs=spec.memory_bandwidth_gbs,
         gpu_memory_mib=float(spec.memory_mib),
-        compute_ms=step_flops / (spec.fp32_tflops * 1e9),
+        compute_ms=step_flops / (spec.peak_tflops(precision) * 1e9),
         traffic_ms=step_bytes / (spec.memory_bandwidth_gbs * 1e6),
         log_flops_per_batch=math.log10(row["flops_per_batch"] + _EPS),
         log_activation_bytes_per_batch=math.log10(row["activation_bytes_per_batch"] + _EPS),
@@ -81,11 +83,4 @@ def pair_matrix(pairs: Sequence[tuple[Mapping[str, float], Mapping[str, float]]]
     """Rows of PAIR_COLUMNS for (own, other) job rows."""
     return np.array([pair_row(own, other) for own, other in pairs], dtype=np.float32).reshape(
         len(pairs), len(PAIR_COLUMNS)
-    )
-
-
-def job_matrix(rows: Sequence[Mapping[str, float]]) -> np.ndarray:
-    """Rows of JOB_COLUMNS for job rows."""
-    return np.array([[row[name] for name in JOB_COLUMNS] for row in rows], dtype=np.float32).reshape(
-        len(rows), len(JOB_COLUMNS)
     )

@@ -1,7 +1,8 @@
 """The Predictor the operator, the placement policies and the simulator call.
 
-Everything is cached by (GPU type, workload key): a job's design row, its utilization and memory, and
-each ordered pair's slowdown. Pairs not yet cached are predicted in one batched XGBoost call, so the
+Everything is cached by (GPU type, workload key): a job's design row, its utilization (the busy
+fraction of `roofline.estimate` on that GPU's datasheet figures) and memory, and each ordered pair's
+slowdown. Pairs not yet cached are predicted in one batched XGBoost call, so the
 amortised cost of a placement query is a few dictionary look-ups. The slowdown rows end with the
 neighbour columns the shipped measurements give the pair (by GPU type, catalog model name and batch
 size), when the slowdown model was trained with them.
@@ -17,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
-from horus_operator.prediction import artifacts, design, features, slowdown, utilization
+from horus_operator.prediction import artifacts, design, features, roofline, slowdown
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
-from horus_operator.prediction.gpus import GPU_SPECS, normalize_gpu
+from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize_gpu
 
 FeatureSource = Callable[[str, int], Mapping[str, float]]
-WorkloadKey = tuple[str, int, str]
+WorkloadKey = tuple[str, int, str, str]  # model, batch size, features key, precision
 
 
 def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
@@ -100,10 +101,11 @@ class XGBoostPredictor:
         entry = self._jobs.get(cache_key)
         if entry is None:
             job_features = self._features(workload)
-            row = design.job_row(job_features, gpu)
-            predicted = utilization.from_raw(self.models.utilization.predict(design.job_matrix([row])))
+            precision = check_precision(workload.precision)
+            row = design.job_row(job_features, gpu, precision)
+            step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
             prediction = JobPrediction(
-                utilization=float(predicted[0]), memory_mib=self.models.memory.memory_mib(job_features)
+                utilization=step.busy, memory_mib=self.models.memory.memory_mib(job_features)
             )
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction)
         return entry
@@ -141,8 +143,9 @@ class XGBoostPredictor:
 def _key(workload: Workload) -> WorkloadKey:
     if workload.features is not None and not workload.features_key:
         # Unkeyed custom features: key by their values so equal graphs share cache entries.
-        return (workload.model, workload.batch_size, repr(sorted(workload.features.items())))
-    return (workload.model, workload.batch_size, workload.features_key)
+        features_key = repr(sorted(workload.features.items()))
+        return (workload.model, workload.batch_size, features_key, workload.precision)
+    return (workload.model, workload.batch_size, workload.features_key, workload.precision)
 
 
 @functools.cache

@@ -1,7 +1,8 @@
 """Training pipelines: measurement CSV -> cross-validated metrics -> model files with metadata.
 
 `horus train` and `hack/train_models.py` (which regenerates the shipped models) both call
-`train_slowdown` and `train_utilization`.
+`train_slowdown`; the roofline constants behind utilization come from measured step times
+(`train_step_times`, the shipped models) or measured utilizations (`train_utilization`, `horus train`).
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from horus_operator.prediction import (
     design,
     memory,
     neighbours,
+    roofline,
     slowdown,
-    utilization,
     validation,
 )
 from horus_operator.prediction.api import UnknownModelError
 from horus_operator.prediction.datasets import FeatureSource
-from horus_operator.prediction.gpus import GPU_SPECS
+from horus_operator.prediction.gpus import GPU_SPECS, GpuSpec, gpu_spec, normalize_gpu
 
 CATALOG_FILE = Path(catalog.__file__).with_name("data") / "catalog.json"
 PAIR_FOLDS = 5
@@ -397,41 +398,119 @@ def train_slowdown(
     return {"slowdown": metrics, "memory": memory_metrics, "memory_model": memory_model.to_dict()}
 
 
-# ---- utilization ----
+# ---- utilization: the roofline constants ----
+
+# Gavel's single-job throughputs (steps/s), the step times the roofline constants are calibrated on.
+STEP_TIME_CSV_COLUMNS: tuple[str, ...] = ("gpu", "model", "batch", "tput_alone")
+# Architecture families: held out together, so a family's other sizes never leak into its test.
+FAMILIES: dict[str, str] = {
+    "resnet18": "resnet",
+    "resnet50": "resnet",
+    "transformer": "transformer",
+    "lstm-lm": "lstm",
+    "recommendation": "recommendation",
+    "a3c": "a3c",
+    "cyclegan": "cyclegan",
+}
 
 
-def utilization_matrix(samples: pd.DataFrame, source: FeatureSource) -> np.ndarray:
-    """JOB_COLUMNS rows for samples with `gpu, model, batch`."""
-    jobs = datasets.lookup_all(source, samples["model"], samples["batch"])
-    return design.job_matrix(
-        [design.job_row(job, gpu) for job, gpu in zip(jobs, samples["gpu"], strict=True)]
+@dataclass(frozen=True)
+class JobSamples:
+    """Measured single jobs: features at their batch size, the GPU's datasheet row, and a measurement."""
+
+    jobs: list[dict[str, float]]
+    specs: list[GpuSpec]
+    measured: np.ndarray  # step time in ms, or utilization 0..1
+    gpus: np.ndarray
+    models: np.ndarray
+
+
+def job_samples(samples: pd.DataFrame, source: FeatureSource, measured: np.ndarray) -> JobSamples:
+    return JobSamples(
+        jobs=[dict(job) for job in datasets.lookup_all(source, samples["model"], samples["batch"])],
+        specs=[gpu_spec(gpu) for gpu in samples["gpu"]],
+        measured=np.asarray(measured, dtype=np.float64),
+        gpus=samples["gpu"].to_numpy(),
+        models=samples["model"].to_numpy(),
     )
 
 
-def fit_utilization(matrix: np.ndarray, fractions: np.ndarray) -> xgb.Booster:
-    return fit_booster(
-        matrix, utilization.label(fractions), design.JOB_COLUMNS, utilization.PARAMS, utilization.ROUNDS
+def step_times(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> np.ndarray:
+    return np.array([roofline.estimate(data.jobs[i], data.specs[i], "fp32", constants).step_ms for i in keep])
+
+
+def busy_fractions(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> np.ndarray:
+    return np.array([roofline.estimate(data.jobs[i], data.specs[i], "fp32", constants).busy for i in keep])
+
+
+def step_time_error(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> float:
+    """Mean absolute log error of the predicted step times (robust to the few host-bound jobs whose
+    time goes to work outside the graph, such as A3C's game emulator)."""
+    return float(np.mean(np.abs(np.log(step_times(data, constants, keep)) - np.log(data.measured[keep]))))
+
+
+def utilization_error(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> float:
+    """RMSLE on utilization in percent, as the Horus papers report it."""
+    return validation.rmsle(100.0 * data.measured[keep], 100.0 * busy_fractions(data, constants, keep))
+
+
+def calibrate_roofline(
+    loss: Callable[[roofline.RooflineConstants], float],
+    start: roofline.RooflineConstants | None = None,
+) -> roofline.RooflineConstants:
+    """The constants minimising `loss`, searched in log space from `start` (Nelder-Mead: few
+    parameters, a loss with kinks where a job turns host-bound)."""
+    from scipy.optimize import minimize  # scipy comes with xgboost
+
+    initial = np.log(list((start or roofline.RooflineConstants()).to_dict().values()))
+    result = minimize(
+        lambda x: loss(roofline.RooflineConstants(*np.exp(x))),
+        initial,
+        method="Nelder-Mead",
+        bounds=[(np.log(low), np.log(high)) for low, high in roofline.CONSTANT_BOUNDS],
+        options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-9},
     )
+    return roofline.RooflineConstants(*(float(value) for value in np.exp(result.x)))
 
 
-def cross_validate_utilization(samples: pd.DataFrame, matrix: np.ndarray) -> dict[str, float]:
-    """RMSLE (on utilization in percent) leaving out one model at a time, and of the training mean."""
-    target = samples["utilization"].to_numpy()
-    actual, predicted, constant = [], [], []
-    for train, test in validation.group_folds(
-        samples["model"].tolist(), samples["model"].nunique(), np.random.default_rng(SEED)
-    ):
-        booster = fit_utilization(matrix[train], target[train])
-        actual.append(target[test])
-        predicted.append(utilization.from_raw(booster.inplace_predict(matrix[test])))
-        constant.append(np.full(len(test), np.expm1(np.mean(np.log1p(100.0 * target[train]))) / 100.0))
-    percent = [100.0 * np.concatenate(values) for values in (actual, predicted, constant)]
-    return {
-        "rmsle": round(validation.rmsle(percent[0], percent[1]), 4),
-        "baseline_rmsle": round(validation.rmsle(percent[0], percent[2]), 4),
-        "samples": len(percent[0]),
-        "models": int(samples["model"].nunique()),
+def held_out_step_times(data: JobSamples, groups: np.ndarray) -> dict[str, Any]:
+    """Step-time error on each group (a GPU type or an architecture family) with the constants
+    calibrated on the others, beside the error of one constant step time (the training median)."""
+    result: dict[str, Any] = {}
+    everything = np.arange(len(data.measured))
+    for group in sorted(set(groups)):
+        train, test = everything[groups != group], everything[groups == group]
+        constants = calibrate_roofline(lambda c, train=train: step_time_error(data, c, train))
+        median = np.median(data.measured[train])
+        result[group] = {
+            "log_error": round(step_time_error(data, constants, test), 4),
+            "baseline_log_error": round(float(np.mean(np.abs(np.log(median / data.measured[test])))), 4),
+            "samples": len(test),
+        }
+    return result
+
+
+def train_step_times(
+    data: str | Path, out_dir: str | Path, source: FeatureSource, log: Callable[[str], None] = print
+) -> dict[str, Any]:
+    """Calibrate the roofline constants on measured single-job step times (Gavel's `tput_alone`);
+    writes roofline.json. Reports the error on each GPU type and each architecture family held out."""
+    table = datasets.read_csv(data, STEP_TIME_CSV_COLUMNS)
+    table["gpu"] = table["gpu"].map(normalize_gpu)
+    samples = job_samples(table, source, 1000.0 / table["tput_alone"].to_numpy())
+    log(f"utilization: calibrating the step-time model on {len(table)} measured step times")
+    everything = np.arange(len(samples.measured))
+    constants = calibrate_roofline(lambda c: step_time_error(samples, c, everything))
+    metrics = {
+        "log_error": round(step_time_error(samples, constants, everything), 4),
+        "leave_one_gpu_out": held_out_step_times(samples, samples.gpus),
+        "leave_one_family_out": held_out_step_times(
+            samples, np.array([FAMILIES.get(model, model) for model in samples.models])
+        ),
     }
+    entry = _entry(data, list(STEP_TIME_CSV_COLUMNS), metrics, samples=len(table))
+    artifacts.save_roofline(out_dir, constants, entry)
+    return {"utilization": metrics, "roofline": constants.to_dict()}
 
 
 def train_utilization(
@@ -441,17 +520,35 @@ def train_utilization(
     canonical: Callable[[str], str | None],
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
+    """Calibrate the roofline constants on measured utilizations (alnair's columns); writes
+    roofline.json. Cross-validated leaving one model out, beside the training mean as a constant."""
     table = datasets.read_csv(data, datasets.UTILIZATION_CSV_COLUMNS)
     samples = datasets.utilization_samples(table, canonical)
     if samples.attrs["dropped"]:
         log(f"utilization: no graph features for {', '.join(samples.attrs['dropped'])}: rows dropped")
-    matrix = utilization_matrix(samples, source)
-    metrics = cross_validate_utilization(samples, matrix)
-    booster = fit_utilization(matrix, samples["utilization"].to_numpy())
-    entry = _entry(data, list(design.JOB_COLUMNS), metrics, samples=len(samples))
+    data_set = job_samples(samples, source, samples["utilization"].to_numpy())
+    actual, predicted, constant = [], [], []
+    for train, test in validation.group_folds(
+        samples["model"].tolist(), samples["model"].nunique(), np.random.default_rng(SEED)
+    ):
+        constants = calibrate_roofline(lambda c, train=train: utilization_error(data_set, c, train))
+        actual.append(data_set.measured[test])
+        predicted.append(busy_fractions(data_set, constants, test))
+        mean_percent = np.expm1(np.mean(np.log1p(100.0 * data_set.measured[train])))
+        constant.append(np.full(len(test), mean_percent / 100.0))
+    percent = [100.0 * np.concatenate(values) for values in (actual, predicted, constant)]
+    metrics = {
+        "rmsle": round(validation.rmsle(percent[0], percent[1]), 4),
+        "baseline_rmsle": round(validation.rmsle(percent[0], percent[2]), 4),
+        "samples": len(percent[0]),
+        "models": int(samples["model"].nunique()),
+    }
+    everything = np.arange(len(data_set.measured))
+    constants = calibrate_roofline(lambda c: utilization_error(data_set, c, everything))
+    entry = _entry(data, list(datasets.UTILIZATION_CSV_COLUMNS), metrics, samples=len(samples))
     entry["dropped_models"] = samples.attrs["dropped"]
-    artifacts.save_booster(out_dir, "utilization", booster, entry)
-    return {"utilization": metrics}
+    artifacts.save_roofline(out_dir, constants, entry)
+    return {"utilization": metrics, "roofline": constants.to_dict()}
 
 
 def _entry(data: str | Path, columns: list[str], metrics: dict[str, Any], samples: int) -> dict[str, Any]:
