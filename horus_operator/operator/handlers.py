@@ -60,9 +60,14 @@ def node_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
 
 @kopf.on.probe(id="scheduling")
 def scheduling_alive(memo: kopf.Memo, **_: Any) -> dict[str, Any]:
-    """Liveness: fails (raises) when a background task died, so the kubelet restarts the pod."""
+    """Liveness: fails (raises) when a background task died, so the kubelet restarts the pod. A replica
+    that does not lead is alive (a standby must not be restarted); the body says why it does not lead."""
     rt = memo.runtime
     dead = [task.get_name() for task in rt.tasks if task.done()]
     if dead:
         raise RuntimeError(f"background task stopped: {', '.join(dead)}")
-    return {"leading": rt.elector.leading.is_set(), "jobs": len(rt.cache.jobs)}
+    return {
+        "leading": rt.elector.leading.is_set(),
+        "notLeading": rt.elector.not_leading,
+        "jobs": len(rt.cache.jobs),
+    }

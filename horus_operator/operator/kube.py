@@ -36,6 +36,14 @@ def load_client(*, pool_size: int) -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient(configuration)
 
 
+class NamespaceMissing(LookupError):
+    """A create in a namespace that does not exist: the one case the API server answers a create 404."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(f"namespace {namespace} not found")
+        self.namespace = namespace
+
+
 class Kube:
     def __init__(
         self, client: kubernetes.client.ApiClient, *, workers: int, component: str = "horus"
@@ -119,6 +127,39 @@ class Kube:
             if error.status == 404:  # deleted meanwhile
                 return None
             raise
+
+    # Leases, blocking (the elector runs one read-then-write step in the pool). Model objects, not dicts:
+    # a replace sends back what was read, resourceVersion included.
+    def read_lease(self, namespace: str, name: str) -> kubernetes.client.V1Lease | None:
+        try:
+            return self.coordination.read_namespaced_lease(name, namespace)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def create_lease(self, namespace: str, body: kubernetes.client.V1Lease) -> bool:
+        """False when another replica created it first; `NamespaceMissing` when `namespace` does not exist."""
+        try:
+            self.coordination.create_namespaced_lease(namespace, body)
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            if error.status == 404:
+                raise NamespaceMissing(namespace) from error
+            raise
+        return True
+
+    def replace_lease(self, namespace: str, name: str, body: kubernetes.client.V1Lease) -> bool:
+        """A compare-and-swap on the resourceVersion `body` was read with: False when another replica
+        wrote the lease since."""
+        try:
+            self.coordination.replace_namespaced_lease(name, namespace, body)
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            raise
+        return True
 
     def read_config_map_file(self, namespace: str, name: str, key: str) -> bytes:
         """Blocking (the workload resolver runs in the pool): the bytes under `key` of a ConfigMap."""

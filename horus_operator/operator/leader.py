@@ -1,5 +1,9 @@
 """Leader election on a coordination.k8s.io Lease: of several operator replicas only the holder places
-pods and writes status, so two replicas never both place. The others keep their caches warm."""
+pods and writes status, so two replicas never both place. The others keep their caches warm.
+
+A replica that cannot take part (say, the Lease's namespace does not exist: an operator run locally
+against a cluster with only the CRDs) says why in one warning line, retries quietly (debug level) and
+says once when it is over; `not_leading` carries the reason to the health endpoint meanwhile."""
 
 from __future__ import annotations
 
@@ -10,11 +14,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from horus_operator.operator.kube import Kube
+from horus_operator.operator.kube import Kube, NamespaceMissing
 
 log = logging.getLogger(__name__)
+
+# What a lease step may fail with and still be retried. urllib3's errors (a refused connection, once
+# its retries are spent) are not OSErrors.
+RETRIED = (ApiException, NamespaceMissing, OSError, urllib3.exceptions.HTTPError)
 
 
 @dataclass(frozen=True)
@@ -26,38 +35,104 @@ class LeaseConfig:
     renew_every: float = 3.0
 
 
+@dataclass(frozen=True)
+class Trouble:
+    """Why lease steps fail. Failures with the same `key` are one trouble going on, even when their
+    messages differ in detail, so it is logged once."""
+
+    key: str
+    message: str  # one line: what is wrong and the way out
+    over: str  # logged once when a step succeeds again
+
+
+def trouble_of(error: Exception, config: LeaseConfig) -> Trouble:
+    lease = f"lease {config.namespace}/{config.name}"
+    if isinstance(error, NamespaceMissing):
+        return namespace_missing(config)
+    if isinstance(error, ApiException):  # status and reason only: str(error) is a multi-line HTTP dump
+        return Trouble(
+            f"api-{error.status}",
+            f"{lease}: the API server answered {error.status} {error.reason}; not leading, retrying",
+            f"{lease}: the API server answers again",
+        )
+    return Trouble(
+        "unreachable",
+        f"{lease}: API server unreachable ({type(error).__name__}); not leading, retrying",
+        f"{lease}: the API server is reachable again",
+    )
+
+
+def namespace_missing(config: LeaseConfig) -> Trouble:
+    """One line that names the namespace and both ways out: create it, or point the operator elsewhere."""
+    namespace = config.namespace
+    return Trouble(
+        "namespace-missing",
+        f"lease {namespace}/{config.name}: namespace {namespace} does not exist, so this replica cannot "
+        "lead and places nothing. Create it (`kubectl apply -k manifests/` installs it with the rest of "
+        f"Horus; `kubectl create namespace {namespace}` only it) or run with --lease-namespace "
+        f"(HORUS_LEASE_NAMESPACE) naming an existing namespace. Retrying every {config.renew_every:g}s.",
+        f"lease {namespace}/{config.name}: namespace {namespace} exists now; competing for the lease",
+    )
+
+
 class LeaderElector:
     def __init__(self, kube: Kube, config: LeaseConfig, clock: Callable[[], datetime] | None = None) -> None:
         self._kube = kube
         self._config = config
         self._clock = clock or (lambda: datetime.now(UTC))
         self.leading = asyncio.Event()
+        self.not_leading: str | None = "no lease step yet"  # why not, for the health endpoint
+        self._trouble: Trouble | None = None
 
     async def run(self) -> None:
         """Acquire and renew forever; `leading` is set while this replica holds the lease."""
         while True:
-            try:
-                held = await self._kube.call(self._try_acquire)
-            except (ApiException, OSError) as error:  # API server unreachable: stop placing until it is back
-                log.warning("lease %s: %s", self._config.name, error)
-                held = False
-            if held and not self.leading.is_set():
-                log.info("lease %s acquired by %s", self._config.name, self._config.identity)
-                self.leading.set()
-            elif not held and self.leading.is_set():
-                log.warning("lease %s lost", self._config.name)
-                self.leading.clear()
+            await self.step()
             await asyncio.sleep(self._config.renew_every)
 
-    def _try_acquire(self) -> bool:
-        api = self._kube.coordination
-        config, now = self._config, self._clock()
+    async def step(self) -> None:
+        """One acquire-or-renew. A failed one counts as not holding the lease: stop placing until it is back
+        (another replica may take over once the lease expires)."""
         try:
-            lease = api.read_namespaced_lease(config.name, config.namespace)
-        except ApiException as error:
-            if error.status != 404:
-                raise
-            return self._create(now)
+            held = await self._kube.call(self._try_acquire)
+        except RETRIED as error:
+            self._report(trouble_of(error, self._config))
+            held = False
+        else:
+            self._report_over()
+            self.not_leading = None if held else self._standby()
+        self._follow(held)
+
+    def _standby(self) -> str:
+        return f"another replica holds lease {self._config.namespace}/{self._config.name}"
+
+    def _follow(self, held: bool) -> None:
+        if held and not self.leading.is_set():
+            log.info("lease %s acquired by %s", self._config.name, self._config.identity)
+            self.leading.set()
+        elif not held and self.leading.is_set():
+            log.warning("lease %s lost", self._config.name)
+            self.leading.clear()
+
+    def _report(self, trouble: Trouble) -> None:
+        """A warning for the first failure of a kind; the retries, every few seconds, only at debug level."""
+        self.not_leading = trouble.message
+        if self._trouble is not None and self._trouble.key == trouble.key:
+            log.debug("%s", trouble.message)
+            return
+        self._trouble = trouble
+        log.warning("%s", trouble.message)
+
+    def _report_over(self) -> None:
+        if self._trouble is not None:
+            log.info("%s", self._trouble.over)
+            self._trouble = None
+
+    def _try_acquire(self) -> bool:
+        kube, config, now = self._kube, self._config, self._clock()
+        lease = kube.read_lease(config.namespace, config.name)
+        if lease is None:
+            return kube.create_lease(config.namespace, self._new_lease(now))
         spec = lease.spec
         holder = spec.holder_identity
         renewed = spec.renew_time or spec.acquire_time
@@ -70,17 +145,12 @@ class LeaderElector:
         spec.holder_identity = config.identity
         spec.renew_time = now
         spec.lease_duration_seconds = int(config.duration.total_seconds())
-        try:  # resourceVersion in `lease` makes this a compare-and-swap against another replica
-            api.replace_namespaced_lease(config.name, config.namespace, lease)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True
+        # resourceVersion in `lease` makes this a compare-and-swap against another replica
+        return kube.replace_lease(config.namespace, config.name, lease)
 
-    def _create(self, now: datetime) -> bool:
+    def _new_lease(self, now: datetime) -> kubernetes.client.V1Lease:
         config = self._config
-        body = kubernetes.client.V1Lease(
+        return kubernetes.client.V1Lease(
             metadata=kubernetes.client.V1ObjectMeta(name=config.name, namespace=config.namespace),
             spec=kubernetes.client.V1LeaseSpec(
                 holder_identity=config.identity,
@@ -90,10 +160,3 @@ class LeaderElector:
                 lease_transitions=0,
             ),
         )
-        try:
-            self._kube.coordination.create_namespaced_lease(config.namespace, body)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
-        return True

@@ -27,18 +27,26 @@ class OperatorProcess:
     so a restarted operator takes its Lease back at once."""
 
     def __init__(
-        self, cluster: devcluster.LocalCluster, log_path: Path, *, identity: str = "e2e-operator"
+        self,
+        cluster: devcluster.LocalCluster,
+        log_path: Path,
+        *,
+        identity: str = "e2e-operator",
+        lease_namespace: str = "default",
+        liveness: str = "",
     ) -> None:
         self.cluster = cluster
         self.log_path = log_path
         self.identity = identity
+        self.lease_namespace = lease_namespace
+        self.liveness = liveness  # "" serves no health endpoint
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
+    def start(self, *, wait_for_lease: bool = True) -> None:
         env = {
             **os.environ,
             "KUBECONFIG": str(self.cluster.kubeconfig),
-            "HORUS_LEASE_NAMESPACE": "default",
+            "HORUS_LEASE_NAMESPACE": self.lease_namespace,
             "HORUS_IDENTITY": self.identity,
             "HORUS_RESYNC_SECONDS": "2",
             "HORUS_UNSCHEDULABLE_GRACE_SECONDS": "10",
@@ -50,10 +58,14 @@ class OperatorProcess:
             "run",
             "--all-namespaces",
         ]
-        argv += ["--liveness", "", "--log-format", "plain"]
+        argv += ["--liveness", self.liveness, "--log-format", "plain"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-        wait_for(self._leading, timeout=90, what="the operator to take its Lease")
+        if wait_for_lease:
+            self.wait_leading()
+
+    def wait_leading(self, timeout: float = 90) -> None:
+        wait_for(self._leading, timeout=timeout, what="the operator to take its Lease")
 
     def kill(self) -> None:
         """SIGKILL: no clean-up, like a crashed or evicted operator."""
@@ -80,7 +92,7 @@ class OperatorProcess:
             "lease",
             "horus-operator",
             "-n",
-            "default",
+            self.lease_namespace,
             "-o",
             "jsonpath={.spec.holderIdentity}",
             check=False,
@@ -88,9 +100,11 @@ class OperatorProcess:
         # The loop's first resync follows the lease within a moment.
         return lease.returncode == 0 and lease.stdout.strip() == self.identity
 
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
     def log_tail(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return "\n".join(self.log_text().splitlines()[-lines:])
 
 
 def wait_for(condition: Callable[[], T], *, timeout: float, what: str, every: float = 0.5) -> T:

@@ -1,47 +1,66 @@
-"""Lease election: of two replicas only one leads; the other takes over once the lease expires."""
+"""Lease election: of two replicas only one leads; the other takes over once the lease expires. A lease
+namespace that does not exist is said once, in one line, and served by the health endpoint."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+import pytest
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import MaxRetryError
 
+from horus_operator.operator.kube import NamespaceMissing
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
 
+T = TypeVar("T")
 
-class FakeLeases:
-    """coordination.k8s.io leases with the API server's compare-and-swap on resourceVersion."""
 
-    def __init__(self) -> None:
+class FakeKube:
+    """The lease calls of our `Kube` adapter, with the API server's compare-and-swap on resourceVersion,
+    and namespaces that may not exist."""
+
+    def __init__(self, namespaces: set[str] | None = None) -> None:
+        self.namespaces = {"horus-system"} if namespaces is None else namespaces
         self.lease: Any = None
         self.version = 0
+        self.failure: Exception | None = None  # raised by every call while set
 
-    def read_namespaced_lease(self, name: str, namespace: str) -> Any:
-        if self.lease is None:
-            raise ApiException(status=404)
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return fn(*args)
+
+    def read_lease(self, namespace: str, name: str) -> Any:
+        self._fail()
         return copy.deepcopy(self.lease)
 
-    def create_namespaced_lease(self, namespace: str, body: Any) -> None:
+    def create_lease(self, namespace: str, body: Any) -> bool:
+        self._fail()
+        if namespace not in self.namespaces:
+            raise NamespaceMissing(namespace)
         if self.lease is not None:
-            raise ApiException(status=409)
+            return False
         self._store(body)
+        return True
 
-    def replace_namespaced_lease(self, name: str, namespace: str, body: Any) -> None:
+    def replace_lease(self, namespace: str, name: str, body: Any) -> bool:
+        self._fail()
         if body.metadata.resource_version != self.lease.metadata.resource_version:
-            raise ApiException(status=409)
+            return False
         self._store(body)
+        return True
+
+    def _fail(self) -> None:
+        if self.failure is not None:
+            raise self.failure
 
     def _store(self, body: Any) -> None:
         self.version += 1
         body.metadata.resource_version = str(self.version)
         self.lease = copy.deepcopy(body)
-
-
-class FakeKube:
-    def __init__(self, leases: FakeLeases) -> None:
-        self.coordination = leases
 
 
 class Clock:
@@ -52,14 +71,23 @@ class Clock:
         return self.now
 
 
-def _elector(leases: FakeLeases, identity: str, clock: Clock) -> LeaderElector:
-    config = LeaseConfig(namespace="horus-system", identity=identity, duration=timedelta(seconds=15))
-    return LeaderElector(FakeKube(leases), config, clock=clock)  # type: ignore[arg-type]
+def _elector(kube: FakeKube, identity: str, clock: Clock, namespace: str = "horus-system") -> LeaderElector:
+    config = LeaseConfig(namespace=namespace, identity=identity, duration=timedelta(seconds=15))
+    return LeaderElector(kube, config, clock=clock)  # type: ignore[arg-type]
+
+
+def _steps(elector: LeaderElector, count: int) -> None:
+    for _ in range(count):
+        asyncio.run(elector.step())
+
+
+def _lease_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.endswith(".leader") and r.levelno == level]
 
 
 def test_only_one_replica_holds_the_lease_until_it_expires() -> None:
-    leases, clock = FakeLeases(), Clock()
-    first, second = _elector(leases, "a", clock), _elector(leases, "b", clock)
+    kube, clock = FakeKube(), Clock()
+    first, second = _elector(kube, "a", clock), _elector(kube, "b", clock)
     assert first._try_acquire() is True
     assert second._try_acquire() is False
     clock.now += timedelta(seconds=10)
@@ -68,12 +96,83 @@ def test_only_one_replica_holds_the_lease_until_it_expires() -> None:
     assert second._try_acquire() is False  # renewed 10 s ago: still valid
     clock.now += timedelta(seconds=20)
     assert second._try_acquire() is True  # "a" went silent
-    assert leases.lease.spec.holder_identity == "b"
-    assert leases.lease.spec.lease_transitions == 1
+    assert kube.lease.spec.holder_identity == "b"
+    assert kube.lease.spec.lease_transitions == 1
     assert first._try_acquire() is False
 
 
 def test_a_restarted_replica_with_the_same_identity_takes_its_lease_back_at_once() -> None:
-    leases, clock = FakeLeases(), Clock()
-    assert _elector(leases, "a", clock)._try_acquire() is True
-    assert _elector(leases, "a", clock)._try_acquire() is True
+    kube, clock = FakeKube(), Clock()
+    assert _elector(kube, "a", clock)._try_acquire() is True
+    assert _elector(kube, "a", clock)._try_acquire() is True
+
+
+def test_the_standby_says_another_replica_leads() -> None:
+    kube, clock = FakeKube(), Clock()
+    first, second = _elector(kube, "a", clock), _elector(kube, "b", clock)
+    _steps(first, 1)
+    _steps(second, 1)
+    assert first.leading.is_set() and first.not_leading is None
+    assert not second.leading.is_set()
+    assert second.not_leading == "another replica holds lease horus-system/horus-operator"
+
+
+def test_a_missing_lease_namespace_is_said_once_in_one_line_with_both_ways_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="horus_operator.operator.leader")
+    elector = _elector(FakeKube(namespaces=set()), "a", Clock(), namespace="horus-system")
+    _steps(elector, 5)
+    (warning,) = _lease_lines(caplog, logging.WARNING)
+    assert "\n" not in warning
+    assert "namespace horus-system does not exist" in warning
+    assert "kubectl apply -k manifests/" in warning and "--lease-namespace" in warning
+    assert len(_lease_lines(caplog, logging.DEBUG)) == 4  # the retries: quiet
+    assert not elector.leading.is_set()
+    assert elector.not_leading == warning  # what the health endpoint serves
+
+
+def test_a_lease_namespace_created_later_is_said_once_and_the_replica_leads(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="horus_operator.operator.leader")
+    kube = FakeKube(namespaces=set())
+    elector = _elector(kube, "a", Clock())
+    _steps(elector, 3)
+    kube.namespaces.add("horus-system")
+    _steps(elector, 3)
+    assert elector.leading.is_set() and elector.not_leading is None
+    infos = _lease_lines(caplog, logging.INFO)
+    assert infos == [
+        "lease horus-system/horus-operator: namespace horus-system exists now; competing for the lease",
+        "lease horus-operator acquired by a",
+    ]
+    assert len(_lease_lines(caplog, logging.WARNING)) == 1
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (ApiException(status=503, reason="Service Unavailable"), "answered 503 Service Unavailable"),
+        (ConnectionRefusedError(111, "Connection refused"), "unreachable (ConnectionRefusedError)"),
+        # what the kubernetes client raises for a refused connection: not an OSError
+        (MaxRetryError(None, "/apis/coordination.k8s.io/v1"), "unreachable (MaxRetryError)"),
+    ],
+)
+def test_a_failing_api_server_is_said_once_without_the_http_dump(
+    caplog: pytest.LogCaptureFixture, failure: Exception, said: str
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="horus_operator.operator.leader")
+    kube = FakeKube()
+    elector = _elector(kube, "a", Clock())
+    _steps(elector, 1)
+    kube.failure = failure
+    _steps(elector, 4)
+    assert not elector.leading.is_set()  # stop placing while the lease cannot be renewed
+    warnings = _lease_lines(caplog, logging.WARNING)
+    (trouble,) = [line for line in warnings if line != "lease horus-operator lost"]
+    assert len(warnings) == 2
+    assert said in trouble and "\n" not in trouble
+    kube.failure = None
+    _steps(elector, 1)
+    assert elector.leading.is_set()
