@@ -1,0 +1,134 @@
+"""How the predictions transfer to GPUs and architectures the models never saw, beside a constant.
+
+    .venv/bin/python bench/prediction_transfer.py [--out out/prediction_transfer.json]
+
+Every number comes from one run on the shipped data, each model refitted without the held-out group:
+- slowdown (Gavel pairs): leave one GPU type out (train on two, test the third) and leave one
+  architecture family out (every pair touching it), for the graph-feature model alone and with the
+  neighbour columns of the training rows; MAPE and Spearman's rank correlation against predicting the
+  training rows' median slowdown;
+- utilization: the roofline step time, calibrated without the held-out GPU or family (mean |log
+  error| of the step time, against the training median step time);
+- memory: Gavel's feasibility (pairs that ran fit, pairs reported at zero throughput did not) and
+  every measured peak under `data/memory/` when present: share of jobs predicted more than 10 %
+  under their measured peak, and the median predicted / measured.
+It asserts nothing; docs/prediction.md ("Transfer") quotes its table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from horus_operator.prediction import artifacts, catalog, memory, slowdown, training, validation
+
+REPO = Path(__file__).resolve().parent.parent
+PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
+STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
+
+
+def spearman(actual: np.ndarray, predicted: np.ndarray) -> float:
+    return float(pd.Series(actual).corr(pd.Series(predicted), method="spearman"))
+
+
+def slowdown_transfer(
+    samples: pd.DataFrame, matrix: np.ndarray, held_out: Callable[[str], np.ndarray], groups: Sequence[str]
+) -> dict[str, dict[str, float]]:
+    """For each model variant: MAPE, Spearman and the median baseline pooled over the held-out groups."""
+    measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
+    feasible = samples["feasible"].to_numpy()
+    target = samples["slowdown"].to_numpy()
+    queries = training.neighbour_queries(samples)
+    pooled: dict[str, list[np.ndarray]] = {"actual": [], "features": [], "neighbours": [], "median": []}
+    for group in groups:
+        test_mask = held_out(group)
+        train = np.flatnonzero(~test_mask & feasible)
+        test = np.flatnonzero(test_mask & measured)
+        alone = training.fit_slowdown(matrix[train], target[train])
+        pooled["features"].append(slowdown.from_raw(alone.inplace_predict(matrix[test])))
+        rows, targets, weights = training.neighbour_training_set(matrix, queries, target, train)
+        with_table = training.fit_slowdown(rows, targets, weights=weights)
+        table = training.neighbour_table(queries, target, train)
+        test_rows = training.with_neighbours(matrix[test], [queries[row] for row in test], table)
+        raw = with_table.inplace_predict(test_rows)
+        pooled["neighbours"].append(slowdown.from_raw(slowdown.blended(raw, test_rows)))
+        pooled["median"].append(np.full(len(test), np.median(target[train])))
+        pooled["actual"].append(target[test])
+    actual = np.concatenate(pooled["actual"])
+    result = {}
+    for variant in ("features", "neighbours", "median"):
+        predicted = np.concatenate(pooled[variant])
+        result[variant] = {
+            "mape": round(validation.mape(actual, predicted), 4),
+            "spearman": round(spearman(actual, predicted), 3) if variant != "median" else 0.0,
+        }
+    result["samples"] = {"n": len(actual)}
+    return result
+
+
+def memory_check(samples: pd.DataFrame) -> dict[str, float]:
+    """Balanced accuracy of the shipped memory rule on Gavel's pair feasibility (no refit)."""
+    data = training.memory_feasibility_data(samples, catalog.lookup)
+    model = artifacts.load().memory
+    predicted = memory.predicted_feasible(model, data)
+    singles = data.jobs == 1
+    return {
+        "singles_predicted_to_fit": round(float(predicted[singles].mean()), 4),
+        "pairs_balanced_accuracy": round(
+            memory.balanced_accuracy(predicted[~singles], data.feasible[~singles]), 4
+        ),
+    }
+
+
+def step_time_transfer(models_dir: Path) -> dict[str, object]:
+    """The roofline calibration's held-out-GPU and held-out-family step-time errors (written to a
+    scratch models directory, never over the shipped one)."""
+    return training.train_step_times(STEP_TIMES_CSV, models_dir, catalog.lookup)["utilization"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "prediction_transfer.json")
+    out = parser.parse_args().out
+    samples = training.slowdown_samples(PAIRS_CSV)
+    matrix = training.slowdown_matrix(samples, catalog.lookup)
+    family = {
+        side: samples[f"{side}_model"].map(lambda name: training.FAMILIES.get(name, name)).to_numpy()
+        for side in ("own", "other")
+    }
+    gpus = sorted(set(samples["gpu"]))
+    families = sorted(set(family["own"]))
+    report = {
+        "slowdown_leave_one_gpu_out": slowdown_transfer(
+            samples, matrix, lambda gpu: (samples["gpu"] == gpu).to_numpy(), gpus
+        ),
+        "slowdown_leave_one_family_out": slowdown_transfer(
+            samples, matrix, lambda name: (family["own"] == name) | (family["other"] == name), families
+        ),
+        "step_time": step_time_transfer(out.parent / "transfer-models"),
+        "memory": memory_check(samples),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    print("slowdown            split   variant     MAPE  Spearman")
+    for split in ("slowdown_leave_one_gpu_out", "slowdown_leave_one_family_out"):
+        for variant in ("features", "neighbours", "median"):
+            scores = report[split][variant]
+            print(f"  {split[18:]:22} {variant:10} {scores['mape']:.3f}  {scores['spearman']:+.2f}")
+    for split in ("leave_one_gpu_out", "leave_one_family_out"):
+        for group, scores in report["step_time"][split].items():
+            print(
+                f"step time  {split:22} {group:15} |log error| {scores['log_error']:.2f}"
+                f"  median baseline {scores['baseline_log_error']:.2f}  ({scores['samples']} jobs)"
+            )
+    print(f"memory {report['memory']}")
+    print(f"-> {out}")
+
+
+if __name__ == "__main__":
+    main()
