@@ -17,6 +17,7 @@ from horus_operator.prediction import artifacts, catalog, training
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
+PEAKS_CSV = REPO / "data" / "memory" / "milabench_scaling_nvidia.csv"
 
 
 def main() -> None:
@@ -25,6 +26,8 @@ def main() -> None:
     out = parser.parse_args().out
     metrics = training.train_slowdown(PAIRS_CSV, out, catalog.lookup)
     metrics |= training.train_step_times(STEP_TIMES_CSV, out, catalog.lookup)
+    # After train_slowdown, whose feasibility-fitted memory.json this envelope over measured peaks replaces.
+    metrics |= training.train_memory(PEAKS_CSV, PAIRS_CSV, out, catalog.lookup)
     print(json.dumps(metrics, indent=2))
 
 

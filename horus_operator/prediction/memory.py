@@ -1,13 +1,18 @@
 """GPU memory model: peak memory of a training job, and whether a set of jobs fits on one GPU.
 
-memory_mib = overhead + (param_factor × parameter bytes + activation_factor × activation bytes per batch)
-             / MiB
+memory_mib = overhead
+             + (weight_factor × parameter bytes
+                + activation_factor × activation bytes per batch × bytes_scale(precision)) / MiB
 
-`param_factor` 4 counts weights, gradients and two optimizer moments (Adam); the overhead (CUDA context,
-framework workspace) and the activation factor (activations kept for backward, their gradients,
-allocator slack) are calibrated on Gavel's co-location data, where a pair that ran is a set that fit and
-a pair reported with zero throughput is taken as one that did not (see docs/prediction.md). A set of jobs
-is feasible on a GPU when its predicted memories sum to at most the GPU's memory.
+`weight_factor` is PARAM_FACTOR = 4 (weights, gradients and Adam's two moments, FP32), plus
+HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). Activations
+kept for backward are stored at half size under amp/bf16. The overhead (CUDA context, framework
+workspaces) and the activation factor (activations kept for backward, their gradients in flight,
+allocator slack) are calibrated as an envelope: the smallest total prediction under which no
+measured peak (`data/memory/`) is under-predicted and every job Gavel ran alone still fits its GPU
+(`training.train_memory`). `calibrate` instead fits them to a set of pair outcomes (a pair that ran
+fit, one at zero throughput did not): what `horus train slowdown` does with a user's pairs. A set of
+jobs is feasible on a GPU when its predicted memories sum to at most the GPU's memory.
 """
 
 from __future__ import annotations
@@ -18,8 +23,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from horus_operator.prediction.gpus import DEFAULT_PRECISION
+from horus_operator.prediction.roofline import bytes_scale
+
 MIB = 1024.0 * 1024.0
 PARAM_FACTOR = 4.0
+HALF_COPY_FACTOR = 0.5
 
 
 @dataclass(frozen=True)
@@ -28,15 +37,20 @@ class MemoryModel:
     activation_factor: float
     param_factor: float = PARAM_FACTOR
 
-    def memory_mib(self, job_features: Mapping[str, float]) -> float:
-        variable = (
-            self.param_factor * job_features["param_bytes"]
-            + self.activation_factor * job_features["activation_bytes_per_batch"]
-        )
+    def memory_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
+        weights = weight_factor(self.param_factor, precision) * job_features["param_bytes"]
+        activations = job_features["activation_bytes_per_batch"] * bytes_scale(precision)
+        variable = weights + self.activation_factor * activations
         return self.overhead_mib + variable / MIB
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
+
+
+def weight_factor(param_factor: float, precision: str) -> float:
+    """Bytes held per parameter byte: FP32 weights, gradients and optimizer state, plus the
+    half-precision weight copies under amp/bf16."""
+    return param_factor + (0.0 if precision == DEFAULT_PRECISION else HALF_COPY_FACTOR)
 
 
 def fits(memories_mib: Sequence[float], capacity_mib: float) -> bool:

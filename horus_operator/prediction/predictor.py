@@ -105,7 +105,7 @@ class XGBoostPredictor:
             row = design.job_row(job_features, gpu, precision)
             step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
             prediction = JobPrediction(
-                utilization=step.busy, memory_mib=self.models.memory.memory_mib(job_features)
+                utilization=step.busy, memory_mib=self.models.memory.memory_mib(job_features, precision)
             )
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction)
         return entry

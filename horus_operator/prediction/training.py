@@ -353,6 +353,147 @@ def cross_validate_memory(samples: pd.DataFrame, source: FeatureSource) -> dict[
     return {"balanced_accuracy": round(float(np.mean(scores)), 4), "baseline_balanced_accuracy": 0.5}
 
 
+# ---- memory: an envelope over measured peaks ----
+
+# milabench's scaling observations (data/memory/): one training process alone on its GPU per row.
+PEAK_CSV_COLUMNS: tuple[str, ...] = (
+    "gpu",
+    "model_arg",
+    "precision_arg",
+    "plan_method",
+    "batch_size",
+    "memory_mib",
+)
+# milabench's precision arguments; tf32 keeps FP32 storage, tf32-fp16 is fp16 autocast.
+_PEAK_PRECISIONS = {"fp32": "fp32", "tf32": "fp32", "fp16": "amp", "tf32-fp16": "amp", "bfloat16": "bf16"}
+MIN_OVERHEAD_MIB = 256.0  # a CUDA context alone takes more
+
+
+def peak_samples(path: str | Path, canonical: Callable[[str], str | None]) -> pd.DataFrame:
+    """`gpu, model, batch, precision, measured_mib` of the single-process rows naming a catalog model;
+    `attrs["dropped"]` lists the benchmarks' models the catalog lacks."""
+    table = datasets.read_csv(path, PEAK_CSV_COLUMNS)
+    table = table[table["plan_method"] == "per_gpu"]
+    names = table["model_arg"].fillna("").astype(str).map(lambda name: canonical(name) if name else None)
+    samples = pd.DataFrame(
+        {
+            "gpu": table["gpu"].map(normalize_gpu),
+            "model": names,
+            "batch": table["batch_size"].astype(int),
+            "precision": table["precision_arg"].fillna("fp32").map(_PEAK_PRECISIONS),
+            "measured_mib": table["memory_mib"].astype(float),
+            "family": names.map(lambda name: FAMILIES.get(name or "", name)),
+        }
+    )
+    known = samples["model"].notna() & samples["precision"].notna()
+    kept = samples[known].reset_index(drop=True)
+    kept.attrs["dropped"] = sorted(set(table["model_arg"].fillna("(none)").astype(str)[~known.to_numpy()]))
+    return kept
+
+
+def _memory_terms(
+    param_bytes: np.ndarray, activation_bytes: np.ndarray, precisions: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(fixed MiB from the weights, MiB per unit of activation factor) of each job."""
+    weights = np.array([memory.weight_factor(memory.PARAM_FACTOR, p) for p in precisions]) * param_bytes
+    scaled = activation_bytes * np.array([roofline.bytes_scale(p) for p in precisions])
+    return weights / memory.MIB, scaled / memory.MIB
+
+
+def peak_terms(samples: pd.DataFrame, source: FeatureSource) -> tuple[np.ndarray, np.ndarray]:
+    jobs = datasets.lookup_all(source, samples["model"], samples["batch"])
+    return _memory_terms(
+        np.array([job["param_bytes"] for job in jobs]),
+        np.array([job["activation_bytes_per_batch"] for job in jobs]),
+        samples["precision"].tolist(),
+    )
+
+
+def fit_memory_envelope(
+    peaks: tuple[np.ndarray, np.ndarray, np.ndarray], singles: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> memory.MemoryModel:
+    """The (overhead, activation factor) minimising the summed prediction over the measured peaks
+    subject to: no peak under-predicted, every single job (weights MiB, activation MiB, capacity) fits,
+    overhead ≥ MIN_OVERHEAD_MIB and activation factor ≥ 1 (activations are kept for backward). A
+    linear programme; if the singles cannot all fit under the peaks' envelope, the peaks win (a
+    measured peak is a fact, a feasibility outcome an inference) and ValueError is not raised."""
+    from scipy.optimize import linprog  # scipy comes with xgboost
+
+    weights, activations, measured = peaks
+    s_weights, s_activations, capacity = singles
+    objective = [len(measured), float(activations.sum())]
+    covers = (np.column_stack([-np.ones(len(measured)), -activations]), -(measured - weights))
+    fit_alone = (np.column_stack([np.ones(len(capacity)), s_activations]), capacity - s_weights)
+    bounds = [(MIN_OVERHEAD_MIB, None), (1.0, None)]
+    result = linprog(objective, A_ub=np.vstack([covers[0], fit_alone[0]]),
+                     b_ub=np.concatenate([covers[1], fit_alone[1]]), bounds=bounds)  # fmt: skip
+    if result.status != 0:
+        result = linprog(objective, A_ub=covers[0], b_ub=covers[1], bounds=bounds)
+    overhead, factor = result.x
+    return memory.MemoryModel(overhead_mib=float(overhead), activation_factor=float(factor))
+
+
+def memory_scores(
+    model: memory.MemoryModel, terms: tuple[np.ndarray, np.ndarray], measured: np.ndarray
+) -> dict[str, float]:
+    predicted = model.overhead_mib + terms[0] + model.activation_factor * terms[1]
+    ratio = predicted / measured
+    return {
+        "share_under_10pct": round(float(np.mean(ratio < 0.9)), 4),
+        "share_under": round(float(np.mean(ratio < 1.0)), 4),
+        "median_predicted_over_measured": round(float(np.median(ratio)), 3),
+        "samples": len(measured),
+    }
+
+
+def gavel_singles(pairs_csv: str | Path, source: FeatureSource) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    data = memory_feasibility_data(slowdown_samples(pairs_csv), source)
+    alone = data.jobs == 1
+    weights, activations = _memory_terms(
+        data.param_bytes[alone, 0], data.activation_bytes[alone, 0], ["fp32"] * int(alone.sum())
+    )
+    return weights, activations, data.capacity_mib[alone]
+
+
+def train_memory(
+    peaks_csv: str | Path,
+    pairs_csv: str | Path,
+    out_dir: str | Path,
+    source: FeatureSource,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Calibrate the memory model as an envelope over measured peaks (see `fit_memory_envelope`),
+    reporting held-out GPUs and architecture families; writes memory.json."""
+    samples = peak_samples(peaks_csv, catalog_name)
+    log(f"memory: {len(samples)} measured peaks of {samples['model'].nunique()} catalog models; "
+        f"not in the catalog: {', '.join(samples.attrs['dropped'])}")  # fmt: skip
+    weights, activations = peak_terms(samples, source)
+    measured = samples["measured_mib"].to_numpy()
+    singles = gavel_singles(pairs_csv, source)
+    metrics: dict[str, Any] = {}
+    for split in ("gpu", "family"):
+        held_out = {}
+        for group in sorted(set(samples[split])):
+            test = (samples[split] == group).to_numpy()
+            model = fit_memory_envelope((weights[~test], activations[~test], measured[~test]), singles)
+            held_out[group] = memory_scores(model, (weights[test], activations[test]), measured[test])
+        metrics[f"leave_one_{split}_out"] = held_out
+    model = fit_memory_envelope((weights, activations, measured), singles)
+    metrics["in_sample"] = memory_scores(model, (weights, activations), measured)
+    feasibility = memory_feasibility_data(slowdown_samples(pairs_csv), source)
+    pairs = feasibility.jobs == 2
+    predicted = memory.predicted_feasible(model, feasibility)
+    metrics["gavel_singles_fit"] = round(float(predicted[~pairs].mean()), 4)
+    metrics["gavel_pairs_balanced_accuracy"] = round(
+        memory.balanced_accuracy(predicted[pairs], feasibility.feasible[pairs]), 4
+    )
+    entry = _entry(
+        peaks_csv, ["param_bytes", "activation_bytes_per_batch", "precision"], metrics, len(samples)
+    )
+    artifacts.save_memory(out_dir, model, entry)
+    return {"memory": metrics, "memory_model": model.to_dict()}
+
+
 def train_slowdown(
     data: str | Path,
     out_dir: str | Path,
@@ -406,6 +547,7 @@ STEP_TIME_CSV_COLUMNS: tuple[str, ...] = ("gpu", "model", "batch", "tput_alone")
 FAMILIES: dict[str, str] = {
     "resnet18": "resnet",
     "resnet50": "resnet",
+    "resnet152": "resnet",
     "transformer": "transformer",
     "lstm-lm": "lstm",
     "recommendation": "recommendation",
