@@ -7,6 +7,7 @@ condition instead of retrying.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any
 
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import UnknownModelError, Workload
+from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS
 
 CUSTOM_MODEL = "custom"  # Workload.model of jobs described by their own graph features
 
@@ -45,6 +47,7 @@ class JobSpec:
     max_slowdown: float
     priority: int
     backoff_limit: int
+    precision: str = DEFAULT_PRECISION  # checked by WorkloadResolver (the schema's enum may be bypassed)
     architecture: str | None = None
     onnx: OnnxRef | None = None
     features: Mapping[str, float] | None = field(default=None, compare=False)
@@ -75,6 +78,7 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
         max_slowdown=float(spec.get("maxSlowdown", 2.0)),
         priority=int(spec.get("priority", 0)),
         backoff_limit=int(spec.get("backoffLimit", 3)),
+        precision=str(spec.get("precision", DEFAULT_PRECISION)),
         architecture=model.get("architecture"),
         onnx=OnnxRef(onnx["configMap"], onnx.get("key", "model.onnx")) if onnx else None,
         features={k: float(v) for k, v in model["features"].items()} if "features" in model else None,
@@ -98,6 +102,11 @@ class WorkloadResolver:
     onnx_features: Callable[[bytes, int], Mapping[str, float]]
 
     def workload(self, job: JobSpec) -> Workload:
+        if job.precision not in PRECISIONS:  # before reading any ConfigMap
+            raise InvalidJob("spec.precision", job.precision, f"expected one of {', '.join(PRECISIONS)}")
+        return dataclasses.replace(self._model(job), precision=job.precision)
+
+    def _model(self, job: JobSpec) -> Workload:
         if job.architecture is not None:
             return self._catalog(job)
         if job.onnx is not None:

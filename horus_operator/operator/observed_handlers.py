@@ -13,6 +13,7 @@ import kopf
 
 from horus_operator.operator import cluster_view, observed, telemetry
 from horus_operator.operator.observed_store import ObservationStore
+from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,8 @@ def _side(runtime: Any, key: str, own: Mapping[str, Any], cotenant: str) -> obse
     if job is None or not requests or requests[0].workload.features is not None:
         return None  # a job described by its own graph has no model name the CSV could carry
     workload = requests[0].workload
+    if workload.precision != DEFAULT_PRECISION:
+        return None  # the CSV has no precision column: its rows are read as fp32 measurements
     return observed.pair_side(
         own,
         cotenant,

@@ -17,6 +17,7 @@ from horus_operator.operator import keys
 from horus_operator.operator.jobspec import JobSpec
 from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -119,6 +120,7 @@ def encode_request(request: JobRequest) -> dict[str, Any]:
         "batchSize": workload.batch_size,
         "features": dict(workload.features) if workload.features is not None else None,
         "featuresKey": workload.features_key,
+        "precision": workload.precision,
         "gpus": request.gpus,
         "maxSlowdown": request.max_slowdown,
         "priority": request.priority,
@@ -132,6 +134,7 @@ def decode_request(data: Mapping[str, Any]) -> JobRequest:
         batch_size=int(data["batchSize"]),
         features=data.get("features"),
         features_key=data.get("featuresKey", ""),
+        precision=data.get("precision", DEFAULT_PRECISION),  # absent from pods made before precision
     )
     return JobRequest(
         key=data["key"],

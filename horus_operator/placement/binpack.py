@@ -15,7 +15,7 @@ from horus_operator.placement.base import Limits, PlacementCall, summarise_reaso
 from horus_operator.placement.index import GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
-from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.api import Predictor, Workload
 
 
 class BinpackPolicy:
@@ -28,13 +28,13 @@ class BinpackPolicy:
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes until a placement.
-            fits_nowhere: set[tuple[str, int, str, int, bool]] = set()
+            fits_nowhere: set[tuple[Workload, int, bool]] = set()
             room = call.has_room()
             for request in call.queue_prefix(queue):
                 if not room:
                     break
                 workload, whole = request.workload, wants_whole_gpus(request)
-                alike = (workload.model, workload.batch_size, workload.features_key, request.gpus, whole)
+                alike = (workload, request.gpus, whole)  # Workload equality: model, batch, key, precision
                 if alike in fits_nowhere:
                     continue
                 shared = None if whole else self._most_allocated(call, request)

@@ -59,8 +59,8 @@ def wants_whole_gpus(request: JobRequest) -> bool:
     return request.gpus > 1 or request.max_slowdown <= 1.0
 
 
-def workload_order(workload: Workload) -> tuple[str, int, str]:
-    return (workload.model, workload.batch_size, workload.features_key)
+def workload_order(workload: Workload) -> tuple[str, int, str, str]:
+    return (workload.model, workload.batch_size, workload.features_key, workload.precision)
 
 
 class GpuSlot:

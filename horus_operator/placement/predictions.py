@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from horus_operator.prediction.api import JobPrediction, Predictor, Workload
 
 
-def _workload_order(workload: Workload) -> tuple[str, int, str]:
-    return (workload.model, workload.batch_size, workload.features_key)
+def _workload_order(workload: Workload) -> tuple[str, int, str, str]:
+    return (workload.model, workload.batch_size, workload.features_key, workload.precision)
 
 
 class CachedPredictions:

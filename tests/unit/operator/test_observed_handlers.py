@@ -49,8 +49,10 @@ def dljob(name: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}"}, "spec": {}, "status": {}}
 
 
-def pod(job: str, model: str, batch: int) -> dict[str, Any]:
-    request = JobRequest(key=f"ns/{job}", workload=Workload(model=model, batch_size=batch))
+def pod(job: str, model: str, batch: int, precision: str = "fp32") -> dict[str, Any]:
+    request = JobRequest(
+        key=f"ns/{job}", workload=Workload(model=model, batch_size=batch, precision=precision)
+    )
     return {
         "metadata": {
             "namespace": "ns",
@@ -84,12 +86,13 @@ def node() -> dict[str, Any]:
     return {"metadata": {"name": "gpu-node-0", "labels": labels}}
 
 
-def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -> None:
+def _share(precision_a: str = "fp32") -> tuple[ClusterCache, RecordingKube, RecordingStore]:
+    """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU."""
     cache = ClusterCache()
     cache.put_node(node())
-    for name, model, batch in (("a", "resnet50", 64), ("b", "lstm", 20)):
+    for name, model, batch, precision in (("a", "resnet50", 64, precision_a), ("b", "lstm", 20, "fp32")):
         cache.put_job(dljob(name))
-        cache.put_pod(pod(name, model, batch))
+        cache.put_pod(pod(name, model, batch, precision))
     kube = RecordingKube(cache)
     store = RecordingStore()
     leading = asyncio.Event()
@@ -117,7 +120,11 @@ def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -
         await publish(("a", 8.0), ("b", 4.0))  # unchanged: no write, no second row
 
     asyncio.run(scenario())
+    return cache, kube, store
 
+
+def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -> None:
+    cache, kube, store = _share()
     a_observed = cache.jobs["ns/a"]["status"]["observed"]
     assert (a_observed["aloneStepsPerSecond"], a_observed["slowdown"], a_observed["sharingWith"]) == (
         12.0,
@@ -128,3 +135,10 @@ def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -
     assert len(kube.patches) == 6  # a alone, b alone, then each twice: co-tenant arrives, new rate reported
     assert store.rows == [(("v100", "lstm", "20", "resnet50", "64", "5", "12", "4", "8"), "uid-a+uid-b")]
     assert "gpu-node-0" in cache.gpunodes
+
+
+def test_a_mixed_precision_job_is_observed_but_its_pair_not_recorded() -> None:
+    """The dataset has no precision column: an amp job's rates would be read as fp32 measurements."""
+    cache, _kube, store = _share(precision_a="amp")
+    assert cache.jobs["ns/a"]["status"]["observed"]["slowdown"] == 1.5
+    assert store.rows == []

@@ -53,6 +53,23 @@ def test_unknown_architecture_names_the_field() -> None:
     assert caught.value.value == "nosuchnet"
 
 
+def test_precision_defaults_to_fp32_and_reaches_the_workload() -> None:
+    assert _resolver().workload(jobspec.parse(DLJobBuilder("cnn").obj())).precision == "fp32"
+    job = jobspec.parse(DLJobBuilder("cnn").spec(precision="amp").obj())
+    assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32, precision="amp")
+    features = jobspec.parse(DLJobBuilder("net").model(features={"flops": 5e9}).spec(precision="bf16").obj())
+    assert _resolver().workload(features).precision == "bf16"
+
+
+def test_unknown_precision_names_the_field_before_reading_the_graph() -> None:
+    """For objects that bypass the schema's enum: no ConfigMap read, the field and value named."""
+    job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "absent"}).spec(precision="fp16").obj())
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver().workload(job)
+    assert (caught.value.field_path, caught.value.value) == ("spec.precision", "fp16")
+    assert str(caught.value).startswith("spec.precision='fp16': expected one of fp32, amp, bf16")
+
+
 def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
     files = {("team-a", "graphs", "model.onnx"): b"ONNX..."}
     job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "graphs"}).obj())

@@ -107,3 +107,13 @@ def test_request_round_trips_custom_features() -> None:
     decoded = pods.decode_request(json.loads(json.dumps(pods.encode_request(request))))
     assert decoded == request
     assert decoded.workload.features == {"flops": 1e9}
+
+
+def test_request_round_trips_precision_and_old_pods_read_as_fp32() -> None:
+    request = jobspec.request(
+        jobspec.parse(DLJobBuilder("x").obj()), Workload("resnet50", 32, precision="bf16"), 1.0
+    )
+    encoded = json.loads(json.dumps(pods.encode_request(request)))
+    assert pods.decode_request(encoded) == request
+    del encoded["precision"]  # a pod created before DLJobs had spec.precision
+    assert pods.decode_request(encoded).workload.precision == "fp32"
