@@ -13,10 +13,13 @@ import click
 
 from horus_operator.prediction import catalog, load_predictor
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
-from horus_operator.prediction.gpus import normalize_gpu
+from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS, normalize_gpu
 
 PAIR_INPUT_COLUMNS = ("gpu", "model_a", "batch_a", "model_b", "batch_b")
 PAIR_OUTPUT_COLUMNS = (*PAIR_INPUT_COLUMNS, "slowdown_a", "slowdown_b", "feasible")
+# Optional input columns (a missing column or an empty cell is fp32), repeated after the output columns
+# when the input has them.
+PAIR_PRECISION_COLUMNS = ("precision_a", "precision_b")
 
 models_option = click.option(
     "--models",
@@ -45,6 +48,13 @@ def _batch_size(text: str, row: int, column: str) -> int:
     return value
 
 
+def _precision(record: dict[str, str], row: int, column: str) -> str:
+    value = record.get(column) or DEFAULT_PRECISION
+    if value not in PRECISIONS:
+        raise click.ClickException(f"row {row}: {column} {value!r} is not one of {', '.join(PRECISIONS)}")
+    return value
+
+
 def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Workload]:
     """(gpu, a, b) of one input row; ClickException naming the row and the bad value."""
     try:
@@ -59,12 +69,17 @@ def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Worklo
         except UnknownModelError as error:
             raise click.ClickException(f"row {row}: model_{side} {name!r}: {error}") from error
         workloads.append(
-            Workload(model=model, batch_size=_batch_size(record[f"batch_{side}"], row, f"batch_{side}"))
+            Workload(
+                model=model,
+                batch_size=_batch_size(record[f"batch_{side}"], row, f"batch_{side}"),
+                precision=_precision(record, row, f"precision_{side}"),
+            )
         )
     return gpu, workloads[0], workloads[1]
 
 
-def _read_pairs(path: Path) -> list[dict[str, str]]:
+def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
+    """The rows, and which of the optional precision columns the header has."""
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle, skipinitialspace=True)
         header = [name.strip() for name in reader.fieldnames or []]
@@ -72,7 +87,8 @@ def _read_pairs(path: Path) -> list[dict[str, str]]:
         if missing:
             raise click.ClickException(f"{path}: missing column(s) {', '.join(missing)}")
         reader.fieldnames = header
-        return [{key: (value or "").strip() for key, value in record.items() if key} for record in reader]
+        records = [{key: (value or "").strip() for key, value in record.items() if key} for record in reader]
+    return records, tuple(column for column in PAIR_PRECISION_COLUMNS if column in header)
 
 
 def _write_atomically(path: Path, rows: Sequence[Sequence[object]]) -> None:
@@ -98,14 +114,17 @@ def _write_atomically(path: Path, rows: Sequence[Sequence[object]]) -> None:
 def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
     """Slowdown of both jobs of each pair sharing one GPU, and whether they fit in its memory.
 
-    INPUT columns: gpu,model_a,batch_a,model_b,batch_b. OUTPUT repeats them and adds
-    slowdown_a,slowdown_b,feasible. Rows are numbered from 1 after the header.
+    INPUT columns: gpu,model_a,batch_a,model_b,batch_b, and optionally precision_a,precision_b
+    (fp32, amp or bf16; a missing column or an empty cell is fp32). OUTPUT repeats the five and adds
+    slowdown_a,slowdown_b,feasible, then the precision columns the input had. Rows are numbered from 1
+    after the header.
     """
-    records = _read_pairs(input_path)
+    records, precision_columns = _read_pairs(input_path)
     requests = [_parse_pair(record, row) for row, record in enumerate(records, start=1)]
     predictions = load_predictor(models_dir).pairs(requests)
-    rows: list[Sequence[object]] = [PAIR_OUTPUT_COLUMNS]
-    for record, prediction in zip(records, predictions, strict=True):
+    rows: list[Sequence[object]] = [(*PAIR_OUTPUT_COLUMNS, *precision_columns)]
+    for record, (_, a, b), prediction in zip(records, requests, predictions, strict=True):
+        precisions = {"precision_a": a.precision, "precision_b": b.precision}
         rows.append(
             [record[column] for column in PAIR_INPUT_COLUMNS]
             + [
@@ -113,6 +132,7 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
                 f"{prediction.slowdown_b:.4f}",
                 str(prediction.feasible).lower(),
             ]
+            + [precisions[column] for column in precision_columns]
         )
     _write_atomically(output_path, rows)
     click.echo(f"{len(predictions)} pairs -> {output_path}", err=True)
@@ -124,28 +144,43 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
 @predict.command()
 @click.option("--model", required=True, help="Catalog model name, e.g. resnet50.")
 @click.option("--batch-size", required=True, type=click.IntRange(min=1))
-@click.option("--gpu", required=True, help="GPU type (k80, p100, v100) or GPU Feature Discovery product.")
+@click.option(
+    "--gpu",
+    required=True,
+    help="GPU type (e.g. v100, a100, h100) or GPU Feature Discovery product (e.g. NVIDIA-H100-80GB-HBM3).",
+)
+@click.option(
+    "--precision",
+    type=click.Choice(PRECISIONS),
+    default=DEFAULT_PRECISION,
+    show_default=True,
+    help="Arithmetic the job trains in (amp: FP16 autocast).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @models_option
-def job(model: str, batch_size: int, gpu: str, as_json: bool, models_dir: Path | None) -> None:
+def job(
+    model: str, batch_size: int, gpu: str, precision: str, as_json: bool, models_dir: Path | None
+) -> None:
     """Predicted mean GPU utilization and peak GPU memory of one job running alone."""
     try:
         gpu_type = normalize_gpu(gpu)
         name = catalog.canonical(model)
-        prediction = load_predictor(models_dir).job(Workload(model=name, batch_size=batch_size), gpu_type)
+        workload = Workload(model=name, batch_size=batch_size, precision=precision)
+        prediction = load_predictor(models_dir).job(workload, gpu_type)
     except (UnknownGpuError, UnknownModelError) as error:
         raise click.ClickException(str(error)) from error
     result = {
         "model": name,
         "batch_size": batch_size,
         "gpu": gpu_type,
+        "precision": precision,
         "utilization": round(prediction.utilization, 4),
         "memory_mib": round(prediction.memory_mib, 1),
     }
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"{name} batch {batch_size} on {gpu_type}:")
+    click.echo(f"{name} batch {batch_size} ({precision}) on {gpu_type}:")
     click.echo(f"  GPU utilization  {100 * prediction.utilization:5.1f} %")
     click.echo(f"  GPU memory       {prediction.memory_mib:7.0f} MiB")
 

@@ -74,6 +74,59 @@ def test_pairs_errors_name_row_and_value_and_write_nothing(
     assert not target.exists()
 
 
+def test_pairs_precision_columns_are_optional_and_repeated_when_given(tmp_path: Path) -> None:
+    body = "h100,bert,64,lstm-lm,20,amp,\nNVIDIA-H100-80GB-HBM3,bert,64,lstm-lm,20,bf16,fp32\n"
+    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",precision_a,precision_b\n")
+    assert code == 0, output
+    with target.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == [
+        "gpu",
+        "model_a",
+        "batch_a",
+        "model_b",
+        "batch_b",
+        "slowdown_a",
+        "slowdown_b",
+        "feasible",
+        "precision_a",
+        "precision_b",
+    ]
+    assert [(row["precision_a"], row["precision_b"]) for row in rows] == [("amp", "fp32"), ("bf16", "fp32")]
+    assert rows[1]["gpu"] == "NVIDIA-H100-80GB-HBM3"  # input repeated as given
+    predictor = load_predictor()
+    for row, precision in zip(rows, ("amp", "bf16"), strict=True):
+        workloads = [Workload("bert", 64, precision=precision), Workload("lstm-lm", 20)]
+        expected = predictor.slowdowns("h100", workloads)
+        assert expected is not None
+        assert float(row["slowdown_a"]) == pytest.approx(expected[0], abs=1e-4)
+
+
+def test_pairs_without_precision_columns_predict_fp32(tmp_path: Path) -> None:
+    plain = _pairs(tmp_path, "h100,bert,64,lstm-lm,20\n")
+    (tmp_path / "out.csv").rename(tmp_path / "plain.csv")
+    explicit = _pairs(tmp_path, "h100,bert,64,lstm-lm,20,fp32\n", header=HEADER.strip() + ",precision_a\n")
+    assert plain[0] == explicit[0] == 0
+    with (tmp_path / "plain.csv").open() as handle:
+        plain_row = next(csv.DictReader(handle))
+    with explicit[2].open() as handle:
+        explicit_row = next(csv.DictReader(handle))
+    assert list(plain_row)[-1] == "feasible" and list(explicit_row)[-1] == "precision_a"
+    assert plain_row == {key: value for key, value in explicit_row.items() if key != "precision_a"}
+
+
+def test_pairs_bad_precision_names_row_and_value(tmp_path: Path) -> None:
+    code, output, target = _pairs(
+        tmp_path,
+        "v100,resnet50,64,lstm-lm,20,amp\nv100,resnet50,64,lstm-lm,20,fp16\n",
+        header=HEADER.strip() + ",precision_b\n",
+    )
+    assert code != 0
+    for fragment in ("row 2", "precision_b", "'fp16'"):
+        assert fragment in output
+    assert not target.exists()
+
+
 def test_pairs_missing_column_is_named(tmp_path: Path) -> None:
     code, output, target = _pairs(
         tmp_path, "v100,resnet50,64,lstm-lm\n", header="gpu,model_a,batch_a,model_b\n"
@@ -91,6 +144,27 @@ def test_job_json() -> None:
     result = json.loads(output)
     assert result["model"] == "resnet50" and result["gpu"] == "v100"
     assert 0 <= result["utilization"] <= 1 and result["memory_mib"] > 0
+
+
+def test_job_precision_defaults_to_fp32_and_is_printed() -> None:
+    args = ["predict", "job", "--model", "bert", "--batch-size", "32", "--gpu", "NVIDIA-H100-80GB-HBM3"]
+    code, output = _run(*args, "--json")
+    assert code == 0, output
+    assert json.loads(output)["precision"] == "fp32" and json.loads(output)["gpu"] == "h100"
+    code, output = _run(*args, "--json", "--precision", "amp")
+    assert code == 0, output
+    result = json.loads(output)
+    expected = load_predictor().job(Workload("bert", 32, precision="amp"), "h100")
+    assert result["precision"] == "amp"
+    assert result["utilization"] == pytest.approx(expected.utilization, abs=1e-4)
+
+
+def test_job_unknown_precision_is_refused() -> None:
+    code, output = _run(
+        "predict", "job", "--model", "bert", "--batch-size", "32", "--gpu", "h100", "--precision", "fp16"
+    )
+    assert code != 0
+    assert "'fp16'" in output and "--precision" in output
 
 
 def test_job_unknown_gpu() -> None:
