@@ -1,19 +1,30 @@
 """Generate horus_operator/prediction/data/catalog.json from real computation graphs.
 
-Every catalog model is built as a graph-only ONNX model (hack/catalog/: layer for layer as its
-reference PyTorch code defines it, weights as shapes without data), shape-inferred by onnx, and
-profiled by the same `features.profile_onnx` that `horus features MODEL.onnx` runs. Where a
-parameter count is published (torchvision's model tables, Hugging Face's model cards) the generator
-checks the graph against it and refuses to write a catalog that disagrees.
+Every catalog model is a graph-only ONNX model (weights as shapes without data), profiled by the same
+`features.profile_onnx` that `horus features MODEL.onnx` runs. The graphs come from two places:
+- exported: the reference PyTorch module itself (torchvision, Hugging Face transformers built from a
+  config in code, torchaudio, or a module written after the paper's reference repository) exported
+  by torch.onnx; the graphs are committed in hack/catalog/graphs/ so that generating and checking
+  need no torch (`--from-torch` re-exports them, which does);
+- built: the older entries, typed layer for layer with onnx.helper in hack/catalog/*.py as the
+  reference code defines them (`--compare-torch` exports the same architectures and prints the
+  differences).
+Where a parameter count is published (torchvision's model tables, Hugging Face's model cards) the
+generator checks the graph against it and refuses to write a catalog that disagrees.
 
-    python hack/gen_catalog.py               # rewrite the catalog and docs/catalog.md
-    python hack/gen_catalog.py --check       # exit 1 if either committed file is stale
-    python hack/gen_catalog.py --crosscheck  # compare FLOPs with onnx-tool (pip install -e '.[catalog]')
+    python hack/gen_catalog.py                  # rewrite the catalog and docs/catalog.md
+    python hack/gen_catalog.py --check          # exit 1 if either committed file is stale
+    python hack/gen_catalog.py --crosscheck     # compare FLOPs with onnx-tool (pip install -e '.[catalog]')
+    python hack/gen_catalog.py --from-torch [NAME ...]   # re-export graphs (the [catalog] extra + torch,
+                                                # torchvision, torchaudio, transformers, onnxscript)
+    python hack/gen_catalog.py --compare-torch [NAME ...]  # built entries against their torch export
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import io
 import json
 import math
 import sys
@@ -31,6 +42,8 @@ from horus_operator.prediction import features
 REPO = Path(__file__).resolve().parent.parent
 CATALOG_PATH = REPO / "horus_operator/prediction/data/catalog.json"
 DOCS_PATH = REPO / "docs/catalog.md"
+GRAPHS_DIR = REPO / "hack/catalog/graphs"
+VERSIONS_PATH = GRAPHS_DIR / "versions.json"
 
 TORCHVISION = "torchvision.models (ImageNet, 3×224×224, 1000 classes)"
 IMAGENET_SAMPLE = "one 3×224×224 image"
@@ -52,6 +65,9 @@ class Entry:
     # The published configuration the count applies to, when the entry differs from it (e.g. the
     # entry has a 43-class head, the published model 1000 classes): the same builder, other arguments.
     reference: Callable[[], onnx.ModelProto] | None = None
+    # Exported entries: the key of the reference module in catalog/torch_models.py, which is also
+    # the name of its graph in catalog/graphs/ (`build` loads that file).
+    export: str | None = None
 
 
 def _torchvision(
@@ -539,14 +555,451 @@ ALNAIR = (
     ),
 )
 
-ENTRIES: tuple[Entry, ...] = GAVEL + MURI + HORUS + ALNAIR
+# ---- exported from the reference implementations (hack/catalog/torch_models.py) ----
+
+
+def _graph(name: str) -> Callable[[], onnx.ModelProto]:
+    return lambda: load_graph(name)
+
+
+def load_graph(name: str) -> onnx.ModelProto:
+    """A committed exported graph (gzip-compressed ONNX, weights as shapes without data)."""
+    path = GRAPHS_DIR / f"{name}.onnx.gz"
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: re-export it with python hack/gen_catalog.py --from-torch")
+    with gzip.open(path, "rb") as handle:
+        return onnx.load_model_from_string(handle.read())
+
+
+def _exported(
+    name: str,
+    task: str,
+    dataset: str,
+    sample: str,
+    source: str,
+    assumptions: tuple[str, ...] = (),
+    aliases: tuple[str, ...] = (),
+    published_params: int | None = None,
+    export: str | None = None,
+) -> Entry:
+    export = export or name
+    return Entry(
+        name,
+        _graph(export),
+        task,
+        dataset,
+        sample,
+        source,
+        assumptions,
+        aliases,
+        published_params,
+        (),
+        export=export,
+    )
+
+
+TORCHVISION_EXPORT = "torchvision.models.get_model(name, weights=None) exported with torch.onnx"
+
+
+def _classifier(
+    name: str, params: int, *aliases: str, size: int = 224, export: str | None = None, note: str = ""
+) -> Entry:
+    crop = (
+        "224×224 crops as torchvision's ImageNet recipe trains them"
+        if size == 224
+        else f"{size}×{size} crops, the resolution the architecture is defined at"
+    )
+    return _exported(
+        name,
+        "image classification",
+        "ImageNet",
+        IMAGENET_SAMPLE if size == 224 else f"one 3×{size}×{size} image",
+        f"{TORCHVISION}: {export or name}; {TORCHVISION_EXPORT}",
+        (crop, *((note,) if note else ())),
+        aliases,
+        params,
+        export,
+    )
+
+
+EXPORTED_CLASSIFIERS = (
+    _classifier("alexnet", 61_100_840, "AlexNet"),
+    _classifier("resnext101_64x4d", 83_455_272, "ResNeXt-101-64x4d"),
+    _classifier("wide_resnet50_2", 68_883_240, "WRN-50-2", "Wide ResNet-50-2"),
+    _classifier("wide_resnet101_2", 126_886_696, "WRN-101-2", "Wide ResNet-101-2"),
+    _classifier("vgg11_bn", 132_868_840, "VGG-11-BN"),
+    _classifier("vgg13_bn", 133_053_736, "VGG-13-BN"),
+    _classifier("vgg16_bn", 138_365_992, "VGG-16-BN"),
+    _classifier("vgg19_bn", 143_678_248, "VGG-19-BN"),
+    _classifier("densenet161", 28_681_000, "DenseNet-161"),
+    _classifier("mobilenet_v3_small", 2_542_856, "MobileNetV3-Small"),
+    _classifier("mobilenet_v3_large", 5_483_032, "MobileNetV3-Large", "MobileNetV3"),
+    _classifier("mnasnet0_75", 3_170_208),
+    _classifier("mnasnet1_3", 6_282_256),
+    _classifier("efficientnet_b1", 7_794_184, "EfficientNet-B1", size=240),
+    _classifier(
+        "efficientnet_b2",
+        9_109_994,
+        "EfficientNet-B2",
+        size=260,
+        note="torchvision's ported weights evaluate at 288×288",
+    ),
+    _classifier("efficientnet_b3", 12_233_232, "EfficientNet-B3", size=300),
+    _classifier(
+        "efficientnet_v2_s-imagenet",
+        21_458_488,
+        "efficientnet_v2_s_imagenet",
+        size=300,
+        export="efficientnet_v2_s",
+        note="300×300: the train crop of torchvision's EfficientNetV2 recipe (it evaluates at 384); "
+        "`efficientnet_v2_s` is alnair's 43-class GTSRB job",
+    ),
+    _classifier(
+        "inception_v3-imagenet",
+        27_161_264,
+        "inception_v3_imagenet",
+        size=299,
+        export="inception_v3",
+        note="trained from scratch, so the auxiliary classifier runs (aux_logits); `inception_v3` is "
+        "alnair's 43-class GTSRB job",
+    ),
+    _classifier("regnet_x_400mf", 5_495_976, "RegNetX-400MF"),
+    _classifier("regnet_x_800mf", 7_259_656, "RegNetX-800MF"),
+    _classifier("regnet_x_1_6gf", 9_190_136, "RegNetX-1.6GF"),
+    _classifier("regnet_x_3_2gf", 15_296_552, "RegNetX-3.2GF"),
+    _classifier("regnet_y_400mf", 4_344_144, "RegNetY-400MF"),
+    _classifier("regnet_y_800mf", 6_432_512, "RegNetY-800MF"),
+    _classifier("regnet_y_1_6gf", 11_202_430, "RegNetY-1.6GF"),
+    _classifier("regnet_y_3_2gf", 19_436_338, "RegNetY-3.2GF"),
+    _classifier("vit_b_16", 86_567_656, "ViT-B/16", "vit-base-patch16-224"),
+    _classifier("vit_b_32", 88_224_232, "ViT-B/32", "vit-base-patch32-224"),
+    _classifier("vit_l_16", 304_326_632, "ViT-L/16", "vit-large-patch16-224"),
+    _classifier("convnext_tiny", 28_589_128, "ConvNeXt-T", "ConvNeXt"),
+    _classifier("convnext_small", 50_223_688, "ConvNeXt-S"),
+    _classifier("swin_t", 28_288_354, "Swin-T", "Swin", "swin-tiny"),
+    _classifier("swin_s", 49_606_258, "Swin-S", "swin-small"),
+    _classifier("swin_v2_t", 28_351_570, "SwinV2-T", size=256),
+    _classifier("swin_v2_s", 49_737_442, "SwinV2-S", size=256),
+    _classifier("maxvit_t", 30_919_624, "MaxViT-T", "MaxViT"),
+)
+
+
+def _segmentation(name: str, params: int, *aliases: str) -> Entry:
+    aux = not name.startswith("lraspp")
+    return _exported(
+        name,
+        "semantic segmentation",
+        "COCO (the 20 Pascal VOC categories + background)",
+        "one 3×480×480 crop",
+        f"torchvision.models.segmentation: {name}(num_classes=21{', aux_loss=True' if aux else ''}); "
+        f"{TORCHVISION_EXPORT}",
+        (
+            "480×480 crops (torchvision references/segmentation: base size 520, crop size 480)",
+            *(
+                ("the auxiliary FCN head runs (--aux-loss, as the published weights were trained)",)
+                if aux
+                else ()
+            ),
+        ),
+        aliases,
+        params,
+    )
+
+
+def _detection(name: str, params: int, *aliases: str, two_stage: bool) -> Entry:
+    return _exported(
+        name,
+        "object detection",
+        "COCO",
+        "one image (3×800×1088)",
+        f"torchvision.models.detection: {name}(num_classes=91), the fixed-shape part of its training step "
+        "(hack/catalog/torch_models.py _DenseDetector) exported with torch.onnx",
+        (
+            "a 640×480 COCO image resized to the 800-pixel short side and padded to a multiple of 32: "
+            "3×800×1088",
+            "backbone with FrozenBatchNorm2d, as the recipe builds it on an ImageNet backbone",
+            "in the graph: backbone, FPN and the dense heads"
+            + (
+                "; the box head on the 512 sampled proposals (box_batch_size_per_image) at 7×7"
+                if two_stage
+                else ""
+            ),
+            "not in the graph (data-dependent shapes, little arithmetic): anchor matching, "
+            + ("proposal selection, RoI Align, " if two_stage else "")
+            + "the losses",
+            "the whole model cannot be profiled: torch.export stops at its data-dependent control flow, "
+            "and the TorchScript exporter's graph is the inference one (resize, NMS) with data-dependent "
+            "shapes",
+        ),
+        aliases,
+        params,
+    )
+
+
+DENSE_PREDICTION = (
+    _segmentation("fcn_resnet50", 35_322_218, "FCN-ResNet50"),
+    _segmentation("deeplabv3_resnet50", 42_004_074, "DeepLabV3-ResNet50", "deeplabv3"),
+    _segmentation("deeplabv3_mobilenet_v3_large", 11_029_328, "DeepLabV3-MobileNetV3"),
+    _segmentation("lraspp_mobilenet_v3_large", 3_221_538, "LR-ASPP", "lraspp"),
+    _detection("retinanet_resnet50_fpn", 34_014_999, "RetinaNet", two_stage=False),
+    _detection("fasterrcnn_mobilenet_v3_large_fpn", 19_386_354, "Faster R-CNN MobileNetV3", two_stage=True),
+)
+
+HF = "Hugging Face transformers"
+EAGER = "attn_implementation='eager': Q·Kᵀ and P·V are explicit MatMuls"
+
+
+def _language_model(
+    name: str,
+    sample: str,
+    source: str,
+    assumptions: tuple[str, ...],
+    *aliases: str,
+    task: str = "language modelling",
+) -> Entry:
+    return _exported(name, task, "a text corpus", sample, source, (*assumptions, EAGER), aliases)
+
+
+SEQUENCE_MODELS = (
+    _language_model(
+        "gpt2-medium",
+        "one 1,024-token block",
+        f"{HF} GPT2LMHeadModel(GPT2Config(n_embd=1024, n_layer=24, n_head=16)) (gpt2-medium's shape), "
+        "random initialisation, exported with torch.onnx",
+        ("block size 1,024 tokens (n_positions)", "LM head tied to the token embedding"),
+        "GPT-2-medium",
+        "gpt2-355m",
+    ),
+    _language_model(
+        "bert-large",
+        "one 512-token block",
+        f"{HF} BertForMaskedLM(BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, "
+        "intermediate_size=4096)) (bert-large-uncased's shape), exported with torch.onnx",
+        (
+            "512-token blocks",
+            "MLM head over every position (masking picks the loss positions, not the compute)",
+        ),
+        "BERT-large",
+        task="masked language modelling",
+    ),
+    _language_model(
+        "distilbert",
+        "one 512-token block",
+        f"{HF} DistilBertForMaskedLM(DistilBertConfig()) (distilbert-base-uncased: 6 layers, 768 wide), "
+        "exported with torch.onnx",
+        ("512-token blocks", "MLM head over every position; the distillation teacher is not in the graph"),
+        "DistilBERT",
+        "distilbert-base",
+        task="masked language modelling",
+    ),
+    _language_model(
+        "llama-160m",
+        "one 2,048-token block",
+        f"{HF} LlamaForCausalLM(LlamaConfig(vocab_size=32000, hidden_size=768, intermediate_size=3072, "
+        "num_hidden_layers=12, num_attention_heads=12, max_position_embeddings=2048)): a Llama-style "
+        "decoder of 162M parameters (RMSNorm, rotary positions, SwiGLU, untied LM head)",
+        ("2,048-token blocks (max_position_embeddings)", "32,000-token vocabulary (the Llama tokenizer)"),
+        "llama-small",
+    ),
+    _language_model(
+        "tinyllama-1.1b",
+        "one 2,048-token block",
+        f"{HF} LlamaForCausalLM(LlamaConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, "
+        "num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4, "
+        "max_position_embeddings=2048)): TinyLlama-1.1B's shape, 1.1B parameters, grouped-query attention",
+        ("2,048-token blocks (max_position_embeddings)", "32,000-token vocabulary (the Llama tokenizer)"),
+        "TinyLlama",
+        "llama-1.1b",
+    ),
+    _exported(
+        "wav2vec2-base",
+        "speech recognition (CTC fine-tuning)",
+        "LibriSpeech",
+        "one 10 s utterance (160,000 samples at 16 kHz)",
+        f"{HF} Wav2Vec2ForCTC(Wav2Vec2Config(vocab_size=32)) (wav2vec 2.0 base: 7 convolutional feature "
+        "layers, 12 transformer layers, 768 wide), exported with torch.onnx",
+        (
+            "10-second utterances (LibriSpeech averages about 12 s)",
+            "32-character CTC vocabulary (facebook/wav2vec2-base-960h's)",
+            "SpecAugment masking is not in the graph (it masks, it adds no arithmetic), nor its 768-value "
+            "mask embedding (masked_spec_embed) among the parameters",
+            EAGER,
+        ),
+        ("wav2vec2", "wav2vec 2.0"),
+    ),
+    _exported(
+        "conformer-s",
+        "speech recognition (CTC)",
+        "LibriSpeech",
+        "one 10 s utterance (1,000 frames of 80 log-mel bins)",
+        "torchaudio.models.Conformer(input_dim=144, num_heads=4, ffn_dim=576, num_layers=16, "
+        "depthwise_conv_kernel_size=31), Gulati et al. 2020's Conformer-S, behind a 4× convolutional "
+        "subsampling (two 3×3 stride-2 convolutions) and a linear CTC head (hack/catalog/torch_models.py)",
+        (
+            "10-second utterances at a 10 ms hop: 1,000 frames, 249 after subsampling",
+            "a CTC head over 29 characters instead of the paper's single-layer LSTM decoder",
+        ),
+        ("Conformer",),
+    ),
+)
+
+OTHER_EXPORTED = (
+    _exported(
+        "pointnet",
+        "point-cloud classification",
+        "ModelNet40",
+        "one cloud of 1,024 points",
+        "charlesq34/pointnet classification network as fxia22/pointnet.pytorch writes it (PointNetCls, "
+        "feature_transform=True: input and 64-d feature transform nets), written in "
+        "hack/catalog/torch_models.py and exported with torch.onnx",
+        ("1,024 points per cloud (the paper's ModelNet40 setting)", "40 classes"),
+        ("PointNet",),
+    ),
+    _exported(
+        "neumf",
+        "recommendation (implicit feedback)",
+        "MovieLens-20M",
+        "one (user, item) pair",
+        "mlcommons/training recommendation/pytorch/neumf.py (NCF, He et al. 2017: GMF and MLP towers, "
+        "mf_dim 64, layers 256-256-128-64), written in hack/catalog/torch_models.py and exported with "
+        "torch.onnx",
+        ("138,493 users and 26,744 items (ML-20M)", "negative samples are further pairs in the batch"),
+        ("NeuMF", "NCF"),
+    ),
+    _exported(
+        "dlrm",
+        "recommendation (click-through rate)",
+        "Criteo Kaggle Display Advertising",
+        "one impression (13 dense and 26 categorical features)",
+        "facebookresearch/dlrm dlrm_s_pytorch.py DLRM_Net with its Criteo Kaggle configuration "
+        "(--arch-sparse-feature-size=16 --arch-mlp-bot=13-512-256-64-16 --arch-mlp-top=512-256-1, dot "
+        "interaction), written in hack/catalog/torch_models.py and exported with torch.onnx",
+        (
+            "the 26 embedding tables have the Kaggle data set's category counts (33.8M rows, 540M "
+            "parameters): the small DLRM configuration; Terabyte's is larger",
+            "one category per table and sample, so each embedding bag is one row look-up",
+        ),
+        ("DLRM", "dlrm-small", "dlrm-kaggle"),
+    ),
+    _exported(
+        "dcgan-64",
+        "image generation",
+        "CelebA (64×64)",
+        "one training-step sample: a noise vector and a real 64×64 image",
+        "pytorch/examples dcgan/main.py (nz 100, ngf = ndf = 64, batch norm), written in "
+        "hack/catalog/torch_models.py and exported with torch.onnx",
+        (
+            "64×64 RGB images (--imageSize 64)",
+            "the generator runs once and the discriminator three times per sample (real, detached fake, "
+            "fake for the generator's loss)",
+        ),
+        ("dcgan64", "dcgan-celeba"),
+    ),
+    _exported(
+        "cyclegan-generator",
+        "image-to-image translation",
+        "any unpaired 256×256 set (horse2zebra, monet2photo)",
+        "one 3×256×256 image through one generator",
+        "junyanz/pytorch-CycleGAN-and-pix2pix networks.ResnetGenerator (resnet_9blocks, ngf 64, instance "
+        "norm), written in hack/catalog/torch_models.py and exported with torch.onnx",
+        (
+            "one generator pass only (inference, or a building block); a CycleGAN training step is "
+            "`cyclegan` (6 generator and 6 discriminator passes)",
+        ),
+        ("resnet_9blocks",),
+    ),
+    _exported(
+        "pix2pix",
+        "image-to-image translation (paired)",
+        "facades / maps / cityscapes (256×256 pairs)",
+        "one aligned image pair (A, B) through a whole training step",
+        "junyanz/pytorch-CycleGAN-and-pix2pix pix2pix_model.py (unet_256 generator with batch norm and "
+        "dropout, 70×70 PatchGAN on the 6-channel pair), written in hack/catalog/torch_models.py and "
+        "exported with torch.onnx",
+        (
+            "256×256 crops, batch size 1 as the repository trains pix2pix",
+            "the generator runs once and the discriminator three times (fake for D, real, fake for G)",
+        ),
+        ("Pix2Pix",),
+    ),
+    _exported(
+        "ppo",
+        "reinforcement learning",
+        "MuJoCo HalfCheetah",
+        "one observation (17 values)",
+        "vwxyzjn/cleanrl ppo_continuous_action.py Agent (separate 64-64 tanh actor and critic MLPs, a "
+        "state-independent log std), written in hack/catalog/torch_models.py and exported with torch.onnx",
+        ("HalfCheetah: 17 observations, 6 actions", "one forward pass of actor and critic per observation"),
+        ("PPO", "ppo-mujoco"),
+    ),
+    _exported(
+        "td3",
+        "reinforcement learning",
+        "MuJoCo HalfCheetah",
+        "one replayed transition",
+        "sfujim/TD3 TD3.py (256-256 actor, twin 256-256 critics, target networks, delayed policy update), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
+        (
+            "HalfCheetah: 17 observations, 6 actions",
+            "per transition: the target actor and target critics on the next state, both critics on the "
+            "pair, and the actor update through Q1 (which TD3 runs every 2nd step: an upper bound)",
+            "the target networks are Polyak-averaged copies, so their weights are not counted as parameters",
+        ),
+        ("TD3",),
+    ),
+)
+
+EXPORTED = EXPORTED_CLASSIFIERS + DENSE_PREDICTION + SEQUENCE_MODELS + OTHER_EXPORTED
+
+# Built entries whose architecture torch_models.py also exports: `--compare-torch` prints the
+# differences (the built graphs stay: the shipped models were trained on their numbers).
+COMPARE_TORCH = {
+    **{
+        name: name
+        for name in [
+            "resnet34",
+            "resnet50",
+            "resnet101",
+            "resnet152",
+            "resnext50_32x4d",
+            "resnext101_32x8d",
+            "vgg11",
+            "vgg13",
+            "vgg16",
+            "vgg19",
+            "densenet121",
+            "densenet169",
+            "densenet201",
+            "mobilenet_v2",
+            "shufflenet_v2_x0_5",
+            "shufflenet_v2_x1_0",
+            "shufflenet_v2_x1_5",
+            "shufflenet_v2_x2_0",
+            "mnasnet0_5",
+            "mnasnet1_0",
+            "efficientnet_b0",
+            "squeezenet1_0",
+            "squeezenet1_1",
+            "googlenet",
+            "gpt2",
+            "bert",
+        ]
+    },
+    "resnet18-imagenet": "resnet18",
+    "inception_v3": "inception_v3-gtsrb",
+    "efficientnet_v2_s": "efficientnet_v2_s-gtsrb",
+    "cyclegan": "cyclegan-junyanz",
+}
+
+ENTRIES: tuple[Entry, ...] = GAVEL + MURI + HORUS + ALNAIR + EXPORTED
 
 CONVENTIONS = {
     "flops": "forward-pass FLOPs, a multiply-add counted as 2; " + FORWARD_ONLY,
     "profile": "batch-independent: *_per_sample scale with the batch size, everything else is per model; "
     "features.at_batch(profile, b) gives the features at batch size b",
-    "graphs": "graph-only ONNX built by hack/catalog from the stated source, "
-    "profiled by features.profile_onnx",
+    "graphs": "graph-only ONNX profiled by features.profile_onnx; graph 'exported': torch.onnx export of the "
+    "reference PyTorch module (hack/catalog/graphs), 'built': typed layer for layer from the stated source "
+    "with onnx.helper (hack/catalog)",
 }
 
 
@@ -564,6 +1017,7 @@ def build_catalog() -> dict[str, Any]:
             "assumptions": list(entry.assumptions),
             "workloads": list(entry.groups),
             "published_params_checked": entry.published_params is not None,
+            "graph": "exported" if entry.export else "built",
             "profile": {name: _number(profile[name]) for name in features.PROFILE_NAMES},
         }
     _check_aliases(models)
@@ -606,17 +1060,20 @@ def render_docs(catalog: dict[str, Any]) -> str:
         "Generated by `python hack/gen_catalog.py` from `horus_operator/prediction/data/catalog.json`; "
         "do not edit. How the numbers are counted: [prediction.md](prediction.md#features-and-catalog).",
         "GFLOP = forward-pass FLOPs per sample (multiply-add = 2); ✓ = parameter count checked against "
-        "the published one.",
+        "the published one; graph: `exported` from the reference PyTorch module with torch.onnx, `built` "
+        "layer for layer with onnx.helper.",
         "",
-        "| model | workloads | dataset | one sample | GFLOP/sample | params (M) | act. MB/sample | aliases |",
-        "|---|---|---|---|---:|---:|---:|---|",
+        "| model | workloads | graph | dataset | one sample | GFLOP/sample | params (M) | act. MB/sample "
+        "| aliases |",
+        "|---|---|---|---|---|---:|---:|---:|---|",
     ]
     models: dict[str, dict[str, Any]] = catalog["models"]
     for name, entry in models.items():
         profile = entry["profile"]
         checked = " ✓" if entry["published_params_checked"] else ""
         lines.append(
-            f"| `{name}` | {', '.join(entry['workloads'])} | {entry['dataset']} | {entry['sample']} "
+            f"| `{name}` | {', '.join(entry['workloads'])} | {entry['graph']} | {entry['dataset']} "
+            f"| {entry['sample']} "
             f"| {profile['flops_per_sample'] / 1e9:.3f} | {profile['params'] / 1e6:.2f}{checked} "
             f"| {profile['activation_bytes_per_sample'] / 1e6:.1f} | {', '.join(entry['aliases'])} |"
         )
@@ -630,6 +1087,10 @@ def render_docs(catalog: dict[str, Any]) -> str:
 # ---- cross-check against an independent profiler ----
 
 MATRIX_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM")
+# Graphs whose shapes onnx-tool's own shape inference gets wrong (onnx's is right): not comparable.
+ONNX_TOOL_MISREADS = {
+    "pointnet": "onnx-tool infers a batch of 1,024 after the transform net's Reshape to (-1, k, k)",
+}
 CROSSCHECK_TOLERANCE = 1e-3
 
 
@@ -646,9 +1107,10 @@ def crosscheck(entries: list[Entry]) -> int:
         ours = sum(profile[f"{part}_flops_per_sample"] for part in ("conv", "linear", "attention"))
         theirs = _onnx_tool_matrix_flops(model)
         difference = abs(theirs - ours) / ours
-        comparable = not _has_strided_conv_transpose(model)
+        misread = ONNX_TOOL_MISREADS.get(entry.name)
+        comparable = not misread and not _has_strided_conv_transpose(model)
         worst = max(worst, difference if comparable else 0.0)
-        note = "" if comparable else "  (strided ConvTranspose: not comparable)"
+        note = "" if comparable else f"  ({misread or 'strided ConvTranspose'}: not comparable)"
         print(f"{entry.name:<34} ours {ours:12.5e}  onnx-tool {theirs:12.5e}  {100 * difference:.4f}%{note}")
     print(f"largest difference {100 * worst:.4f}% (tolerance {100 * CROSSCHECK_TOLERANCE:.1f}%)")
     return 0 if worst <= CROSSCHECK_TOLERANCE else 1
@@ -668,8 +1130,16 @@ def _onnx_tool_matrix_flops(model: onnx.ModelProto) -> float:
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    for node in copy.graph.node:  # onnx-tool reads only Constant's `value` form
+        if node.op_type == "Constant" and node.attribute[0].name != "value":
+            array = np.asarray(onnx.helper.get_attribute_value(node.attribute[0]))
+            array = array.astype(np.float32 if node.attribute[0].name.startswith("value_float") else np.int64)
+            del node.attribute[:]
+            node.attribute.append(onnx.helper.make_attribute("value", onnx.numpy_helper.from_array(array)))
     for tensor in copy.graph.initializer:  # onnx-tool reads weights: give them zero data
-        tensor.CopyFrom(onnx.numpy_helper.from_array(np.zeros(list(tensor.dims), np.float32), tensor.name))
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:  # integer ones (shapes) keep their values
+            zeros = np.zeros(list(tensor.dims), np.float32)
+            tensor.CopyFrom(onnx.numpy_helper.from_array(zeros, tensor.name))
     for value in copy.graph.input:  # batch 1
         for dim in value.type.tensor_type.shape.dim:
             if dim.dim_param:
@@ -692,6 +1162,58 @@ def _onnx_tool_matrix_flops(model: onnx.ModelProto) -> float:
     return 2.0 * macs
 
 
+# ---- exporting the reference modules (needs torch) ----
+
+
+def export_graphs(names: list[str]) -> None:
+    """Re-export the graphs of the exported entries (all, or those named) into GRAPHS_DIR."""
+    from catalog import torch_export, torch_models  # torch, torchvision, torchaudio, transformers
+
+    unknown = set(names) - {entry.name for entry in ENTRIES if entry.export}
+    if unknown:
+        raise SystemExit(f"not exported entries: {', '.join(sorted(unknown))}")
+    GRAPHS_DIR.mkdir(parents=True, exist_ok=True)
+    for entry in ENTRIES:
+        if entry.export and (not names or entry.name in names):
+            module, inputs = torch_models.BUILDERS[entry.export]()
+            exported = torch_export.export(module, inputs, unused=torch_models.UNUSED.get(entry.export, ()))
+            del module
+            _write_graph(GRAPHS_DIR / f"{entry.export}.onnx.gz", exported.model)
+            print(
+                f"{entry.name}: {exported.profile['flops_per_sample'] / 1e9:.3f} GFLOP/sample, "
+                f"{exported.torch_params:,} parameters"
+            )
+    VERSIONS_PATH.write_text(json.dumps(torch_export.versions(), indent=1) + "\n")
+
+
+def _write_graph(path: Path, model: onnx.ModelProto) -> None:
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:  # reproducible bytes
+        handle.write(model.SerializeToString(deterministic=True))
+    path.write_bytes(buffer.getvalue())
+
+
+def compare_torch(names: list[str]) -> int:
+    """Print how each built entry's profile differs from its architecture exported with torch.onnx."""
+    from catalog import torch_export, torch_models
+
+    for entry in ENTRIES:
+        key = COMPARE_TORCH.get(entry.name)
+        if key is None or (names and entry.name not in names):
+            continue
+        built = features.profile_onnx(entry.build())
+        module, inputs = torch_models.BUILDERS[key]()
+        exported = torch_export.export(module, inputs).profile
+        differences = [
+            f"{field} {built[field]:.6g} → {exported[field]:.6g}"
+            + (f" ({100 * (exported[field] - built[field]) / built[field]:+.2f}%)" if built[field] else "")
+            for field in features.PROFILE_NAMES
+            if exported[field] != built[field]
+        ]
+        print(f"{entry.name} (built → exported {key}): {'; '.join(differences) or 'identical'}", flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -699,7 +1221,20 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true", help="compare with the committed files, write nothing")
     mode.add_argument("--crosscheck", nargs="*", metavar="NAME", help="compare FLOPs with onnx-tool")
+    mode.add_argument(
+        "--from-torch",
+        nargs="*",
+        metavar="NAME",
+        help="re-export the graphs of exported entries (needs torch)",
+    )
+    mode.add_argument(
+        "--compare-torch", nargs="*", metavar="NAME", help="built entries against their torch export"
+    )
     args = parser.parse_args()
+    if args.compare_torch is not None:
+        return compare_torch(args.compare_torch)
+    if args.from_torch is not None:
+        export_graphs(args.from_torch)
     if args.crosscheck is not None:
         return crosscheck(
             [entry for entry in ENTRIES if not args.crosscheck or entry.name in args.crosscheck]

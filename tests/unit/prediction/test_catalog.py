@@ -166,3 +166,93 @@ def test_shipped_catalog_matches_its_generator():
         check=False,
     )
     assert result.returncode == 0, result.stderr
+
+
+# Entries exported from the reference PyTorch modules (hack/catalog/torch_models.py, issue 9 item 5).
+EXPORTED_MODELS = [
+    "alexnet",
+    "resnext101_64x4d",
+    "wide_resnet50_2",
+    "wide_resnet101_2",
+    "vgg11_bn",
+    "vgg13_bn",
+    "vgg16_bn",
+    "vgg19_bn",
+    "densenet161",
+    "mobilenet_v3_small",
+    "mobilenet_v3_large",
+    "mnasnet0_75",
+    "mnasnet1_3",
+    "efficientnet_b1",
+    "efficientnet_b2",
+    "efficientnet_b3",
+    "efficientnet_v2_s-imagenet",
+    "inception_v3-imagenet",
+    "regnet_x_400mf",
+    "regnet_x_800mf",
+    "regnet_x_1_6gf",
+    "regnet_x_3_2gf",
+    "regnet_y_400mf",
+    "regnet_y_800mf",
+    "regnet_y_1_6gf",
+    "regnet_y_3_2gf",
+    "vit_b_16",
+    "vit_b_32",
+    "vit_l_16",
+    "convnext_tiny",
+    "convnext_small",
+    "swin_t",
+    "swin_s",
+    "swin_v2_t",
+    "swin_v2_s",
+    "maxvit_t",
+    "fcn_resnet50",
+    "deeplabv3_resnet50",
+    "deeplabv3_mobilenet_v3_large",
+    "lraspp_mobilenet_v3_large",
+    "retinanet_resnet50_fpn",
+    "fasterrcnn_mobilenet_v3_large_fpn",
+    "gpt2-medium",
+    "bert-large",
+    "distilbert",
+    "llama-160m",
+    "tinyllama-1.1b",
+    "wav2vec2-base",
+    "conformer-s",
+    "pointnet",
+    "neumf",
+    "dlrm",
+    "dcgan-64",
+    "cyclegan-generator",
+    "pix2pix",
+    "ppo",
+    "td3",
+]
+
+
+@pytest.mark.parametrize("name", EXPORTED_MODELS)
+def test_exported_models_resolve_with_positive_features(name: str):
+    features_at_32 = catalog.lookup(name, 32)
+    assert features_at_32["flops_per_sample"] > 0 and features_at_32["params"] > 0
+    assert features_at_32["flops_per_batch"] == 32 * features_at_32["flops_per_sample"]
+    entry = catalog.entry(name)
+    assert entry["graph"] == "exported"
+    assert entry["source"] and entry["assumptions"]
+
+
+def test_exported_architectures_have_the_published_sizes():
+    """Published counts (torchvision's weight tables; the configs' known sizes) and FLOPs (2 × the
+    published multiply-adds), so a broken export shows as a wrong number, not only as a stale file."""
+    params = {name: catalog.lookup(name, 1)["params"] for name in catalog.names()}
+    gflops = {name: catalog.lookup(name, 1)["flops_per_sample"] / 1e9 for name in catalog.names()}
+    assert params["vit_b_16"] == 86_567_656 and gflops["vit_b_16"] == pytest.approx(2 * 17.56, rel=0.02)
+    assert params["mobilenet_v3_large"] == 5_483_032
+    assert gflops["mobilenet_v3_large"] == pytest.approx(2 * 0.22, rel=0.05)
+    assert gflops["alexnet"] == pytest.approx(2 * 0.71, rel=0.05)
+    assert gflops["convnext_tiny"] == pytest.approx(2 * 4.46, rel=0.03)
+    assert params["gpt2-medium"] == pytest.approx(355e6, rel=0.01)
+    assert params["bert-large"] == pytest.approx(335e6, rel=0.01)
+    assert params["tinyllama-1.1b"] == pytest.approx(1.1e9, rel=0.01)
+    assert params["dlrm"] > 500e6  # the Criteo Kaggle embedding tables
+    # the exported torchvision ResNet-50 and the built entry count alike
+    assert catalog.lookup("wide_resnet50_2", 1)["conv_ops"] == catalog.lookup("resnet50", 1)["conv_ops"]
