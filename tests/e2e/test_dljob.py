@@ -7,6 +7,7 @@ the node Horus chose; the garbage collector cascades DLJob deletion.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import time
 from collections import defaultdict
@@ -389,3 +390,37 @@ def test_a_pod_whose_node_vanished_is_placed_again(
         return sorted(p["metadata"]["name"] for p in horus_pods(cluster, namespace)) == ["survivor-1"]
 
     wait_for(only_the_new_pod, timeout=30, what="the stranded pod survivor-0 to be removed")
+
+
+def test_a_model_from_an_onnx_configmap_gets_features_and_is_placed(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    """A user's graph in a ConfigMap (binaryData): the operator profiles it and places the job like the
+    catalog entry exported from the same graph (hack/catalog/graphs/pointnet.onnx.gz)."""
+    graph = tmp_path / "model.onnx"
+    graph.write_bytes(gzip.decompress((REPO / "hack/catalog/graphs/pointnet.onnx.gz").read_bytes()))
+    source = f"--from-file=model.onnx={graph}"
+    cluster.kubectl("create", "configmap", "pointnet-graph", "-n", namespace, source)
+    apply(
+        cluster,
+        namespace,
+        dljob("from-onnx", architecture=None, batch_size=32, model={"onnx": {"configMap": "pointnet-graph"}}),
+        dljob("from-catalog", architecture="pointnet", batch_size=32),
+    )
+    jobs = wait_phases(cluster, namespace, ["from-onnx", "from-catalog"], {"Succeeded"}, timeout=120)
+    onnx_job, catalog_job = jobs["from-onnx"]["status"], jobs["from-catalog"]["status"]
+    assert condition(jobs["from-onnx"], "Complete")["status"] == "True"
+    assert onnx_job["node"] and onnx_job["gpus"]
+    assert 0 < onnx_job["predicted"]["utilization"] <= 1
+    pods = {p["metadata"]["labels"]["horus.dev/dljob"]: p for p in horus_pods(cluster, namespace)}
+    assert pods["from-onnx"]["spec"]["nodeName"] == onnx_job["node"]
+    nodes = {
+        item["metadata"]["name"]: item
+        for item in json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    }
+    products = {
+        nodes[job["node"]]["metadata"]["labels"].get("nvidia.com/gpu.product")
+        for job in (onnx_job, catalog_job)
+    }
+    if len(products) == 1:  # same GPU type: the same features predict the same utilization
+        assert onnx_job["predicted"]["utilization"] == pytest.approx(catalog_job["predicted"]["utilization"])
