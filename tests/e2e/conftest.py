@@ -33,6 +33,7 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
+from dljob_harness import REPO, OperatorProcess
 
 from horus_operator import devcluster
 
@@ -79,3 +80,16 @@ def namespace(cluster: devcluster.LocalCluster, request: pytest.FixtureRequest) 
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def horus(
+    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """`horus run` (default policy) against the session's cluster with the CRDs applied, per test module."""
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    operator = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    operator.start()
+    yield operator
+    operator.stop()

@@ -36,18 +36,6 @@ PHASE_ORDER = ["Pending", "Queued", "Scheduled", "Running", "Succeeded"]
 HOLDING = {"Pending", "Running"}
 
 
-@pytest.fixture(scope="module")
-def horus(
-    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
-    operator = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
-    operator.start()
-    yield operator
-    operator.stop()
-
-
 @contextlib.contextmanager
 def only_nodes(cluster: devcluster.LocalCluster, keep: list[str]) -> Iterator[None]:
     """Cordon every other node for the duration (the session's nodes are shared, so always uncordon)."""

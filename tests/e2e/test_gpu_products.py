@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from dljob_harness import REPO, OperatorProcess, apply, dljob, dljobs, horus_pods, wait_for, wait_phases
+from dljob_harness import OperatorProcess, apply, dljob, dljobs, horus_pods, wait_for, wait_phases
 
 from horus_operator import devcluster
 
@@ -33,18 +33,6 @@ H100 = devcluster.GpuNodePool(
 )
 A100_40GB_MIB = 40960  # the largest GPU of the session's other nodes (conftest.E2E_POOLS)
 MAX_SLOWDOWN = 5.0
-
-
-@pytest.fixture(scope="module")
-def horus(
-    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
-    operator = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
-    operator.start()
-    yield operator
-    operator.stop()
 
 
 @contextlib.contextmanager

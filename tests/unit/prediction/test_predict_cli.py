@@ -29,21 +29,16 @@ def _pairs(tmp_path: Path, body: str, header: str = HEADER) -> tuple[int, str, P
     return code, output, target
 
 
+# The interface other tools read: exactly these columns, in this order (extend, never rename).
+OUTPUT_COLUMNS = ["gpu", "model_a", "batch_a", "model_b", "batch_b", "slowdown_a", "slowdown_b", "feasible"]
+
+
 def test_pairs_output_repeats_input_and_adds_predictions(tmp_path: Path) -> None:
     code, output, target = _pairs(tmp_path, "v100,resnet50,64,lstm-lm,20\nk80,resnet50,128,resnet50,128\n")
     assert code == 0, output
     with target.open() as handle:
         rows = list(csv.DictReader(handle))
-    assert list(rows[0]) == [
-        "gpu",
-        "model_a",
-        "batch_a",
-        "model_b",
-        "batch_b",
-        "slowdown_a",
-        "slowdown_b",
-        "feasible",
-    ]
+    assert list(rows[0]) == OUTPUT_COLUMNS
     assert rows[0]["model_b"] == "lstm-lm" and rows[0]["batch_b"] == "20"
     assert all(float(row[column]) >= 1.0 for row in rows for column in ("slowdown_a", "slowdown_b"))
     assert [row["feasible"] for row in rows] == ["true", "false"]  # two ResNet-50/128 exceed a K80's 12 GiB
@@ -80,18 +75,7 @@ def test_pairs_precision_columns_are_optional_and_repeated_when_given(tmp_path: 
     assert code == 0, output
     with target.open() as handle:
         rows = list(csv.DictReader(handle))
-    assert list(rows[0]) == [
-        "gpu",
-        "model_a",
-        "batch_a",
-        "model_b",
-        "batch_b",
-        "slowdown_a",
-        "slowdown_b",
-        "feasible",
-        "precision_a",
-        "precision_b",
-    ]
+    assert list(rows[0]) == [*OUTPUT_COLUMNS, "precision_a", "precision_b"]
     assert [(row["precision_a"], row["precision_b"]) for row in rows] == [("amp", "fp32"), ("bf16", "fp32")]
     assert rows[1]["gpu"] == "NVIDIA-H100-80GB-HBM3"  # input repeated as given
     predictor = load_predictor()
