@@ -5,8 +5,9 @@
 Every number comes from one run on the shipped data, each model refitted without the held-out group:
 - slowdown (Gavel pairs): leave one GPU type out (train on two, test the third) and leave one
   architecture family out (every pair touching it), for the graph-feature model alone and with the
-  neighbour columns of the training rows; MAPE and Spearman's rank correlation against predicting the
-  training rows' median slowdown;
+  neighbour columns of the training rows, each blended with the physical prior fitted on the training
+  rows where it has no neighbour estimate; MAPE and Spearman's rank correlation (pooled over the
+  held-out groups, and within each group) against predicting the training rows' median slowdown;
 - utilization: the roofline step time, calibrated without the held-out GPU or family (mean |log
   error| of the step time, against the training median step time);
 - memory: Gavel's feasibility (pairs that ran fit, pairs reported at zero throughput did not) and
@@ -21,6 +22,7 @@ import argparse
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -37,35 +39,50 @@ def spearman(actual: np.ndarray, predicted: np.ndarray) -> float:
 
 
 def slowdown_transfer(
-    samples: pd.DataFrame, matrix: np.ndarray, held_out: Callable[[str], np.ndarray], groups: Sequence[str]
-) -> dict[str, dict[str, float]]:
-    """For each model variant: MAPE, Spearman and the median baseline pooled over the held-out groups."""
+    samples: pd.DataFrame,
+    matrix: np.ndarray,
+    priors: np.ndarray,
+    held_out: Callable[[str], np.ndarray],
+    groups: Sequence[str],
+) -> dict[str, Any]:
+    """For each model variant: MAPE, Spearman and the median baseline pooled over the held-out groups,
+    and Spearman within each group."""
     measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
     feasible = samples["feasible"].to_numpy()
     target = samples["slowdown"].to_numpy()
     queries = training.neighbour_queries(samples)
-    pooled: dict[str, list[np.ndarray]] = {"actual": [], "features": [], "neighbours": [], "median": []}
+    variants = ("features", "neighbours", "prior", "median")
+    pooled: dict[str, list[np.ndarray]] = {"actual": [], **{variant: [] for variant in variants}}
     for group in groups:
         test_mask = held_out(group)
         train = np.flatnonzero(~test_mask & feasible)
         test = np.flatnonzero(test_mask & measured)
+        prior = training.fit_prior(priors[train], target[train]).log_slowdown(priors[test])
         alone = training.fit_slowdown(matrix[train], target[train])
-        pooled["features"].append(slowdown.from_raw(alone.inplace_predict(matrix[test])))
+        raw_alone = alone.inplace_predict(matrix[test])
+        pooled["features"].append(slowdown.from_raw(slowdown.blended(raw_alone, matrix[test], prior)))
+        pooled["prior"].append(slowdown.from_raw(prior))
         rows, targets, weights = training.neighbour_training_set(matrix, queries, target, train)
         with_table = training.fit_slowdown(rows, targets, weights=weights)
         table = training.neighbour_table(queries, target, train)
         test_rows = training.with_neighbours(matrix[test], [queries[row] for row in test], table)
         raw = with_table.inplace_predict(test_rows)
-        pooled["neighbours"].append(slowdown.from_raw(slowdown.blended(raw, test_rows)))
+        pooled["neighbours"].append(slowdown.from_raw(slowdown.blended(raw, test_rows, prior)))
         pooled["median"].append(np.full(len(test), np.median(target[train])))
         pooled["actual"].append(target[test])
     actual = np.concatenate(pooled["actual"])
-    result = {}
-    for variant in ("features", "neighbours", "median"):
+    result: dict[str, Any] = {}
+    for variant in variants:
         predicted = np.concatenate(pooled[variant])
         result[variant] = {
             "mape": round(validation.mape(actual, predicted), 4),
             "spearman": round(spearman(actual, predicted), 3) if variant != "median" else 0.0,
+            "spearman_within": {
+                group: round(spearman(truth, guess), 3)
+                for group, truth, guess in zip(groups, pooled["actual"], pooled[variant], strict=True)
+            }
+            if variant != "median"
+            else {},
         }
     result["samples"] = {"n": len(actual)}
     return result
@@ -97,6 +114,7 @@ def main() -> None:
     out = parser.parse_args().out
     samples = training.slowdown_samples(PAIRS_CSV)
     matrix = training.slowdown_matrix(samples, catalog.lookup)
+    priors = training.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
     family = {
         side: samples[f"{side}_model"].map(lambda name: training.FAMILIES.get(name, name)).to_numpy()
         for side in ("own", "other")
@@ -105,10 +123,14 @@ def main() -> None:
     families = sorted(set(family["own"]))
     report = {
         "slowdown_leave_one_gpu_out": slowdown_transfer(
-            samples, matrix, lambda gpu: (samples["gpu"] == gpu).to_numpy(), gpus
+            samples, matrix, priors, lambda gpu: (samples["gpu"] == gpu).to_numpy(), gpus
         ),
         "slowdown_leave_one_family_out": slowdown_transfer(
-            samples, matrix, lambda name: (family["own"] == name) | (family["other"] == name), families
+            samples,
+            matrix,
+            priors,
+            lambda name: (family["own"] == name) | (family["other"] == name),
+            families,
         ),
         "step_time": step_time_transfer(out.parent / "transfer-models"),
         "memory": memory_check(samples),
@@ -117,9 +139,10 @@ def main() -> None:
     out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print("slowdown            split   variant     MAPE  Spearman")
     for split in ("slowdown_leave_one_gpu_out", "slowdown_leave_one_family_out"):
-        for variant in ("features", "neighbours", "median"):
+        for variant in ("features", "neighbours", "prior", "median"):
             scores = report[split][variant]
-            print(f"  {split[18:]:22} {variant:10} {scores['mape']:.3f}  {scores['spearman']:+.2f}")
+            within = " ".join(f"{group} {value:+.2f}" for group, value in scores["spearman_within"].items())
+            print(f"  {split[18:]:22} {variant:10} {scores['mape']:.3f}  {scores['spearman']:+.2f}  {within}")
     for split in ("leave_one_gpu_out", "leave_one_family_out"):
         for group, scores in report["step_time"][split].items():
             print(

@@ -1,7 +1,8 @@
 """Trained models on disk: XGBoost JSON files, the memory model and a metadata.json describing them.
 
 A models directory holds `slowdown.json` (an XGBoost booster), `roofline.json` (the calibrated
-constants of the step-time model that utilization comes from), `memory.json` (the calibrated memory
+constants of the step-time model that utilization comes from), `slowdown_prior.json` (the physical
+prior blended into slowdowns without measured relatives), `memory.json` (the calibrated memory
 model), `slowdown_neighbours.csv` (the measured pairs the slowdown model's
 neighbour columns come from; it always travels with its `slowdown.json`) and `metadata.json` (per
 model: training-data file and SHA-256, feature columns, training date, cross-validated metrics). A
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from horus_operator.prediction import neighbours
 from horus_operator.prediction.memory import MemoryModel
 from horus_operator.prediction.roofline import RooflineConstants
+from horus_operator.prediction.slowdown import SlowdownPrior
 from horus_operator.prediction.trees import TreeEnsemble
 
 if TYPE_CHECKING:  # training only: loading never imports xgboost
@@ -30,13 +32,19 @@ METADATA_FILE = "metadata.json"
 BOOSTER_NAMES = ("slowdown",)
 MEMORY_FILE = "memory.json"
 ROOFLINE_FILE = "roofline.json"  # metadata entry "utilization": utilization is what it predicts
-_FILES = {"slowdown": "slowdown.json", "memory": MEMORY_FILE, "utilization": ROOFLINE_FILE}
+_FILES = {
+    "slowdown": "slowdown.json",
+    "slowdown_prior": "slowdown_prior.json",
+    "memory": MEMORY_FILE,
+    "utilization": ROOFLINE_FILE,
+}
 NEIGHBOURS_FILE = "slowdown_neighbours.csv"
 
 
 @dataclass
 class Artifacts:
     slowdown: TreeEnsemble
+    slowdown_prior: SlowdownPrior
     roofline: RooflineConstants
     memory: MemoryModel
     # model name -> its metadata entry, and "sources": model name -> directory it was loaded from
@@ -69,11 +77,17 @@ def load(directory: str | Path | None = None) -> Artifacts:
     slowdown = TreeEnsemble.from_json(paths["slowdown"])
     return Artifacts(
         slowdown=slowdown,
+        slowdown_prior=SlowdownPrior(**json.loads(paths["slowdown_prior"].read_text())),
         roofline=RooflineConstants(**json.loads(paths["utilization"].read_text())),
         memory=MemoryModel(**json.loads(paths["memory"].read_text())),
         metadata=metadata,
         neighbours=_load_neighbours(paths["slowdown"].parent, slowdown),
     )
+
+
+def load_roofline(directory: str | Path) -> RooflineConstants:
+    """The roofline constants in `directory` (which need not exist yet), else the shipped ones."""
+    return RooflineConstants(**json.loads(_pick(Path(directory), ROOFLINE_FILE).read_text()))
 
 
 def _load_neighbours(directory: Path, model: TreeEnsemble) -> neighbours.NeighbourTable | None:
@@ -123,6 +137,10 @@ def save_booster(directory: str | Path, name: str, booster: xgb.Booster, entry: 
 
 def save_memory(directory: str | Path, model: MemoryModel, entry: dict[str, Any]) -> Path:
     return _save_json(directory, "memory", model.to_dict(), entry)
+
+
+def save_prior(directory: str | Path, prior: SlowdownPrior, entry: dict[str, Any]) -> Path:
+    return _save_json(directory, "slowdown_prior", prior.to_dict(), entry)
 
 
 def save_roofline(directory: str | Path, constants: RooflineConstants, entry: dict[str, Any]) -> Path:

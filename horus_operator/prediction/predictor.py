@@ -43,6 +43,7 @@ class PairPrediction:
 class _JobEntry:
     row: dict[str, float]  # design.job_row
     prediction: JobPrediction
+    step_ms: float  # roofline.estimate's step time on this GPU
 
 
 class XGBoostPredictor:
@@ -107,7 +108,7 @@ class XGBoostPredictor:
             prediction = JobPrediction(
                 utilization=step.busy, memory_mib=self.models.memory.memory_mib(job_features, precision)
             )
-            entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction)
+            entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, step_ms=step.step_ms)
         return entry
 
     def _features(self, workload: Workload) -> Mapping[str, float]:
@@ -123,19 +124,28 @@ class XGBoostPredictor:
         self, gpu: str, ordered: Sequence[tuple[tuple[WorkloadKey, _JobEntry], tuple[WorkloadKey, _JobEntry]]]
     ) -> None:
         missing = {
-            (own_key, other_key): (own.row, other.row)
+            (own_key, other_key): (own, other)
             for (own_key, own), (other_key, other) in ordered
             if (gpu, own_key, other_key) not in self._pairs
         }
         if not missing:
             return
-        matrix = design.pair_matrix(list(missing.values()))
+        matrix = design.pair_matrix([(own.row, other.row) for own, other in missing.values()])
+        speed = GPU_SPECS[gpu].fp32_tflops
+        prior = self.models.slowdown_prior.log_slowdown(
+            np.array(
+                [
+                    slowdown.SlowdownPrior.inputs(own.step_ms, other.step_ms, speed)
+                    for own, other in missing.values()
+                ]
+            )
+        )
         if self.models.neighbours is not None:
             queries = [
                 (gpu, _measured_as(own_key), _measured_as(other_key)) for own_key, other_key in missing
             ]
             matrix = np.hstack([matrix, self.models.neighbours.matrix(queries)])
-        predicted = slowdown.from_raw(slowdown.blended(self.models.slowdown.predict(matrix), matrix))
+        predicted = slowdown.from_raw(slowdown.blended(self.models.slowdown.predict(matrix), matrix, prior))
         for (own_key, other_key), value in zip(missing, predicted, strict=True):
             self._pairs[(gpu, own_key, other_key)] = float(value)
 

@@ -90,6 +90,31 @@ def slowdown_matrix(samples: pd.DataFrame, source: FeatureSource) -> np.ndarray:
     return design.pair_matrix(rows)
 
 
+def prior_inputs(
+    samples: pd.DataFrame, source: FeatureSource, constants: roofline.RooflineConstants
+) -> np.ndarray:
+    """slowdown.SlowdownPrior inputs of each sample, from the roofline step times on its GPU (fp32: the
+    pair measurements carry no precision)."""
+    own = datasets.lookup_all(source, samples["own_model"], samples["own_batch"])
+    other = datasets.lookup_all(source, samples["other_model"], samples["other_batch"])
+    rows = []
+    for a, b, gpu in zip(own, other, samples["gpu"], strict=True):
+        spec = gpu_spec(gpu)
+        own_ms = roofline.estimate(a, spec, "fp32", constants).step_ms
+        other_ms = roofline.estimate(b, spec, "fp32", constants).step_ms
+        rows.append(slowdown.SlowdownPrior.inputs(own_ms, other_ms, spec.fp32_tflops))
+    return np.array(rows, dtype=np.float64).reshape(len(rows), 2)
+
+
+def fit_prior(inputs: np.ndarray, slowdowns: np.ndarray) -> slowdown.SlowdownPrior:
+    """Least squares of log slowdown on the prior's two inputs."""
+    design_matrix = np.column_stack([np.ones(len(inputs)), inputs])
+    intercept, step_ratio, gpu_speed = np.linalg.lstsq(design_matrix, slowdown.label(slowdowns), rcond=None)[
+        0
+    ]
+    return slowdown.SlowdownPrior(float(intercept), float(step_ratio), float(gpu_speed))
+
+
 def fit_slowdown(
     matrix: np.ndarray,
     slowdowns: np.ndarray,
@@ -212,6 +237,7 @@ def score(folds: Sequence[FoldResult]) -> CvScore:
 def cross_validate_slowdown(
     samples: pd.DataFrame,
     matrix: np.ndarray,
+    priors: np.ndarray,
     splits: Iterable[validation.Split],
     train_on_placeholders: bool = False,
     params: dict[str, object] | None = None,
@@ -220,7 +246,8 @@ def cross_validate_slowdown(
 ) -> list[FoldResult]:
     """Model and constant (both fitted on each training fold) on the feasible, measured
     (non-placeholder) test rows of every split. The neighbour columns of every row come from the
-    training fold's measurements only (`use_neighbours=False`: the graph-feature model alone)."""
+    training fold's measurements only (`use_neighbours=False`: the graph-feature model alone). `priors`
+    holds each sample's prior inputs (`prior_inputs`); the prior is fitted on each training fold."""
     measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
     trainable = samples["feasible"].to_numpy() & (measured | train_on_placeholders)
     target = samples["slowdown"].to_numpy()
@@ -237,10 +264,11 @@ def cross_validate_slowdown(
             booster = fit_slowdown(matrix[train], target[train], params, rounds)
             test_rows = matrix[test]
         raw = booster.inplace_predict(test_rows)
+        prior = fit_prior(priors[train], target[train]).log_slowdown(priors[test])
         folds.append(
             FoldResult(
                 actual=target[test],
-                predicted=slowdown.from_raw(slowdown.blended(raw, test_rows)),
+                predicted=slowdown.from_raw(slowdown.blended(raw, test_rows, prior)),
                 constant=np.full(len(test), mape_optimal_constant(target[train])),
                 gpu=samples["gpu"].to_numpy()[test],
             )
@@ -274,7 +302,7 @@ def per_gpu(folds: Sequence[FoldResult]) -> dict[str, Any]:
 
 
 def evaluate_slowdown(
-    samples: pd.DataFrame, matrix: np.ndarray, train_on_placeholders: bool = False
+    samples: pd.DataFrame, matrix: np.ndarray, priors: np.ndarray, train_on_placeholders: bool = False
 ) -> dict[str, Any]:
     """MAPE on held-out (GPU type, pair) rows (several random splits, pooled), on held-out pairs (on
     every GPU type at once), on held-out configurations (split into a new batch size of an architecture
@@ -284,10 +312,10 @@ def evaluate_slowdown(
         validation.row_holdout(samples, ROW_HOLDOUT_FRACTION, np.random.default_rng(seed))
         for seed in ROW_SEEDS
     ]
-    by_row = cross_validate_slowdown(samples, matrix, row_splits, train_on_placeholders)
+    by_row = cross_validate_slowdown(samples, matrix, priors, row_splits, train_on_placeholders)
     configurations = list(validation.configuration_folds(samples))
     by_configuration = cross_validate_slowdown(
-        samples, matrix, [split for _, split in configurations], train_on_placeholders
+        samples, matrix, priors, [split for _, split in configurations], train_on_placeholders
     )
     kinds = configuration_kinds([name for name, _ in configurations])
 
@@ -297,12 +325,14 @@ def evaluate_slowdown(
         ).as_dict()
 
     pair_splits = validation.pair_folds(samples, PAIR_FOLDS, np.random.default_rng(SEED))
-    by_pair = cross_validate_slowdown(samples, matrix, pair_splits, train_on_placeholders)
+    by_pair = cross_validate_slowdown(samples, matrix, priors, pair_splits, train_on_placeholders)
     return {
         "by_row": score(by_row).as_dict(),
         "by_row_per_gpu": per_gpu(by_row),
         "by_row_without_neighbours": score(
-            cross_validate_slowdown(samples, matrix, row_splits, train_on_placeholders, use_neighbours=False)
+            cross_validate_slowdown(
+                samples, matrix, priors, row_splits, train_on_placeholders, use_neighbours=False
+            )
         ).as_dict(),
         "by_pair": score(by_pair).as_dict(),
         "by_pair_per_gpu": per_gpu(by_pair),
@@ -501,15 +531,18 @@ def train_slowdown(
     train_on_placeholders: bool = True,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Cross-validate, then fit on all rows; writes slowdown.json and memory.json into `out_dir`.
+    """Cross-validate, then fit on all rows; writes slowdown.json, slowdown_prior.json and memory.json
+    into `out_dir`. The prior reads step times from `out_dir`'s roofline constants (else the shipped
+    ones): calibrate those first.
 
     The exact-1.000 rows stay in training by default: by-pair CV on the measured rows is no worse with
     them (docs/prediction.md); they are never scored.
     """
     samples = slowdown_samples(data)
     matrix = slowdown_matrix(samples, source)
+    priors = prior_inputs(samples, source, artifacts.load_roofline(out_dir))
     log(f"slowdown: {len(samples)} samples ({int(samples['feasible'].sum())} feasible), cross-validating")
-    metrics = evaluate_slowdown(samples, matrix, train_on_placeholders)
+    metrics = evaluate_slowdown(samples, matrix, priors, train_on_placeholders)
     usable = np.flatnonzero(
         (samples["feasible"] & (train_on_placeholders | ~samples["placeholder"])).to_numpy()
     )
@@ -526,6 +559,8 @@ def train_slowdown(
     entry["neighbours_sha256"] = datasets.sha256_of(table_path)
     entry["neighbours_measurements"] = len(table)
     artifacts.save_booster(out_dir, "slowdown", booster, entry)
+    prior = fit_prior(priors[usable], slowdowns[usable])
+    artifacts.save_prior(out_dir, prior, _entry(data, ["log_step_ratio", "log_fp32_tflops"], {}, len(usable)))
     log("slowdown: calibrating the memory model on the pairs' feasibility")
     memory_model = memory.calibrate(memory_feasibility_data(samples, source))
     memory_metrics = cross_validate_memory(samples, source)

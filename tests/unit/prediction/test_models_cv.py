@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from horus_operator.prediction import catalog, slowdown, training, validation
+from horus_operator.prediction import artifacts, catalog, slowdown, training, validation
 
 PAIRS = Path(__file__).resolve().parents[3] / "data" / "colocation" / "gavel_pairs_train.csv"
 QUICK = slowdown.PARAMS | {"eta": 0.15}
@@ -22,7 +22,9 @@ def test_slowdown_beats_constant_on_held_out_pairs() -> None:
     matrix = training.slowdown_matrix(samples, catalog.lookup)
     folds = validation.pair_folds(samples, 5, np.random.default_rng(0))
     result = training.score(
-        training.cross_validate_slowdown(samples, matrix, folds, params=QUICK, rounds=QUICK_ROUNDS)
+        training.cross_validate_slowdown(
+            samples, matrix, _priors(samples), folds, params=QUICK, rounds=QUICK_ROUNDS
+        )
     )
     assert result.samples > 900
     # The constant scores about 0.23; the model must do markedly better, not just tie.
@@ -33,14 +35,34 @@ def test_neighbour_columns_help_on_held_out_rows() -> None:
     samples = training.slowdown_samples(PAIRS)
     matrix = training.slowdown_matrix(samples, catalog.lookup)
     split = [validation.row_holdout(samples, training.ROW_HOLDOUT_FRACTION, np.random.default_rng(0))]
+    priors = _priors(samples)
 
     def held_out_mape(use_neighbours: bool) -> float:
         folds = training.cross_validate_slowdown(
-            samples, matrix, split, params=QUICK, rounds=QUICK_ROUNDS, use_neighbours=use_neighbours
+            samples, matrix, priors, split, params=QUICK, rounds=QUICK_ROUNDS, use_neighbours=use_neighbours
         )
         return training.score(folds).model
 
     assert held_out_mape(use_neighbours=True) < held_out_mape(use_neighbours=False)
+
+
+def _priors(samples: object) -> np.ndarray:
+    return training.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
+
+
+def test_slowdown_beats_constant_on_a_gpu_type_it_never_saw() -> None:
+    """Leave one GPU type out (bench/prediction_transfer.py reports the full table)."""
+    samples = training.slowdown_samples(PAIRS)
+    matrix = training.slowdown_matrix(samples, catalog.lookup)
+    gpus = samples["gpu"].to_numpy()
+    everything = np.arange(len(samples))
+    folds = [(everything[gpus != gpu], everything[gpus == gpu]) for gpu in sorted(set(gpus))]
+    result = training.score(
+        training.cross_validate_slowdown(
+            samples, matrix, _priors(samples), folds, params=QUICK, rounds=QUICK_ROUNDS
+        )
+    )
+    assert result.model < result.baseline
 
 
 def test_row_holdout_keeps_both_orderings_of_a_gpu_pair_together() -> None:
