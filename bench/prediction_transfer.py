@@ -32,6 +32,7 @@ from horus_operator.prediction import artifacts, catalog, memory, slowdown, trai
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
+TIMM_CSV = REPO / "data" / "throughput" / "timm_train_rtx3090_amp.csv"
 
 
 def spearman(actual: np.ndarray, predicted: np.ndarray) -> float:
@@ -105,7 +106,7 @@ def memory_check(samples: pd.DataFrame) -> dict[str, float]:
 def step_time_transfer(models_dir: Path) -> dict[str, object]:
     """The roofline calibration's held-out-GPU and held-out-family step-time errors (written to a
     scratch models directory, never over the shipped one)."""
-    return training.train_step_times(STEP_TIMES_CSV, models_dir, catalog.lookup)["utilization"]
+    return training.train_step_times(STEP_TIMES_CSV, models_dir, catalog.lookup, timm=TIMM_CSV)["utilization"]
 
 
 def main() -> None:

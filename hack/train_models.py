@@ -17,6 +17,7 @@ from horus_operator.prediction import artifacts, catalog, training
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
+TIMM_CSV = REPO / "data" / "throughput" / "timm_train_rtx3090_amp.csv"
 PEAKS_CSV = REPO / "data" / "memory" / "milabench_scaling_nvidia.csv"
 
 
@@ -25,7 +26,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=artifacts.SHIPPED_DIR)
     out = parser.parse_args().out
     # Step times first: the slowdown prior reads its step times from the freshly calibrated constants.
-    metrics = training.train_step_times(STEP_TIMES_CSV, out, catalog.lookup)
+    metrics = training.train_step_times(STEP_TIMES_CSV, out, catalog.lookup, timm=TIMM_CSV)
     metrics |= training.train_slowdown(PAIRS_CSV, out, catalog.lookup)
     # After train_slowdown, whose feasibility-fitted memory.json this envelope over measured peaks replaces.
     metrics |= training.train_memory(PEAKS_CSV, PAIRS_CSV, out, catalog.lookup)

@@ -3,7 +3,7 @@
 For one training step (forward + backward + optimizer) of a job at a batch size and precision on a GPU
 from the GPU table:
 
-    matmul_ms  = 3 × (conv + linear + attention FLOPs) / (peak(precision) × matmul_efficiency)
+    matmul_ms  = 3 × (conv + linear + attention FLOPs) / (peak(precision) × efficiency(precision))
     other_ms   = 3 × (remaining FLOPs) / (FP32 peak × matmul_efficiency)
     traffic_ms = (TRAFFIC_PER_ACTIVATION_BYTE × activation bytes × bytes_scale(precision)
                   + TRAFFIC_PER_PARAM_BYTE × parameter bytes) / (bandwidth × bandwidth_efficiency)
@@ -12,6 +12,9 @@ from the GPU table:
     host_ms    = kernels × host_us_per_kernel + step_overhead_ms
     step_ms    = max(gpu_ms, host_ms)   (the host enqueues ahead of the GPU: the slower side sets the pace)
     busy       = gpu_ms / step_ms       (the share of time a kernel runs: nvidia-smi's utilization)
+
+efficiency(precision) is `matmul_efficiency` on the FP32 path and `tensor_efficiency` on a GPU's
+FP16/BF16 tensor path (amp, bf16): the share of peak achieved differs between the two paths.
 
 A GPU with a higher peak or bandwidth shortens `gpu_ms`; the host side does not get faster with the GPU,
 so a small model on an H100 is host-bound and shows a low utilization, as measured. The constants in
@@ -56,6 +59,7 @@ class RooflineConstants:
     kernel_floor_us: float = 3.0  # the shortest a kernel occupies the GPU
     host_us_per_kernel: float = 12.0  # framework dispatch and launch on the CPU
     step_overhead_ms: float = 1.0  # optimizer bookkeeping, data hand-off, synchronisation per step
+    tensor_efficiency: float = 0.3  # share of the FP16/BF16 tensor peak reached (amp, bf16)
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -68,6 +72,7 @@ CONSTANT_BOUNDS: tuple[tuple[float, float], ...] = (
     (0.5, 50.0),  # kernel_floor_us
     (1.0, 200.0),  # host_us_per_kernel
     (0.01, 500.0),  # step_overhead_ms
+    (0.02, 1.0),  # tensor_efficiency
 )
 
 
@@ -120,13 +125,14 @@ def estimate(
     flops = TRAINING_FLOPS_FACTOR * batch * float(job_features["flops_per_sample"])
     matmul_flops = TRAINING_FLOPS_FACTOR * batch * sum(float(job_features[name]) for name in _MATMUL_FLOPS)
     other_flops = max(0.0, flops - matmul_flops)
-    efficiency = constants.matmul_efficiency
+    on_tensor_path = spec.peak_tflops(precision) > spec.fp32_tflops
     activation_bytes = float(job_features["activation_bytes_per_batch"]) * bytes_scale(precision)
     traffic_bytes = TRAFFIC_PER_ACTIVATION_BYTE * activation_bytes + TRAFFIC_PER_PARAM_BYTE * float(
         job_features["param_bytes"]
     )
-    matmul_ms = matmul_flops / (spec.peak_tflops(precision) * efficiency * 1e9)
-    other_ms = other_flops / (spec.fp32_tflops * efficiency * 1e9)
+    matmul_efficiency = constants.tensor_efficiency if on_tensor_path else constants.matmul_efficiency
+    matmul_ms = matmul_flops / (spec.peak_tflops(precision) * matmul_efficiency * 1e9)
+    other_ms = other_flops / (spec.fp32_tflops * constants.matmul_efficiency * 1e9)
     traffic_ms = traffic_bytes / (spec.memory_bandwidth_gbs * constants.bandwidth_efficiency * 1e6)
     kernels = kernels_per_step(job_features)
     gpu_ms = max(matmul_ms + other_ms, traffic_ms) + kernels * constants.kernel_floor_us / 1000.0

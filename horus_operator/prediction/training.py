@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import datetime
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -597,8 +598,48 @@ STEP_TIME_CSV_COLUMNS: tuple[str, ...] = ("gpu", "model", "batch", "tput_alone")
 # Architecture families: held out together, so a family's other sizes never leak into its test.
 FAMILIES: dict[str, str] = {
     "resnet18": "resnet",
+    "resnet34": "resnet",
     "resnet50": "resnet",
+    "resnet101": "resnet",
     "resnet152": "resnet",
+    "resnext50_32x4d": "resnet",
+    "resnext101_32x8d": "resnet",
+    "resnext101_64x4d": "resnet",
+    "wide_resnet50_2": "resnet",
+    "wide_resnet101_2": "resnet",
+    **{
+        name: "vgg"
+        for name in ("vgg11", "vgg13", "vgg16", "vgg19", "vgg11_bn", "vgg13_bn", "vgg16_bn", "vgg19_bn")
+    },
+    **{name: "densenet" for name in ("densenet121", "densenet161", "densenet169", "densenet201")},
+    **{
+        name: "regnet"
+        for name in (
+            "regnet_x_400mf",
+            "regnet_x_800mf",
+            "regnet_x_1_6gf",
+            "regnet_x_3_2gf",
+            "regnet_y_400mf",
+            "regnet_y_800mf",
+            "regnet_y_1_6gf",
+            "regnet_y_3_2gf",
+        )
+    },
+    **{
+        name: "mobile"
+        for name in (
+            "mobilenet_v2",
+            "mobilenet_v3_large",
+            "mobilenet_v3_small",
+            "mnasnet0_75",
+            "mnasnet1_0",
+            "efficientnet_b0",
+        )
+    },
+    **{name: "vit" for name in ("vit_b_16", "vit_b_32", "vit_l_16")},
+    **{name: "swin" for name in ("swin_t", "swin_s")},
+    **{name: "convnext" for name in ("convnext_tiny", "convnext_small")},
+    "inception_v3-imagenet": "inception",
     "transformer": "transformer",
     "lstm-lm": "lstm",
     "recommendation": "recommendation",
@@ -613,6 +654,7 @@ class JobSamples:
 
     jobs: list[dict[str, float]]
     specs: list[GpuSpec]
+    precisions: list[str]
     measured: np.ndarray  # step time in ms, or utilization 0..1
     gpus: np.ndarray
     models: np.ndarray
@@ -622,6 +664,7 @@ def job_samples(samples: pd.DataFrame, source: FeatureSource, measured: np.ndarr
     return JobSamples(
         jobs=[dict(job) for job in datasets.lookup_all(source, samples["model"], samples["batch"])],
         specs=[gpu_spec(gpu) for gpu in samples["gpu"]],
+        precisions=list(samples["precision"]) if "precision" in samples else ["fp32"] * len(samples),
         measured=np.asarray(measured, dtype=np.float64),
         gpus=samples["gpu"].to_numpy(),
         models=samples["model"].to_numpy(),
@@ -629,11 +672,15 @@ def job_samples(samples: pd.DataFrame, source: FeatureSource, measured: np.ndarr
 
 
 def step_times(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> np.ndarray:
-    return np.array([roofline.estimate(data.jobs[i], data.specs[i], "fp32", constants).step_ms for i in keep])
+    return np.array([_estimate(data, i, constants).step_ms for i in keep])
 
 
 def busy_fractions(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> np.ndarray:
-    return np.array([roofline.estimate(data.jobs[i], data.specs[i], "fp32", constants).busy for i in keep])
+    return np.array([_estimate(data, i, constants).busy for i in keep])
+
+
+def _estimate(data: JobSamples, index: int, constants: roofline.RooflineConstants) -> roofline.StepEstimate:
+    return roofline.estimate(data.jobs[index], data.specs[index], data.precisions[index], constants)
 
 
 def step_time_error(data: JobSamples, constants: roofline.RooflineConstants, keep: np.ndarray) -> float:
@@ -647,17 +694,27 @@ def utilization_error(data: JobSamples, constants: roofline.RooflineConstants, k
     return validation.rmsle(100.0 * data.measured[keep], 100.0 * busy_fractions(data, constants, keep))
 
 
+ROOFLINE_PRIOR_PULL = 0.01  # per squared log-unit from the defaults; the losses are ~0.5 log-units
+
+
 def calibrate_roofline(
     loss: Callable[[roofline.RooflineConstants], float],
     start: roofline.RooflineConstants | None = None,
 ) -> roofline.RooflineConstants:
     """The constants minimising `loss`, searched in log space from `start` (Nelder-Mead: few
-    parameters, a loss with kinks where a job turns host-bound)."""
+    parameters, a loss with kinks where a job turns host-bound). A weak pull towards the defaults
+    (ROOFLINE_PRIOR_PULL) keeps a constant the data cannot see where physics puts it: without AMP
+    measurements the tensor-path efficiency, without memory-bound jobs the bandwidth efficiency,
+    would otherwise drift to a bound."""
     from scipy.optimize import minimize  # scipy comes with xgboost
 
-    initial = np.log(list((start or roofline.RooflineConstants()).to_dict().values()))
+    defaults = np.log(list(roofline.RooflineConstants().to_dict().values()))
+    initial = np.log(list(start.to_dict().values())) if start else defaults
     result = minimize(
-        lambda x: loss(roofline.RooflineConstants(*np.exp(x))),
+        lambda x: (
+            loss(roofline.RooflineConstants(*np.exp(x)))
+            + ROOFLINE_PRIOR_PULL * float(np.mean((x - defaults) ** 2))
+        ),
         initial,
         method="Nelder-Mead",
         bounds=[(np.log(low), np.log(high)) for low, high in roofline.CONSTANT_BOUNDS],
@@ -683,14 +740,64 @@ def held_out_step_times(data: JobSamples, groups: np.ndarray) -> dict[str, Any]:
     return result
 
 
+# timm's model names for the catalog's torchvision models where they differ (same architecture).
+TIMM_NAMES: dict[str, str] = {
+    "vit_base_patch16_224": "vit_b_16",
+    "vit_base_patch32_224": "vit_b_32",
+    "vit_large_patch16_224": "vit_l_16",
+    "mobilenetv3_large_100": "mobilenet_v3_large",
+    "mobilenetv3_small_100": "mobilenet_v3_small",
+    "mobilenetv2_100": "mobilenet_v2",
+    "swin_tiny_patch4_window7_224": "swin_t",
+    "swin_small_patch4_window7_224": "swin_s",
+    "mnasnet_075": "mnasnet0_75",
+    "mnasnet_100": "mnasnet1_0",
+    "inception_v3": "inception_v3-imagenet",
+    **{f"regnet{kind}_{size}": f"regnet_{kind}_{name}"
+       for kind in ("x", "y")
+       for size, name in (("004", "400mf"), ("008", "800mf"), ("016", "1_6gf"), ("032", "3_2gf"))},
+}  # fmt: skip
+TIMM_CSV_COLUMNS: tuple[str, ...] = (
+    "layout",
+    "model",
+    "train_step_time",
+    "train_batch_size",
+    "train_img_size",
+)
+
+
+def timm_step_times(path: str | Path, source: FeatureSource) -> pd.DataFrame:
+    """`gpu, model, batch, precision, step_ms` of timm's RTX 3090 AMP training benchmark for the
+    catalog models among it: NCHW rows (the catalog's layout) at the catalog entry's image size."""
+    table = datasets.read_csv(path, TIMM_CSV_COLUMNS)
+    rows = []
+    for layout, model, step_ms, batch, image in table[list(TIMM_CSV_COLUMNS)].itertuples(index=False):
+        name = catalog_name(TIMM_NAMES.get(model, model))
+        if layout != "nchw" or name is None:
+            continue
+        side = math.sqrt(source(name, 1)["input_bytes_per_sample"] / (3 * 4))  # 3 FP32 channels
+        if round(side) == int(image):
+            rows.append(("rtx-3090", name, int(batch), "amp", float(step_ms)))
+    return pd.DataFrame(rows, columns=["gpu", "model", "batch", "precision", "step_ms"])
+
+
 def train_step_times(
-    data: str | Path, out_dir: str | Path, source: FeatureSource, log: Callable[[str], None] = print
+    data: str | Path,
+    out_dir: str | Path,
+    source: FeatureSource,
+    timm: str | Path | None = None,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Calibrate the roofline constants on measured single-job step times (Gavel's `tput_alone`);
-    writes roofline.json. Reports the error on each GPU type and each architecture family held out."""
+    """Calibrate the roofline constants on measured single-job step times (Gavel's `tput_alone`, FP32,
+    and, given `timm`, timm's RTX 3090 AMP benchmark); writes roofline.json. Reports the error on
+    each GPU type and each architecture family held out."""
     table = datasets.read_csv(data, STEP_TIME_CSV_COLUMNS)
     table["gpu"] = table["gpu"].map(normalize_gpu)
-    samples = job_samples(table, source, 1000.0 / table["tput_alone"].to_numpy())
+    table["precision"] = "fp32"
+    table["step_ms"] = 1000.0 / table["tput_alone"]
+    if timm is not None:
+        table = pd.concat([table, timm_step_times(timm, source)], ignore_index=True)
+    samples = job_samples(table, source, table["step_ms"].to_numpy())
     log(f"utilization: calibrating the step-time model on {len(table)} measured step times")
     everything = np.arange(len(samples.measured))
     constants = calibrate_roofline(lambda c: step_time_error(samples, c, everything))
@@ -702,6 +809,8 @@ def train_step_times(
         ),
     }
     entry = _entry(data, list(STEP_TIME_CSV_COLUMNS), metrics, samples=len(table))
+    if timm is not None:
+        entry["timm_file"], entry["timm_sha256"] = Path(timm).name, datasets.sha256_of(timm)
     artifacts.save_roofline(out_dir, constants, entry)
     return {"utilization": metrics, "roofline": constants.to_dict()}
 

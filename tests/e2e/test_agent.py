@@ -325,9 +325,9 @@ def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_sha
     agents.start_all()
     wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
 
-    # Two small jobs the roofline predicts well below busy (about 52 % and 37 % on a V100): the fake NVML
+    # Two small jobs the roofline predicts well below busy (about 45 % and 53 % on a V100): the fake NVML
     # reports the predicted utilization, and a GPU measured >= 95 % busy takes no co-tenant.
-    apply(cluster, namespace, dljob("job-a", "recommendation", 32))
+    apply(cluster, namespace, dljob("job-a", "a2c", 8))
     a = wait_for(lambda: running(cluster, namespace, "job-a"), timeout=60, what="job-a running")
     report_progress(cluster, namespace, "job-a", 10.0)
     # The fake NVML reports the predicted use of a job alone: observed equals predicted by construction,
@@ -409,7 +409,7 @@ def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_sha
     gpu, model_a, _, model_b, _, *rates = row.split(",")
     assert gpu == "v100"
     # Rows are ordered by model name; the rates are the ones the jobs reported above.
-    expected = {"recommendation": (10.0, 6.0), "dqn": (5.0, 4.0)}
+    expected = {"a2c": (10.0, 6.0), "dqn": (5.0, 4.0)}
     got = {model_a: (float(rates[0]), float(rates[2])), model_b: (float(rates[1]), float(rates[3]))}
     assert got == {model: expected[model] for model in got}
 

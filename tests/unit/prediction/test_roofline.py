@@ -1,0 +1,53 @@
+"""The roofline step-time model: physical properties, the tensor path, and its calibration data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from horus_operator.prediction import catalog, roofline, training
+from horus_operator.prediction.gpus import gpu_spec
+
+DATA = Path(__file__).resolve().parents[3] / "data"
+CONSTANTS = roofline.RooflineConstants(tensor_efficiency=0.5, matmul_efficiency=0.25)
+
+
+def test_a_faster_gpu_shortens_the_gpu_side_only() -> None:
+    job = catalog.lookup("resnet50", 64)
+    slow, fast = (roofline.estimate(job, gpu_spec(gpu), "fp32", CONSTANTS) for gpu in ("k80", "h100"))
+    assert fast.gpu_ms < slow.gpu_ms
+    assert fast.host_ms == slow.host_ms
+    assert 0.0 < fast.busy <= slow.busy <= 1.0
+
+
+def test_amp_uses_the_tensor_peak_and_its_own_efficiency() -> None:
+    job = catalog.lookup("vit_b_16", 64)
+    spec = gpu_spec("a100-40gb")
+    fp32, amp = (roofline.estimate(job, spec, precision, CONSTANTS) for precision in ("fp32", "amp"))
+    assert fp32.matmul_ms / amp.matmul_ms == pytest.approx(
+        (spec.fp16_tflops * CONSTANTS.tensor_efficiency) / (spec.fp32_tflops * CONSTANTS.matmul_efficiency)
+    )
+
+
+def test_a_gpu_without_a_tensor_path_runs_amp_at_fp32_speed() -> None:
+    job = catalog.lookup("resnet50", 64)
+    spec = gpu_spec("k80")
+    fp32, amp = (roofline.estimate(job, spec, precision, CONSTANTS) for precision in ("fp32", "amp"))
+    assert amp.matmul_ms == pytest.approx(fp32.matmul_ms)
+
+
+def test_timm_rows_are_kept_only_for_catalog_models_at_the_catalogs_layout_and_image_size() -> None:
+    rows = training.timm_step_times(DATA / "throughput" / "timm_train_rtx3090_amp.csv", catalog.lookup)
+    assert set(rows["gpu"]) == {"rtx-3090"} and set(rows["precision"]) == {"amp"}
+    kept = set(rows["model"])
+    assert {"resnet50", "vit_b_16", "mobilenet_v3_large", "regnet_y_400mf"} <= kept  # timm names mapped
+    assert "resnet18" not in kept  # the catalog's resnet18 is Gavel's CIFAR-10 model (32x32)
+    assert len(rows) == rows["model"].nunique()  # channels-last duplicates are dropped
+
+
+def test_calibration_keeps_a_constant_the_data_cannot_see_at_its_default() -> None:
+    # A loss that depends on matmul_efficiency alone: tensor_efficiency must stay where physics put it.
+    found = training.calibrate_roofline(lambda c: abs(c.matmul_efficiency - 0.3))
+    assert found.matmul_efficiency == pytest.approx(0.3, rel=0.05)
+    assert found.tensor_efficiency == pytest.approx(roofline.RooflineConstants().tensor_efficiency, rel=0.05)
