@@ -623,6 +623,7 @@ FAMILIES: dict[str, str] = {
             "regnet_y_800mf",
             "regnet_y_1_6gf",
             "regnet_y_3_2gf",
+            "regnet_y_128gf",
         )
     },
     **{
@@ -638,7 +639,7 @@ FAMILIES: dict[str, str] = {
     },
     **{name: "vit" for name in ("vit_b_16", "vit_b_32", "vit_l_16")},
     **{name: "swin" for name in ("swin_t", "swin_s")},
-    **{name: "convnext" for name in ("convnext_tiny", "convnext_small")},
+    **{name: "convnext" for name in ("convnext_tiny", "convnext_small", "convnext_large")},
     "inception_v3-imagenet": "inception",
     "transformer": "transformer",
     "lstm-lm": "lstm",
@@ -695,32 +696,44 @@ def utilization_error(data: JobSamples, constants: roofline.RooflineConstants, k
 
 
 ROOFLINE_PRIOR_PULL = 0.01  # per squared log-unit from the defaults; the losses are ~0.5 log-units
+CALIBRATION_RESTARTS = 5
 
 
 def calibrate_roofline(
     loss: Callable[[roofline.RooflineConstants], float],
     start: roofline.RooflineConstants | None = None,
 ) -> roofline.RooflineConstants:
-    """The constants minimising `loss`, searched in log space from `start` (Nelder-Mead: few
-    parameters, a loss with kinks where a job turns host-bound). A weak pull towards the defaults
+    """The constants minimising `loss`, searched in log space from `start` (Nelder-Mead, restarted:
+    few parameters, a loss with kinks where a job turns host-bound). A weak pull towards the defaults
     (ROOFLINE_PRIOR_PULL) keeps a constant the data cannot see where physics puts it: without AMP
     measurements the tensor-path efficiency, without memory-bound jobs the bandwidth efficiency,
     would otherwise drift to a bound."""
     from scipy.optimize import minimize  # scipy comes with xgboost
 
     defaults = np.log(list(roofline.RooflineConstants().to_dict().values()))
-    initial = np.log(list(start.to_dict().values())) if start else defaults
-    result = minimize(
-        lambda x: (
-            loss(roofline.RooflineConstants(*np.exp(x)))
-            + ROOFLINE_PRIOR_PULL * float(np.mean((x - defaults) ** 2))
-        ),
-        initial,
-        method="Nelder-Mead",
-        bounds=[(np.log(low), np.log(high)) for low, high in roofline.CONSTANT_BOUNDS],
-        options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-9},
-    )
-    return roofline.RooflineConstants(*(float(value) for value in np.exp(result.x)))
+
+    def penalised(x: np.ndarray) -> float:
+        return loss(roofline.RooflineConstants(*np.exp(x))) + ROOFLINE_PRIOR_PULL * float(
+            np.mean((x - defaults) ** 2)
+        )
+
+    # Nelder-Mead stalls on kinked losses: restart it from its own optimum until it stops improving.
+    best = np.log(list(start.to_dict().values())) if start else defaults
+    best_value = penalised(best)
+    for _ in range(CALIBRATION_RESTARTS):
+        result = minimize(
+            penalised,
+            best,
+            method="Nelder-Mead",
+            bounds=[(np.log(low), np.log(high)) for low, high in roofline.CONSTANT_BOUNDS],
+            options={"maxiter": 4000, "xatol": 1e-4, "fatol": 1e-9, "adaptive": True},
+        )
+        improved = best_value - result.fun > 1e-7
+        if result.fun < best_value:
+            best, best_value = result.x, float(result.fun)
+        if not improved:
+            break
+    return roofline.RooflineConstants(*(float(value) for value in np.exp(best)))
 
 
 def held_out_step_times(data: JobSamples, groups: np.ndarray) -> dict[str, Any]:

@@ -325,7 +325,7 @@ def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_sha
     agents.start_all()
     wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
 
-    # Two small jobs the roofline predicts well below busy (about 45 % and 53 % on a V100): the fake NVML
+    # Two small RL jobs the roofline predicts far below busy on a V100 (host-bound): the fake NVML
     # reports the predicted utilization, and a GPU measured >= 95 % busy takes no co-tenant.
     apply(cluster, namespace, dljob("job-a", "a2c", 8))
     a = wait_for(lambda: running(cluster, namespace, "job-a"), timeout=60, what="job-a running")
