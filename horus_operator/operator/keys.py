@@ -30,5 +30,3 @@ LABEL_HOSTNAME = "kubernetes.io/hostname"
 # kwok stage annotations (fake nodes only; see docs/local-cluster.md).
 KWOK_COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 KWOK_FAIL_DELAY = "pod-fail.stage.kwok.x-k8s.io/delay"
-
-GPU_ENV = ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")

@@ -45,8 +45,9 @@ class PlacementCall:
         self.snapshot = snapshot
         self.predictions = predictions
         self.limits = limits
-        self._borrowed = snapshot.index is not None
-        self.index = snapshot.index if snapshot.index is not None else ClusterIndex.build(snapshot)
+        given = snapshot.index
+        self._borrowed = isinstance(given, ClusterIndex)
+        self.index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
         self.assignments: list[Assignment] = []
         self.placed: set[str] = set()
 

@@ -145,12 +145,6 @@ class ClusterIndex:
         return job
 
     # -- queries ---------------------------------------------------------------------------------
-    def empty_slots(self) -> Iterator[GpuSlot]:
-        """Empty usable GPUs, best fit first (nodes with the fewest empty GPUs)."""
-        for bucket in self._nodes_by_empty[1:]:
-            for node in bucket:
-                yield from self._empty[node].values()
-
     def nodes_with_empty(self, at_least: int) -> Iterator[tuple[str, list[GpuSlot]]]:
         """(node, its empty usable GPUs) for nodes with at least `at_least` of them, best fit first."""
         for bucket in self._nodes_by_empty[max(at_least, 1) :]:

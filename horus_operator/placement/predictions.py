@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from horus_operator.placement.index import workload_order
 from horus_operator.prediction.api import JobPrediction, Predictor, Workload
-
-
-def _workload_order(workload: Workload) -> tuple[str, int, str, str]:
-    return (workload.model, workload.batch_size, workload.features_key, workload.precision)
 
 
 class CachedPredictions:
@@ -37,7 +34,7 @@ class CachedPredictions:
         """Per-workload slowdowns in the order given; None when they cannot share a GPU."""
         if len(workloads) <= 1:
             return (1.0,) * len(workloads)
-        order = sorted(range(len(workloads)), key=lambda i: _workload_order(workloads[i]))
+        order = sorted(range(len(workloads)), key=lambda i: workload_order(workloads[i]))
         canonical = tuple(workloads[i] for i in order)
         key = (gpu, canonical)
         if key in self._slowdowns:

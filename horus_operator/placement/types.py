@@ -8,12 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from horus_operator.prediction.api import Workload
-
-if TYPE_CHECKING:
-    from horus_operator.placement.index import ClusterIndex
 
 
 @dataclass(frozen=True)
@@ -65,8 +62,9 @@ class ClusterSnapshot:
     now: float = 0.0
     # Optional `placement.index.ClusterIndex` of exactly this state, kept current by callers that see
     # every change (the simulator) so a policy need not re-index the cluster on every call. When given
-    # it is authoritative and `running` may be left empty; policies return it unchanged.
-    index: ClusterIndex | None = field(default=None, compare=False, repr=False)
+    # it is authoritative and `running` may be left empty; policies return it unchanged. Typed `object`:
+    # the index is built from these types, so naming it here would make the two modules import each other.
+    index: object | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

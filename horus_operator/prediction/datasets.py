@@ -12,7 +12,6 @@ import hashlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from horus_operator.prediction.api import UnknownModelError
@@ -122,7 +121,3 @@ def lookup_all(source: FeatureSource, models: pd.Series, batches: pd.Series) -> 
                 raise UnknownModelError(f"row {number + 1}: {error}") from error
         rows.append(cache[key])
     return rows
-
-
-def log_target(values: pd.Series | np.ndarray) -> np.ndarray:
-    return np.log(np.asarray(values, dtype=np.float64))
