@@ -1,25 +1,30 @@
-"""The operator's adapter to the API server: every write and list it makes, in one place.
+"""The operator's adapter to the API server: every call it makes, in one place, and the only operator
+module that imports the Kubernetes client.
 
 Built on the synchronous `kubernetes` client, called from a thread pool so the asyncio loop never
-blocks; objects come back as plain dicts in API (camelCase) form, like kopf's bodies. "Already exists"
-on create and "not found" on delete are successes: repeating a decision never duplicates anything.
+blocks; objects come back as plain dicts in API (camelCase) form, like kopf's bodies, and errors as
+`apierrors`. "Already exists" on create and "not found" on delete are successes: repeating a decision
+never duplicates anything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import kubernetes
+import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from horus_operator.operator import keys
+from horus_operator.operator import apierrors, keys
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -36,78 +41,93 @@ def load_client(*, pool_size: int) -> kubernetes.client.ApiClient:
     return kubernetes.client.ApiClient(configuration)
 
 
-class NamespaceMissing(LookupError):
-    """A create in a namespace that does not exist: the one case the API server answers a create 404."""
+@dataclass(frozen=True)
+class Lease:
+    """A coordination.k8s.io Lease as the leader elector reads and writes it. `version` is the
+    resourceVersion it was read at (None: not stored yet); a replace sends it back, which makes the
+    replace a compare-and-swap against another replica."""
 
-    def __init__(self, namespace: str) -> None:
-        super().__init__(f"namespace {namespace} not found")
-        self.namespace = namespace
+    holder: str | None
+    duration_seconds: int
+    acquired: datetime | None = None
+    renewed: datetime | None = None
+    transitions: int = 0
+    version: str | None = None
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """The client's errors as ours. urllib3's errors (a refused connection, once its retries are spent)
+    are not OSErrors, hence both."""
+    try:
+        yield
+    except ApiException as error:
+        body = error.body.decode(errors="replace") if isinstance(error.body, bytes) else str(error.body or "")
+        raise apierrors.of_status(error.status or 0, error.reason or "", body) from error
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise apierrors.ApiUnavailable(type(error).__name__) from error
+
+
+def _json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn`'s response as plain JSON: building the client's model objects costs more CPU than the
+    request itself. Reading the body also hands the connection back to the pool."""
+    with _translated():
+        response = fn(*args, **kwargs, _preload_content=False)
+        return json.loads(response.data) if response.data else None
 
 
 class Kube:
     def __init__(
         self, client: kubernetes.client.ApiClient, *, workers: int, component: str = "horus"
     ) -> None:
-        self.core = kubernetes.client.CoreV1Api(client)
-        self.custom = kubernetes.client.CustomObjectsApi(client)
-        self.coordination = kubernetes.client.CoordinationV1Api(client)
+        self._core = kubernetes.client.CoreV1Api(client)
+        self._custom = kubernetes.client.CustomObjectsApi(client)
+        self._coordination = kubernetes.client.CoordinationV1Api(client)
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="kube")
         self._component = component
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run a blocking `fn` (one of the blocking methods below, or a caller's step made of them) in the
+        pool."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
 
     async def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """`fn`'s response as plain JSON: building the client's model objects costs more CPU than the
-        request itself. Reading the body also hands the connection back to the pool."""
-
-        def fetch() -> Any:
-            response = fn(*args, **kwargs, _preload_content=False)
-            return json.loads(response.data) if response.data else None
-
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, fetch)
+        return await self.call(_json, fn, *args, **kwargs)
 
     # Lists (truth on start-up), as raw JSON dicts.
     async def list_dljobs(self, namespace: str | None) -> list[dict[str, Any]]:
         if namespace:
-            fn = self.custom.list_namespaced_custom_object
+            fn = self._custom.list_namespaced_custom_object
             args: tuple[Any, ...] = (keys.GROUP, keys.VERSION, namespace, keys.PLURAL)
         else:
-            fn = self.custom.list_cluster_custom_object
+            fn = self._custom.list_cluster_custom_object
             args = (keys.GROUP, keys.VERSION, keys.PLURAL)
-        return (await self.call(fn, *args))["items"]
+        return (await self.raw(fn, *args))["items"]
 
     async def list_horus_pods(self, namespace: str | None) -> list[dict[str, Any]]:
         selector = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER},{keys.LABEL_JOB}"
         if namespace:
-            listing = await self.raw(self.core.list_namespaced_pod, namespace, label_selector=selector)
+            listing = await self.raw(self._core.list_namespaced_pod, namespace, label_selector=selector)
         else:
-            listing = await self.raw(self.core.list_pod_for_all_namespaces, label_selector=selector)
+            listing = await self.raw(self._core.list_pod_for_all_namespaces, label_selector=selector)
         return listing["items"]
 
     async def list_nodes(self) -> list[dict[str, Any]]:
-        return (await self.raw(self.core.list_node))["items"]
+        return (await self.raw(self._core.list_node))["items"]
 
     # Writes.
     async def create_pod(self, pod: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """(the pod as stored, whether this call created it). A pod of the same name is returned as is."""
         namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
-        try:
-            return await self.raw(self.core.create_namespaced_pod, namespace, pod), True
-        except ApiException as error:
-            if error.status != 409:
-                raise
-        return await self.raw(self.core.read_namespaced_pod, name, namespace), False
+        with contextlib.suppress(apierrors.Conflict):
+            return await self.raw(self._core.create_namespaced_pod, namespace, pod), True
+        return await self.raw(self._core.read_namespaced_pod, name, namespace), False
 
     async def delete_pod(self, namespace: str, name: str) -> None:
         """Immediate deletion: the pod's node may be gone and never confirm a graceful one."""
-        try:
-            await self.raw(self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        with contextlib.suppress(apierrors.NotFound):
+            await self.raw(self._core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
 
     async def patch_status(
         self, namespace: str, name: str, status: Mapping[str, Any]
@@ -115,7 +135,7 @@ class Kube:
         """Merge-patch the status subresource (lists such as conditions are replaced whole)."""
         try:
             return await self.raw(
-                self.custom.patch_namespaced_custom_object_status,
+                self._custom.patch_namespaced_custom_object_status,
                 keys.GROUP,
                 keys.VERSION,
                 namespace,
@@ -123,57 +143,75 @@ class Kube:
                 name,
                 {"status": dict(status)},
             )
-        except ApiException as error:
-            if error.status == 404:  # deleted meanwhile
-                return None
-            raise
+        except apierrors.NotFound:  # deleted meanwhile
+            return None
 
-    # Leases, blocking (the elector runs one read-then-write step in the pool). Model objects, not dicts:
-    # a replace sends back what was read, resourceVersion included.
-    def read_lease(self, namespace: str, name: str) -> kubernetes.client.V1Lease | None:
+    # Leases, blocking (the elector runs one read-then-write step in the pool).
+    def read_lease(self, namespace: str, name: str) -> Lease | None:
         try:
-            return self.coordination.read_namespaced_lease(name, namespace)
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
+            with _translated():
+                stored = self._coordination.read_namespaced_lease(name, namespace)
+        except apierrors.NotFound:
+            return None
+        spec = stored.spec
+        return Lease(
+            holder=spec.holder_identity,
+            duration_seconds=spec.lease_duration_seconds or 0,
+            acquired=spec.acquire_time,
+            renewed=spec.renew_time,
+            transitions=spec.lease_transitions or 0,
+            version=stored.metadata.resource_version,
+        )
 
-    def create_lease(self, namespace: str, body: kubernetes.client.V1Lease) -> bool:
+    def create_lease(self, namespace: str, name: str, lease: Lease) -> bool:
         """False when another replica created it first; `NamespaceMissing` when `namespace` does not exist."""
+        body = _lease_body(namespace, name, lease)
         try:
-            self.coordination.create_namespaced_lease(namespace, body)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            if error.status == 404:
-                raise NamespaceMissing(namespace) from error
-            raise
+            with _translated():
+                self._coordination.create_namespaced_lease(namespace, body)
+        except apierrors.Conflict:
+            return False
+        except apierrors.NotFound as error:
+            raise apierrors.NamespaceMissing(namespace) from error
         return True
 
-    def replace_lease(self, namespace: str, name: str, body: kubernetes.client.V1Lease) -> bool:
-        """A compare-and-swap on the resourceVersion `body` was read with: False when another replica
-        wrote the lease since."""
+    def replace_lease(self, namespace: str, name: str, lease: Lease) -> bool:
+        """A compare-and-swap on `lease.version`: False when another replica wrote the lease since."""
         try:
-            self.coordination.replace_namespaced_lease(name, namespace, body)
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            raise
+            with _translated():
+                self._coordination.replace_namespaced_lease(
+                    name, namespace, _lease_body(namespace, name, lease)
+                )
+        except apierrors.Conflict:
+            return False
         return True
+
+    # The observations dataset's ConfigMaps, blocking (its store runs in the pool).
+    def list_config_maps(self, namespace: str, selector: str) -> list[dict[str, Any]]:
+        return _json(self._core.list_namespaced_config_map, namespace, label_selector=selector)["items"]
+
+    def put_config_map(self, namespace: str, body: Mapping[str, Any], *, exists: bool) -> None:
+        """Create `body`, or replace the ConfigMap of its name when it `exists`."""
+        if exists:
+            _json(self._core.replace_namespaced_config_map, body["metadata"]["name"], namespace, body)
+        else:
+            _json(self._core.create_namespaced_config_map, namespace, body)
+
+    def delete_config_map(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(apierrors.NotFound):
+            _json(self._core.delete_namespaced_config_map, name, namespace)
 
     def read_config_map_file(self, namespace: str, name: str, key: str) -> bytes:
         """Blocking (the workload resolver runs in the pool): the bytes under `key` of a ConfigMap."""
         try:
-            config_map = self.core.read_namespaced_config_map(name, namespace)
-        except ApiException as error:
-            if error.status == 404:
-                raise LookupError(f"ConfigMap {namespace}/{name}") from error
-            raise
-        binary = config_map.binary_data or {}
+            config_map = _json(self._core.read_namespaced_config_map, name, namespace)
+        except apierrors.NotFound as error:
+            raise LookupError(f"ConfigMap {namespace}/{name}") from error
+        binary = config_map.get("binaryData") or {}
         if key in binary:
             return base64.b64decode(binary[key])
-        if key in (config_map.data or {}):
-            return config_map.data[key].encode()
+        if key in (config_map.get("data") or {}):
+            return config_map["data"][key].encode()
         raise LookupError(f"key {key!r} in ConfigMap {namespace}/{name}")
 
     async def post_event(self, involved: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
@@ -200,11 +238,24 @@ class Kube:
             "count": 1,
         }
         try:
-            await self.raw(self.core.create_namespaced_event, meta["namespace"], event)
-        except ApiException as error:
-            log.warning(
-                "event %s for %s/%s not posted: %s", reason, meta["namespace"], meta["name"], error.reason
-            )
+            await self.raw(self._core.create_namespaced_event, meta["namespace"], event)
+        except (apierrors.ApiError, apierrors.ApiUnavailable) as error:
+            log.warning("event %s for %s/%s not posted: %s", reason, meta["namespace"], meta["name"], error)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _lease_body(namespace: str, name: str, lease: Lease) -> kubernetes.client.V1Lease:
+    return kubernetes.client.V1Lease(
+        metadata=kubernetes.client.V1ObjectMeta(
+            name=name, namespace=namespace, resource_version=lease.version
+        ),
+        spec=kubernetes.client.V1LeaseSpec(
+            holder_identity=lease.holder,
+            lease_duration_seconds=lease.duration_seconds,
+            acquire_time=lease.acquired,
+            renew_time=lease.renewed,
+            lease_transitions=lease.transitions,
+        ),
+    )

@@ -8,22 +8,19 @@ says once when it is over; `not_leading` carries the reason to the health endpoi
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import kubernetes
-import urllib3
-from kubernetes.client.exceptions import ApiException
-
-from horus_operator.operator.kube import Kube, NamespaceMissing
+from horus_operator.operator.apierrors import ApiError, ApiUnavailable, NamespaceMissing
+from horus_operator.operator.kube import Kube, Lease
 
 log = logging.getLogger(__name__)
 
-# What a lease step may fail with and still be retried. urllib3's errors (a refused connection, once
-# its retries are spent) are not OSErrors.
-RETRIED = (ApiException, NamespaceMissing, OSError, urllib3.exceptions.HTTPError)
+# What a lease step may fail with and still be retried.
+RETRIED = (ApiError, ApiUnavailable)
 
 
 @dataclass(frozen=True)
@@ -45,11 +42,11 @@ class Trouble:
     over: str  # logged once when a step succeeds again
 
 
-def trouble_of(error: Exception, config: LeaseConfig) -> Trouble:
+def trouble_of(error: ApiError | ApiUnavailable, config: LeaseConfig) -> Trouble:
     lease = f"lease {config.namespace}/{config.name}"
     if isinstance(error, NamespaceMissing):
         return namespace_missing(config)
-    if isinstance(error, ApiException):  # status and reason only: str(error) is a multi-line HTTP dump
+    if isinstance(error, ApiError):  # status and reason only: the body may be a multi-line dump
         return Trouble(
             f"api-{error.status}",
             f"{lease}: the API server answered {error.status} {error.reason}; not leading, retrying",
@@ -57,7 +54,7 @@ def trouble_of(error: Exception, config: LeaseConfig) -> Trouble:
         )
     return Trouble(
         "unreachable",
-        f"{lease}: API server unreachable ({type(error).__name__}); not leading, retrying",
+        f"{lease}: API server unreachable ({error.cause}); not leading, retrying",
         f"{lease}: the API server is reachable again",
     )
 
@@ -131,32 +128,16 @@ class LeaderElector:
     def _try_acquire(self) -> bool:
         kube, config, now = self._kube, self._config, self._clock()
         lease = kube.read_lease(config.namespace, config.name)
+        duration = int(config.duration.total_seconds())
         if lease is None:
-            return kube.create_lease(config.namespace, self._new_lease(now))
-        spec = lease.spec
-        holder = spec.holder_identity
-        renewed = spec.renew_time or spec.acquire_time
-        expired = renewed is None or now - renewed > timedelta(seconds=spec.lease_duration_seconds or 0)
-        if holder not in (config.identity, None, "") and not expired:
+            new = Lease(holder=config.identity, duration_seconds=duration, acquired=now, renewed=now)
+            return kube.create_lease(config.namespace, config.name, new)
+        renewed = lease.renewed or lease.acquired
+        expired = renewed is None or now - renewed > timedelta(seconds=lease.duration_seconds)
+        if lease.holder not in (config.identity, None, "") and not expired:
             return False
-        if holder != config.identity:
-            spec.acquire_time = now
-            spec.lease_transitions = (spec.lease_transitions or 0) + 1
-        spec.holder_identity = config.identity
-        spec.renew_time = now
-        spec.lease_duration_seconds = int(config.duration.total_seconds())
-        # resourceVersion in `lease` makes this a compare-and-swap against another replica
-        return kube.replace_lease(config.namespace, config.name, lease)
-
-    def _new_lease(self, now: datetime) -> kubernetes.client.V1Lease:
-        config = self._config
-        return kubernetes.client.V1Lease(
-            metadata=kubernetes.client.V1ObjectMeta(name=config.name, namespace=config.namespace),
-            spec=kubernetes.client.V1LeaseSpec(
-                holder_identity=config.identity,
-                lease_duration_seconds=int(config.duration.total_seconds()),
-                acquire_time=now,
-                renew_time=now,
-                lease_transitions=0,
-            ),
-        )
+        if lease.holder != config.identity:
+            lease = dataclasses.replace(lease, acquired=now, transitions=lease.transitions + 1)
+        renewal = dataclasses.replace(lease, holder=config.identity, renewed=now, duration_seconds=duration)
+        # `lease.version` makes this a compare-and-swap against another replica
+        return kube.replace_lease(config.namespace, config.name, renewal)

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubernetes.client.exceptions import ApiException
-
 from horus_operator.operator import cluster_view, jobspec, pods, reconcile
+from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import Capacity, unsatisfiable
 from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
@@ -344,7 +343,7 @@ class SchedulingLoop:
         )
         try:
             stored, created = await self._kube.create_pod(pods.build_pod(placement))
-        except ApiException as error:
+        except ApiError as error:
             if error.status in (400, 403, 422):  # the template itself is refused: the user must fix it
                 invalid = InvalidJob(
                     "spec.template", pending.job.name, f"pod refused: {error.reason} {error.body}"

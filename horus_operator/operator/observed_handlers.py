@@ -31,7 +31,7 @@ async def gpunode_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> No
     recorder = memo.get("observations")
     if recorder is None:
         recorder = memo.observations = Recorder(
-            ObservationStore(runtime.kube.core, runtime.config.lease_namespace)
+            ObservationStore(runtime.kube, runtime.config.lease_namespace)
         )
     try:
         await _update_jobs(runtime, recorder, body, datetime.now(UTC))

@@ -1,15 +1,15 @@
 """The observed co-location dataset in size-capped ConfigMaps (labelled horus.dev/dataset=colocation, in
 the operator's namespace). Each ConfigMap is a valid CSV on its own (`observations.csv`, with header) plus
 the pair ids it recorded (`pairs`), so `kubectl get cm -l horus.dev/dataset=colocation` exports it too.
-Synchronous kubernetes client calls: the operator runs them in its thread pool."""
+Blocking calls of the `Kube` adapter: the operator runs them in its thread pool."""
 
 from __future__ import annotations
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from collections.abc import Mapping
+from typing import Any
 
 from horus_operator.operator import observed
-from horus_operator.operator.kube import load_client
+from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.observed import Chunk
 
 DATASET_LABEL = "horus.dev/dataset"
@@ -24,20 +24,18 @@ MAX_CHUNKS = 16  # about 4 MiB of rows (tens of thousands of pairs); the oldest 
 class ObservationStore:
     def __init__(
         self,
-        core: client.CoreV1Api,
+        kube: Kube,
         namespace: str,
         *,
         max_chunk_bytes: int = MAX_CHUNK_BYTES,
         max_chunks: int = MAX_CHUNKS,
     ) -> None:
-        self._core, self._namespace = core, namespace
+        self._kube, self._namespace = kube, namespace
         self._max_chunk_bytes, self._max_chunks = max_chunk_bytes, max_chunks
 
     def load(self) -> tuple[Chunk, ...]:
-        maps = self._core.list_namespaced_config_map(
-            self._namespace, label_selector=f"{DATASET_LABEL}={DATASET}"
-        )
-        chunks = (_chunk(m) for m in maps.items if m.metadata.name.startswith(NAME_PREFIX))
+        maps = self._kube.list_config_maps(self._namespace, f"{DATASET_LABEL}={DATASET}")
+        chunks = (_chunk(m) for m in maps if m["metadata"]["name"].startswith(NAME_PREFIX))
         return tuple(sorted(chunks, key=lambda c: c.index))
 
     def record(self, row: tuple[str, ...], pair: str) -> bool:
@@ -53,38 +51,34 @@ class ObservationStore:
         return True
 
     def _write(self, chunk: Chunk, *, exists: bool) -> None:
-        body = client.V1ConfigMap(
-            metadata=client.V1ObjectMeta(name=_name(chunk.index), labels={DATASET_LABEL: DATASET}),
-            data={CSV_KEY: observed.export_csv([chunk]), PAIRS_KEY: "\n".join(chunk.pairs)},
-        )
-        if exists:
-            self._core.replace_namespaced_config_map(_name(chunk.index), self._namespace, body)
-        else:
-            self._core.create_namespaced_config_map(self._namespace, body)
+        body = {
+            "metadata": {"name": _name(chunk.index), "labels": {DATASET_LABEL: DATASET}},
+            "data": {CSV_KEY: observed.export_csv([chunk]), PAIRS_KEY: "\n".join(chunk.pairs)},
+        }
+        self._kube.put_config_map(self._namespace, body, exists=exists)
 
     def _delete(self, chunk: Chunk) -> None:
-        try:
-            self._core.delete_namespaced_config_map(_name(chunk.index), self._namespace)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        self._kube.delete_config_map(self._namespace, _name(chunk.index))
 
 
 def export_from_cluster(namespace: str) -> str:
     """The whole dataset as one CSV (what `horus agent export-observations` writes)."""
-    core = client.CoreV1Api(load_client(pool_size=1))
-    return observed.export_csv(ObservationStore(core, namespace).load())
+    kube = Kube(load_client(pool_size=1), workers=1)
+    try:
+        return observed.export_csv(ObservationStore(kube, namespace).load())
+    finally:
+        kube.close()
 
 
 def _name(index: int) -> str:
     return f"{NAME_PREFIX}{index:05d}"
 
 
-def _chunk(config_map: client.V1ConfigMap) -> Chunk:
-    data = config_map.data or {}
+def _chunk(config_map: Mapping[str, Any]) -> Chunk:
+    data = config_map.get("data") or {}
     lines = [line for line in data.get(CSV_KEY, "").splitlines() if line]
     return Chunk(
-        index=int(config_map.metadata.name.removeprefix(NAME_PREFIX)),
+        index=int(config_map["metadata"]["name"].removeprefix(NAME_PREFIX)),
         rows=tuple(lines[1:]),  # the first line is the header
         pairs=tuple(p for p in data.get(PAIRS_KEY, "").splitlines() if p),
     )

@@ -1,0 +1,47 @@
+"""What the operator's API adapter (`kube.py`) raises: the API server's answers as the project's own
+exceptions, so no other module needs the Kubernetes client to tell a conflict from an outage."""
+
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    """The API server answered with an error status. `reason` is its one-line reason phrase; `body` the
+    message it gave (for a refused object, what the user must fix)."""
+
+    def __init__(self, status: int, reason: str, body: str = "") -> None:
+        super().__init__(f"{status} {reason}")
+        self.status, self.reason, self.body = status, reason, body
+
+
+class NotFound(ApiError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: the object exists already, or was written since it was read (a stale resourceVersion)."""
+
+
+class Rejected(ApiError):
+    """400, 403 or 422: the request itself is refused; repeating it changes nothing."""
+
+
+class NamespaceMissing(NotFound):
+    """A create in a namespace that does not exist: the one case the API server answers a create 404."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(404, f"namespace {namespace} not found")
+        self.namespace = namespace
+
+
+class ApiUnavailable(Exception):
+    """No answer at all (connection refused, reset, timed out); `cause` names the transport's error."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(f"API server unreachable ({cause})")
+        self.cause = cause
+
+
+def of_status(status: int, reason: str, body: str = "") -> ApiError:
+    """The exception for an answer with `status`."""
+    kind = {404: NotFound, 409: Conflict, 400: Rejected, 403: Rejected, 422: Rejected}.get(status, ApiError)
+    return kind(status, reason, body)

@@ -1,0 +1,76 @@
+"""The operator's API adapter answers in the project's own exceptions: callers never see the client's."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, NoReturn
+
+import kubernetes
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from horus_operator.operator import apierrors, kube
+
+
+def _answering(status: int, reason: str) -> Any:
+    def call(*_: Any, **__: Any) -> NoReturn:
+        raise ApiException(status=status, reason=reason)
+
+    return call
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (404, apierrors.NotFound),
+        (409, apierrors.Conflict),
+        (422, apierrors.Rejected),
+        (403, apierrors.Rejected),
+        (503, apierrors.ApiError),
+    ],
+)
+def test_an_error_answer_becomes_ours_with_its_status_and_reason(
+    status: int, kind: type[apierrors.ApiError]
+) -> None:
+    with pytest.raises(kind) as raised:
+        kube._json(_answering(status, "Why"))
+    assert type(raised.value) is kind
+    assert (raised.value.status, raised.value.reason) == (status, "Why")
+
+
+def test_an_unreachable_api_server_is_api_unavailable_naming_the_transport_error() -> None:
+    configuration = kubernetes.client.Configuration()
+    configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens, the connection is refused
+    configuration.retries = False
+    adapter = kube.Kube(kubernetes.client.ApiClient(configuration), workers=1)
+    try:
+        with pytest.raises(apierrors.ApiUnavailable) as raised:
+            adapter.read_lease("horus-system", "horus-operator")
+        with pytest.raises(apierrors.ApiUnavailable):
+            asyncio.run(adapter.list_nodes())
+    finally:
+        adapter.close()
+    assert "Error" in raised.value.cause  # e.g. MaxRetryError: urllib3's, not an OSError
+
+
+def test_repeated_writes_are_successes() -> None:
+    """Creating a pod that exists returns the stored one; deleting one that is gone does nothing."""
+
+    class Core:
+        def create_namespaced_pod(self, *_: Any, **__: Any) -> NoReturn:
+            raise ApiException(status=409, reason="AlreadyExists")
+
+        def read_namespaced_pod(self, *_: Any, **__: Any) -> Any:
+            return type("Response", (), {"data": b'{"metadata": {"name": "p"}}'})()
+
+        def delete_namespaced_pod(self, *_: Any, **__: Any) -> NoReturn:
+            raise ApiException(status=404, reason="NotFound")
+
+    adapter = kube.Kube(kubernetes.client.ApiClient(kubernetes.client.Configuration()), workers=1)
+    adapter._core = Core()  # type: ignore[assignment]
+    try:
+        pod = {"metadata": {"namespace": "ns", "name": "p"}}
+        assert asyncio.run(adapter.create_pod(pod)) == ({"metadata": {"name": "p"}}, False)
+        asyncio.run(adapter.delete_pod("ns", "p"))
+    finally:
+        adapter.close()
