@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from horus_operator.operator import cluster_view, jobspec, pods, reconcile
+from horus_operator.operator import cluster_view, jobspec, pods, reconcile, status
 from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import Capacity, unsatisfiable
@@ -166,7 +166,7 @@ class SchedulingLoop:
                 verdict=workload if isinstance(workload, InvalidJob) else None,
                 unsatisfiable=self._unsatisfiable.get(key),
                 waiting_message=self._waiting.get(key, ""),
-                extra=_owned_by_others(current),
+                extra=status.owned_by_others(current),
             ),
         )
         if decision.avoid_node:
@@ -213,16 +213,9 @@ class SchedulingLoop:
             await self._write_status(body, decision)
 
     async def _write_status(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
-        meta = body["metadata"]
         current = body.get("status") or {}
         if decision.status != current:
-            # A merge patch keeps keys it does not mention: clear the ones the new status drops.
-            dropped = {name: None for name in current if name not in decision.status}
-            # Fields others own are compared but never sent: a cached copy may be older than their writer's.
-            patch = {k: v for k, v in {**dropped, **decision.status}.items() if k not in _OWNED_BY_OTHERS}
-            stored = await self._kube.patch_status(meta["namespace"], meta["name"], patch)
-            if stored is not None:
-                self._cache.jobs[f"{meta['namespace']}/{meta['name']}"] = stored
+            await status.write(self._kube, self._cache, body, status.loop_patch(current, decision.status))
             if (
                 decision.status.get("phase") == "Failed"
                 and (body.get("status") or {}).get("phase") != "Failed"
@@ -376,14 +369,6 @@ class SchedulingLoop:
 
 def _needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:
     return decision.status != (body.get("status") or {})
-
-
-_OWNED_BY_OTHERS = ("observed",)  # status fields other components write (observed_handlers.py)
-
-
-def _owned_by_others(current: Mapping[str, Any]) -> dict[str, Any]:
-    """Status fields other components write (observed telemetry): carried over unchanged."""
-    return {name: current[name] for name in _OWNED_BY_OTHERS if name in current}
 
 
 def _created(body: Mapping[str, Any]) -> float:

@@ -1,11 +1,14 @@
-"""Assembles the operator from its settings: API client, predictor, policy, cache, lease and loop."""
+"""Assembles the operator from its settings: API client, predictor, policy, cache, lease, loop and the
+telemetry updates, all on one clock."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
@@ -13,6 +16,8 @@ from horus_operator.operator.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.operator.observed_store import ObservationStore
+from horus_operator.operator.observing import ObservedTelemetry, Recorder
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
 from horus_operator.prediction.predictor import load_predictor
@@ -27,6 +32,7 @@ class Runtime:
     kube: Kube
     elector: LeaderElector
     loop: SchedulingLoop
+    observing: ObservedTelemetry
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start(self) -> None:
@@ -50,7 +56,11 @@ class Runtime:
         self.kube.close()
 
 
-def build(config: OperatorConfig) -> Runtime:
+def _wall_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -> Runtime:
     kube = Kube(load_client(pool_size=config.api_workers), workers=config.api_workers)
     predictor = load_predictor(config.models_dir)
     resolver = WorkloadResolver(
@@ -71,9 +81,20 @@ def build(config: OperatorConfig) -> Runtime:
             unschedulable_grace=config.unschedulable_grace,
             telemetry_ttl=config.telemetry_ttl_seconds,
         ),
+        clock=clock,
     )
-    elector = LeaderElector(kube, LeaseConfig(namespace=config.lease_namespace, identity=config.identity))
-    return Runtime(config=config, cache=cache, kube=kube, elector=elector, loop=loop)
+    elector = LeaderElector(
+        kube, LeaseConfig(namespace=config.lease_namespace, identity=config.identity), clock=clock
+    )
+    observing = ObservedTelemetry(
+        cache=cache,
+        kube=kube,
+        recorder=Recorder(ObservationStore(kube, config.lease_namespace)),
+        leading=elector.leading,
+        telemetry_ttl_seconds=config.telemetry_ttl_seconds,
+        clock=clock,
+    )
+    return Runtime(config=config, cache=cache, kube=kube, elector=elector, loop=loop, observing=observing)
 
 
 def _crash_loudly(task: asyncio.Task[None]) -> None:

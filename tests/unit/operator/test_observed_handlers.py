@@ -1,11 +1,12 @@
 """The GPUNode handler with the operator's own API adapter (`Kube`) and dataset store replaced by
-recorders: what it writes to DLJob statuses and the dataset as two jobs run alone, then share a GPU."""
+recorders, on a fixed clock: what it writes to DLJob statuses and the dataset as two jobs run alone,
+then share a GPU."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
+from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
@@ -15,6 +16,7 @@ from horus_operator.agent.gpunode import rfc3339
 from horus_operator.operator import keys, observed_handlers, pods
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.observed import Chunk
+from horus_operator.operator.observing import ObservedTelemetry, Recorder
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
 
@@ -86,8 +88,11 @@ def node() -> dict[str, Any]:
     return {"metadata": {"name": "gpu-node-0", "labels": labels}}
 
 
-def _share(precision_a: str = "fp32") -> tuple[ClusterCache, RecordingKube, RecordingStore]:
-    """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU."""
+def _share(
+    precision_a: str = "fp32", published_ago: float = 0.0
+) -> tuple[ClusterCache, RecordingKube, RecordingStore]:
+    """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU; the
+    agent publishes `published_ago` seconds before the handler's clock."""
     cache = ClusterCache()
     cache.put_node(node())
     for name, model, batch, precision in (("a", "resnet50", 64, precision_a), ("b", "lstm", 20, "fp32")):
@@ -97,16 +102,17 @@ def _share(precision_a: str = "fp32") -> tuple[ClusterCache, RecordingKube, Reco
     store = RecordingStore()
     leading = asyncio.Event()
     leading.set()
-    memo = kopf.Memo(
-        runtime=SimpleNamespace(
-            cache=cache,
-            kube=kube,
-            elector=SimpleNamespace(leading=leading),
-            config=SimpleNamespace(telemetry_ttl_seconds=60.0),
-        ),
-        observations=observed_handlers.Recorder(store),  # type: ignore[arg-type]
+    clock = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+    observing = ObservedTelemetry(
+        cache=cache,
+        kube=kube,  # type: ignore[arg-type]
+        recorder=Recorder(store),  # type: ignore[arg-type]
+        leading=leading,
+        telemetry_ttl_seconds=60.0,
+        clock=lambda: clock,
     )
-    now = time.time()  # the handler checks freshness against the wall clock
+    memo = kopf.Memo(runtime=SimpleNamespace(observing=observing))
+    now = clock.timestamp() - published_ago
 
     async def publish(*jobs_and_rates: tuple[str, float]) -> None:
         event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates)}
@@ -142,3 +148,9 @@ def test_a_mixed_precision_job_is_observed_but_its_pair_not_recorded() -> None:
     cache, _kube, store = _share(precision_a="amp")
     assert cache.jobs["ns/a"]["status"]["observed"]["slowdown"] == 1.5
     assert store.rows == []
+
+
+def test_telemetry_older_than_the_ttl_is_cached_but_writes_nothing() -> None:
+    cache, kube, store = _share(published_ago=120.0)  # the TTL is 60 s
+    assert (kube.patches, store.rows) == ([], [])
+    assert "gpu-node-0" in cache.gpunodes

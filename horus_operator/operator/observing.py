@@ -1,0 +1,115 @@
+"""Observed telemetry on the leader: a GPUNode change updates each DLJob's `status.observed` and appends
+observed co-locations to the dataset. `observed.py` computes both; this module reads the cache and
+writes through the adapter (`status.write`, the one status writer). Wired by `runtime.build`, fed by
+`observed_handlers.py`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from horus_operator.operator import cluster_view, observed, status, telemetry
+from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.kube import Kube
+from horus_operator.operator.observed_store import ObservationStore
+from horus_operator.prediction.gpus import DEFAULT_PRECISION
+
+log = logging.getLogger(__name__)
+
+
+class Recorder:
+    """Appends co-location rows, remembering which pairs are stored to skip re-reading the ConfigMaps."""
+
+    def __init__(self, store: ObservationStore) -> None:
+        self.store = store
+        self._recorded: set[str] | None = None
+
+    def record(self, row: tuple[str, ...], pair: str) -> None:
+        """Blocking: call from a worker thread."""
+        if self._recorded is None:
+            self._recorded = {p for chunk in self.store.load() for p in chunk.pairs}
+        if pair in self._recorded:
+            return
+        if self.store.record(row, pair):
+            log.info("observed co-location recorded: %s", ",".join(row))
+        self._recorded.add(pair)
+
+
+@dataclass
+class ObservedTelemetry:
+    cache: ClusterCache
+    kube: Kube
+    recorder: Recorder
+    leading: asyncio.Event  # the lease: only the leader writes
+    telemetry_ttl_seconds: float
+    clock: Callable[[], datetime]
+
+    async def gpunode_changed(self, event_type: str, gpunode: Mapping[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.cache.drop_gpunode(gpunode)
+            return
+        self.cache.put_gpunode(gpunode)
+        if not self.leading.is_set():
+            return
+        try:
+            await self._update_jobs(gpunode, self.clock())
+        except Exception as error:  # telemetry is best effort: never let it disturb the watch
+            log.warning("observed status from GPUNode %s not updated: %s", gpunode["metadata"]["name"], error)
+
+    async def _update_jobs(self, gpunode: Mapping[str, Any], now: datetime) -> None:
+        if not telemetry.parse(gpunode).fresh(now.timestamp(), self.telemetry_ttl_seconds):
+            return
+        gpu_type = _gpu_type(self.cache.nodes.get(gpunode["metadata"]["name"]))
+        updated: dict[str, Mapping[str, Any]] = {}
+        for key, observation in observed.observe_jobs(observed.pods_on_gpus(gpunode)).items():
+            job = self.cache.jobs.get(key)
+            if job is None:
+                continue
+            previous = _observed_of(job)
+            new = observed.observed_status(observation, previous, gpu_type=gpu_type, now=now)
+            updated[key] = new
+            if observed.changed(new, previous):
+                await status.write(self.kube, self.cache, job, {status.OBSERVED: new})
+        for key, new in updated.items():
+            for cotenant in new.get("sharedRuns") or {}:
+                await self._record_pair(key, new, cotenant, updated)
+
+    async def _record_pair(
+        self, key: str, own: Mapping[str, Any], cotenant: str, updated: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        other = updated.get(cotenant) or _observed_of(self.cache.jobs.get(cotenant))
+        side_a = self._side(key, own, cotenant)
+        side_b = self._side(cotenant, other, key)
+        if side_a is None or side_b is None:
+            return
+        row = observed.colocation_row(observed.pair_gpu(own, cotenant), side_a, side_b)
+        await self.kube.call(self.recorder.record, row, observed.pair_id(side_a, side_b))
+
+    def _side(self, key: str, own: Mapping[str, Any], cotenant: str) -> observed.PairSide | None:
+        job = self.cache.jobs.get(key)
+        requests = [p.request for p in self.cache.pods.get(key, {}).values() if p.request is not None]
+        if job is None or not requests or requests[0].workload.features is not None:
+            return None  # a job described by its own graph has no model name the CSV could carry
+        workload = requests[0].workload
+        if workload.precision != DEFAULT_PRECISION:
+            return None  # the CSV has no precision column: its rows are read as fp32 measurements
+        return observed.pair_side(
+            own,
+            cotenant,
+            uid=job["metadata"].get("uid", key),
+            model=workload.model,
+            batch_size=workload.batch_size,
+        )
+
+
+def _observed_of(job: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return ((job or {}).get("status") or {}).get(status.OBSERVED) or {}
+
+
+def _gpu_type(node: Mapping[str, Any] | None) -> str:
+    view = cluster_view.gpu_node(node) if node else None
+    return view.gpus[0].product if view and view.gpus else ""

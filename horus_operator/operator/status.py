@@ -1,0 +1,39 @@
+"""The one writer of DLJob status. Two components write it: the scheduling loop (phase, conditions,
+placement, message) and the telemetry handler (`observed`, which it alone owns). Both write through
+`write`, which keeps the cache current with what the API server stored: the loop decides against the
+cache, and a stale copy would make it write again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.kube import Kube
+
+OBSERVED = "observed"  # written by the telemetry handler (observing.py), carried over by the loop
+OWNED_BY_OTHERS = (OBSERVED,)  # status fields the scheduling loop compares but never sends
+
+
+def owned_by_others(current: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `current` the loop does not own: it carries them over unchanged."""
+    return {name: current[name] for name in OWNED_BY_OTHERS if name in current}
+
+
+def loop_patch(current: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The merge patch that takes the loop's fields of `current` to `new`. A merge patch keeps keys it
+    does not mention, so the ones `new` drops are cleared; fields others own are never sent, as a cached
+    copy may be older than their writer's."""
+    dropped = {name: None for name in current if name not in new}
+    return {k: v for k, v in {**dropped, **new}.items() if k not in OWNED_BY_OTHERS}
+
+
+async def write(
+    kube: Kube, cache: ClusterCache, body: Mapping[str, Any], patch: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """Merge-patch `body`'s status; the DLJob as stored, or None when it was deleted meanwhile."""
+    meta = body["metadata"]
+    stored = await kube.patch_status(meta["namespace"], meta["name"], patch)
+    if stored is not None:
+        cache.jobs[job_key(body)] = stored
+    return stored
