@@ -1,22 +1,9 @@
-"""`horus run`: the operator (kopf) in the foreground. Every flag also reads an environment variable."""
+"""`horus run`: the operator (kopf) in the foreground. Every flag also reads an environment variable
+(`HORUS_<NAME>`, what the Deployment sets); the settings are built here once and handed to the operator."""
 
 from __future__ import annotations
 
-import os
-
 import click
-
-ENV_BY_OPTION = {
-    "models": "HORUS_MODELS",
-    "policy": "HORUS_POLICY",
-    "namespace": "HORUS_NAMESPACE",
-    "lease_namespace": "HORUS_LEASE_NAMESPACE",
-    "identity": "HORUS_IDENTITY",
-    "resync_seconds": "HORUS_RESYNC_SECONDS",
-    "unschedulable_grace_seconds": "HORUS_UNSCHEDULABLE_GRACE_SECONDS",
-    "api_workers": "HORUS_API_WORKERS",
-    "telemetry_ttl_seconds": "HORUS_TELEMETRY_TTL_SECONDS",
-}
 
 
 @click.command()
@@ -53,22 +40,35 @@ ENV_BY_OPTION = {
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
-def run(all_namespaces: bool, liveness: str, log_format: str, verbose: bool, **settings: object) -> None:
+def run(
+    *,
+    models: str | None,
+    policy: str,
+    namespace: str | None,
+    all_namespaces: bool,
+    lease_namespace: str,
+    identity: str | None,
+    resync_seconds: float,
+    unschedulable_grace_seconds: float,
+    api_workers: int,
+    telemetry_ttl_seconds: float,
+    liveness: str,
+    log_format: str,
+    verbose: bool,
+) -> None:
     """Run the Horus operator: watch DLJobs, place them on GPUs, report in their status."""
     from horus_operator.operator import entry
     from horus_operator.operator.config import OperatorConfig
 
-    if all_namespaces:
-        settings["namespace"] = None
-    for option, variable in ENV_BY_OPTION.items():
-        value = settings.get(option)
-        if value is None:
-            os.environ.pop(variable, None)
-        else:
-            os.environ[variable] = str(value)
-    entry.run(
-        OperatorConfig.from_env(),
-        liveness_endpoint=liveness or None,
-        json_logs=log_format == "json",
-        verbose=verbose,
+    config = OperatorConfig(
+        models_dir=models or None,
+        policy=policy,
+        namespace=None if all_namespaces else namespace or None,
+        lease_namespace=lease_namespace,
+        identity=identity or OperatorConfig().identity,
+        resync_seconds=resync_seconds,
+        unschedulable_grace_seconds=unschedulable_grace_seconds,
+        api_workers=api_workers,
+        telemetry_ttl_seconds=telemetry_ttl_seconds,
     )
+    entry.run(config, liveness_endpoint=liveness or None, json_logs=log_format == "json", verbose=verbose)

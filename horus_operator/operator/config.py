@@ -1,11 +1,9 @@
-"""Operator settings: every one has an environment variable (the Deployment sets them) and a `horus run`
-flag (which sets the variable)."""
+"""Operator settings: `horus run` builds them once from its flags (each flag also reads an environment
+variable, which the Deployment sets) and hands them to the operator through kopf's memo."""
 
 from __future__ import annotations
 
-import os
 import socket
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -25,22 +23,3 @@ class OperatorConfig:
     @property
     def unschedulable_grace(self) -> timedelta:
         return timedelta(seconds=self.unschedulable_grace_seconds)
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> OperatorConfig:
-        defaults = cls()
-        return cls(
-            models_dir=env.get("HORUS_MODELS") or None,
-            policy=env.get("HORUS_POLICY", defaults.policy),
-            namespace=env.get("HORUS_NAMESPACE") or None,
-            lease_namespace=env.get("HORUS_LEASE_NAMESPACE", defaults.lease_namespace),
-            identity=env.get("HORUS_IDENTITY") or defaults.identity,
-            resync_seconds=float(env.get("HORUS_RESYNC_SECONDS", defaults.resync_seconds)),
-            unschedulable_grace_seconds=float(
-                env.get("HORUS_UNSCHEDULABLE_GRACE_SECONDS", defaults.unschedulable_grace_seconds)
-            ),
-            api_workers=int(env.get("HORUS_API_WORKERS", defaults.api_workers)),
-            telemetry_ttl_seconds=float(
-                env.get("HORUS_TELEMETRY_TTL_SECONDS", defaults.telemetry_ttl_seconds)
-            ),
-        )

@@ -12,7 +12,6 @@ from typing import Any
 import kopf
 
 from horus_operator.operator import keys, runtime
-from horus_operator.operator.config import OperatorConfig
 
 
 @kopf.on.startup()
@@ -24,7 +23,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.watching.label_selectors["pods"] = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER}"
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
-    memo.runtime = runtime.build(OperatorConfig.from_env())
+    memo.runtime = runtime.build(memo.config)  # handed over by entry.run
     memo.runtime.start()
 
 

@@ -1,0 +1,45 @@
+"""`horus run` builds the operator's settings once, from its flags and their environment variables, and
+hands them over: nothing goes through the environment and back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from horus_operator.commands.run import run
+from horus_operator.operator import entry
+from horus_operator.operator.config import OperatorConfig
+
+
+@pytest.fixture
+def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[OperatorConfig]:
+    configs: list[OperatorConfig] = []
+
+    def fake_run(config: OperatorConfig, **_: Any) -> None:
+        configs.append(config)
+
+    monkeypatch.setattr(entry, "run", fake_run)
+    return configs
+
+
+def test_flags_and_environment_make_one_config(
+    handed_over: list[OperatorConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HORUS_POLICY", "binpack")
+    monkeypatch.delenv("HORUS_IDENTITY", raising=False)
+    result = CliRunner().invoke(
+        run, ["--namespace", "team-a", "--resync-seconds", "2", "--lease-namespace", "ops"]
+    )
+    assert result.exit_code == 0, result.output
+    (config,) = handed_over
+    assert (config.policy, config.namespace, config.lease_namespace) == ("binpack", "team-a", "ops")
+    assert config.resync_seconds == 2.0
+    assert config.identity == OperatorConfig().identity  # the host name
+
+
+def test_all_namespaces_overrides_a_namespace(handed_over: list[OperatorConfig]) -> None:
+    result = CliRunner().invoke(run, ["--namespace", "team-a", "-A"])
+    assert result.exit_code == 0, result.output
+    assert handed_over[0].namespace is None
