@@ -15,7 +15,6 @@ from horus_operator.operator import keys, telemetry
 from horus_operator.operator.pods import PodView
 from horus_operator.placement.types import ClusterSnapshot, Gpu, Node, RunningJob
 from horus_operator.prediction.api import UnknownGpuError
-from horus_operator.prediction.gpus import normalize_gpu
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +47,12 @@ def gpu_node(body: Mapping[str, Any]) -> Node | None:
     memory_mib = _int(labels.get(keys.LABEL_GPU_MEMORY))
     if not product_label or not count or not memory_mib:
         return None
-    try:
-        product = normalize_gpu(product_label)
-    except UnknownGpuError:
-        log.warning(
-            "node %s: GPU %r unknown to the models; not scheduling on it", meta["name"], product_label
-        )
-        return None
     name = meta["name"]
-    gpus = tuple(Gpu(node=name, index=i, product=product, memory_mib=memory_mib) for i in range(count))
+    try:
+        gpus = tuple(Gpu.labelled(name, i, product_label, memory_mib) for i in range(count))
+    except UnknownGpuError:
+        log.warning("node %s: GPU %r unknown to the models; not scheduling on it", name, product_label)
+        return None
     return Node(name=name, gpus=gpus, schedulable=is_schedulable(body))
 
 

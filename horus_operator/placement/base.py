@@ -70,7 +70,9 @@ class PlacementCall:
         job = self.predictions.job(request.workload, product)
         tenants = list(slots[0].tenants) if len(slots) == 1 else []
         slowdowns = self.predictions.slowdowns(
-            product, [tenant.request.workload for tenant in tenants] + [request.workload]
+            product,
+            [tenant.request.workload for tenant in tenants] + [request.workload],
+            slots[0].gpu.memory_mib,
         )
         newcomer_slowdown = slowdowns[-1] if slowdowns else 1.0
         assignment = Assignment(

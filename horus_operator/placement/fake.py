@@ -30,7 +30,10 @@ class TablePredictor:
         utilization, memory_mib = self._jobs[workload.model]
         return JobPrediction(utilization=utilization, memory_mib=memory_mib)
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        """From the pair table alone: memory is the policies' own check."""
         self.calls += 1
         answer = []
         for i, workload in enumerate(workloads):

@@ -279,14 +279,14 @@ class HorusPolicy:
         if needed > memory_mib:
             return "not enough GPU memory (predicted)"
         workloads = [workload for workload, _ in tenants]
-        after = predictions.slowdowns(product, [*workloads, request.workload])
+        after = predictions.slowdowns(product, [*workloads, request.workload], memory_mib)
         if after is None:
             return "predicted not to fit together"
         limits = [max_slowdown for _, max_slowdown in tenants] + [request.max_slowdown]
         for slowdown, max_slowdown in zip(after, limits, strict=True):
             if slowdown > max_slowdown / (1.0 + self.tunables.qos_margin):
                 return f"predicted slowdown {slowdown:.2f}× over a maxSlowdown of {max_slowdown:g}×"
-        before = predictions.slowdowns(product, workloads) or (1.0,) * len(workloads)
+        before = predictions.slowdowns(product, workloads, memory_mib) or (1.0,) * len(workloads)
         gain = sum(1.0 / s for s in after) - sum(1.0 / s for s in before)
         utilization = sum(predictions.job(w, product).utilization for w in [*workloads, request.workload])
         score = gain - self.tunables.utilization_weight * max(0.0, utilization - 1.0)

@@ -20,7 +20,7 @@ class CachedPredictions:
     def __init__(self, predictor: Predictor) -> None:
         self.predictor = predictor
         self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
-        self._slowdowns: dict[tuple[str, tuple[Workload, ...]], tuple[float, ...] | None] = {}
+        self._slowdowns: dict[tuple[str, float, tuple[Workload, ...]], tuple[float, ...] | None] = {}
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         key = (workload, gpu)
@@ -30,17 +30,20 @@ class CachedPredictions:
             self._jobs[key] = found
         return found
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
-        """Per-workload slowdowns in the order given; None when they cannot share a GPU."""
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float
+    ) -> tuple[float, ...] | None:
+        """Per-workload slowdowns in the order given; None when they cannot share a GPU of `memory_mib`
+        (the snapshot GPU's capacity, the one placement checks fit against)."""
         if len(workloads) <= 1:
             return (1.0,) * len(workloads)
         order = sorted(range(len(workloads)), key=lambda i: workload_order(workloads[i]))
         canonical = tuple(workloads[i] for i in order)
-        key = (gpu, canonical)
+        key = (gpu, memory_mib, canonical)
         if key in self._slowdowns:
             sorted_answer = self._slowdowns[key]
         else:
-            sorted_answer = self.predictor.slowdowns(gpu, canonical)
+            sorted_answer = self.predictor.slowdowns(gpu, canonical, memory_mib)
             self._slowdowns[key] = sorted_answer
         if sorted_answer is None:
             return None

@@ -11,18 +11,32 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.gpus import gpu_spec
 
 
 @dataclass(frozen=True)
 class Gpu:
+    """One GPU, identified once (`labelled`): `product` is the key of its datasheet entry
+    (`gpus.GPU_SPECS`), the type every prediction is asked about; `memory_mib` is the capacity its node
+    reports, which fit and prediction both read."""
+
     node: str
     index: int
-    product: str  # normalised GPU type known to the predictor, e.g. "v100"
-    memory_mib: int
+    product: str  # the GPU table's name (prediction/gpus.py), e.g. "v100"
+    memory_mib: int  # as the node reports it (nvidia.com/gpu.memory); may differ from the datasheet's
     uuid: str | None = None
     healthy: bool = True  # False: unhealthy, or its agent is silent beyond the TTL
     observed_memory_used_mib: float | None = None  # live telemetry, when an agent reports it
     observed_utilization: float | None = None  # 0..1, live telemetry
+    product_label: str = ""  # as GPU Feature Discovery reported it ("" where no node did: the simulator)
+
+    @classmethod
+    def labelled(cls, node: str, index: int, product_label: str, memory_mib: int) -> Gpu:
+        """A GPU from its node's labels; `UnknownGpuError` for a product the GPU table does not know."""
+        spec = gpu_spec(product_label)
+        return cls(
+            node=node, index=index, product=spec.name, memory_mib=memory_mib, product_label=product_label
+        )
 
     @property
     def key(self) -> tuple[str, int]:

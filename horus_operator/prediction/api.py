@@ -39,9 +39,13 @@ class Predictor(Protocol):
         """Utilization and memory of `workload` alone on a GPU of type `gpu` (e.g. "v100")."""
         ...
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
         """Slowdown (alone throughput / shared throughput, >= 1) of each workload when all of them
-        share one GPU of type `gpu`; None when they cannot share it (e.g. out of memory)."""
+        share one GPU of type `gpu`; None when they cannot share it (e.g. out of memory). `memory_mib`
+        is that GPU's capacity as its node reports it, the one placement checks fit against; None:
+        the datasheet's, where no node is known (the CLI)."""
         ...
 
 

@@ -60,12 +60,15 @@ class XGBoostPredictor:
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         return self._job(workload, normalize_gpu(gpu)).prediction
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
         gpu = normalize_gpu(gpu)
         entries = [self._job(workload, gpu) for workload in workloads]
         if len(workloads) < 2:
             return tuple(1.0 for _ in workloads)  # a GPU of its own is always allowed
-        if sum(entry.prediction.memory_mib for entry in entries) > GPU_SPECS[gpu].memory_mib:
+        capacity = GPU_SPECS[gpu].memory_mib if memory_mib is None else memory_mib
+        if sum(entry.prediction.memory_mib for entry in entries) > capacity:
             return None
         keys = [_key(workload) for workload in workloads]
         self._fill_pairs(gpu, [(a, b) for a, b in itertools.permutations(zip(keys, entries, strict=True), 2)])

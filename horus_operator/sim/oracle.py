@@ -20,5 +20,7 @@ class OraclePredictor:
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         return self.base.job(workload, gpu)
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
-        return self.truth.slowdowns(gpu, workloads).slowdowns
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        return self.truth.slowdowns(gpu, workloads, memory_mib).slowdowns

@@ -66,19 +66,22 @@ class Truth:
     def __init__(self, table: TruthTable, fallback: Predictor) -> None:
         self.table = table
         self.fallback = fallback
-        self._memo: dict[tuple[str, tuple[Workload, ...]], TrueSlowdowns] = {}
+        self._memo: dict[tuple[str, float | None, tuple[Workload, ...]], TrueSlowdowns] = {}
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> TrueSlowdowns:
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> TrueSlowdowns:
+        """`memory_mib`: the GPU's capacity, for pairs the table lacks (see `Predictor.slowdowns`)."""
         if len(workloads) <= 1:
             return TrueSlowdowns((1.0,) * len(workloads), measured=True)
-        key = (gpu, tuple(workloads))
+        key = (gpu, memory_mib, tuple(workloads))
         found = self._memo.get(key)
         if found is None:
-            found = self._measure(gpu, workloads)
+            found = self._measure(gpu, workloads, memory_mib)
             self._memo[key] = found
         return found
 
-    def _measure(self, gpu: str, workloads: Sequence[Workload]) -> TrueSlowdowns:
+    def _measure(self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None) -> TrueSlowdowns:
         configs = [(gpu, w.model, w.batch_size) for w in workloads]
         excess = [0.0] * len(workloads)
         for i, a in enumerate(configs):
@@ -86,7 +89,7 @@ class Truth:
                 if i == j:
                     continue
                 if (a, b) not in self.table.pairs:
-                    return TrueSlowdowns(self.fallback.slowdowns(gpu, workloads), measured=False)
+                    return TrueSlowdowns(self.fallback.slowdowns(gpu, workloads, memory_mib), measured=False)
                 pair = self.table.pairs[(a, b)]
                 if pair is None:
                     return TrueSlowdowns(None, measured=True)

@@ -12,6 +12,7 @@ def test_gfd_labels_become_gpus_of_their_own_table_row_and_label_memory() -> Non
     assert node is not None
     assert [g.index for g in node.gpus] == list(range(8))
     assert {(g.product, g.memory_mib) for g in node.gpus} == {("a100-40gb", 40960)}
+    assert {g.product_label for g in node.gpus} == {"NVIDIA-A100-SXM4-40GB"}  # the raw label travels too
     h100 = cluster_view.gpu_node(
         gpu_node("h100-0", count=8, product="NVIDIA-H100-80GB-HBM3", memory_mib=81559)
     )

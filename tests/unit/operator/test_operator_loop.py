@@ -94,7 +94,9 @@ class FixedPredictor:
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         return JobPrediction(utilization=0.5, memory_mib=4000.0)
 
-    def slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
         return tuple(1.0 for _ in workloads)
 
 

@@ -1,0 +1,52 @@
+"""Fit and prediction read one capacity: the memory the GPU's node reports, not its type's datasheet."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from placement_builders import job, predictor, running
+
+from horus_operator.placement.fake import TablePredictor
+from horus_operator.placement.registry import make_policy
+from horus_operator.placement.types import ClusterSnapshot, Gpu, Node
+from horus_operator.prediction.api import JobPrediction, Workload
+from horus_operator.prediction.gpus import GPU_SPECS
+from horus_operator.prediction.predictor import load_predictor
+
+
+class CapacityRecorder:
+    """A predictor that notes the capacity each slowdown question is asked at."""
+
+    def __init__(self, inner: TablePredictor) -> None:
+        self.inner = inner
+        self.capacities: set[float | None] = set()
+
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        return self.inner.job(workload, gpu)
+
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        self.capacities.add(memory_mib)
+        return self.inner.slowdowns(gpu, workloads, memory_mib)
+
+
+@pytest.mark.parametrize("policy", ["horus", "binpack"])  # the policies that share
+def test_policies_ask_about_sharing_at_the_memory_the_node_reports(policy: str) -> None:
+    gpu = Gpu.labelled("n0", 0, "Tesla-V100-SXM2-32GB", 32_500)  # what NVML reports, not 32 GiB
+    resident = job("ns/good", "good", max_slowdown=10.0)
+    snapshot = ClusterSnapshot(nodes=(Node("n0", (gpu,)),), running=(running(resident, "n0", 0),))
+    recorder = CapacityRecorder(predictor())
+    make_policy(policy, predictor=recorder).schedule(snapshot, [job("ns/fair", "fair", max_slowdown=10.0)])
+    assert recorder.capacities == {32_500}
+
+
+def test_the_predictor_judges_a_set_full_at_the_capacity_it_is_given() -> None:
+    model = load_predictor()
+    pair = [Workload("resnet50", 128), Workload("resnet50", 128)]
+    together = 2 * model.job(pair[0], "v100").memory_mib
+    assert together > GPU_SPECS["v100"].memory_mib
+    assert model.slowdowns("v100", pair) is None  # no node known: the datasheet's 16 GiB
+    assert model.slowdowns("v100", pair, memory_mib=together + 1) is not None
+    assert model.slowdowns("v100", pair, memory_mib=together - 1) is None
