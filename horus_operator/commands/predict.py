@@ -205,7 +205,13 @@ def train(kind: str, data: Path, out: Path) -> None:
     `slowdown` also recalibrates the memory model from the pairs' feasibility. Models not retrained
     are taken from the shipped set when OUT is loaded.
     """
-    from horus_operator.prediction import training  # pandas and xgboost: only when training
+    try:  # pandas and xgboost: an optional extra, only for training
+        from horus_operator.prediction import training
+    except ModuleNotFoundError as missing:
+        raise click.ClickException(
+            f"horus train needs the 'train' extra ({missing.name} is not installed): "
+            "pip install 'horus-operator[train]'"
+        ) from missing
 
     try:
         if kind == "slowdown":
