@@ -25,6 +25,7 @@ from typing import Any
 import kubernetes
 
 from horus_operator import devcluster
+from horus_operator.testing.builders import DLJobBuilder
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,16 +45,7 @@ def plain_pod(name: str) -> dict[str, Any]:
 def dljob(name: str, index: int) -> dict[str, Any]:
     models = [("resnet50", 32), ("resnet18", 128), ("lstm-lm", 20), ("transformer", 64), ("vgg16", 32)]
     architecture, batch_size = models[index % len(models)]
-    return {
-        "apiVersion": "horus.dev/v1alpha1",
-        "kind": "DLJob",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"architecture": architecture},
-            "batchSize": batch_size,
-            "template": {"spec": {"containers": [{"name": "train", "image": "example.invalid/train:1"}]}},
-        },
-    }
+    return DLJobBuilder(name).model(architecture=architecture).batch_size(batch_size).obj()
 
 
 def count_bound(core: kubernetes.client.CoreV1Api, namespace: str) -> int:

@@ -118,30 +118,6 @@ def wait_for(condition: Callable[[], T], *, timeout: float, what: str, every: fl
         time.sleep(every)
 
 
-def dljob(
-    name: str,
-    *,
-    architecture: str | None = "resnet50",
-    batch_size: int = 32,
-    duration: str | None = "3s",
-    **spec: Any,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "apiVersion": "horus.dev/v1alpha1",
-        "kind": "DLJob",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"architecture": architecture} if architecture else {},
-            "batchSize": batch_size,
-            "template": {"spec": {"containers": [{"name": "train", "image": "example.invalid/train:1"}]}},
-            **spec,
-        },
-    }
-    if duration:
-        body["spec"]["simulation"] = {"duration": duration}
-    return body
-
-
 def apply(cluster: devcluster.LocalCluster, namespace: str, *manifests: dict[str, Any]) -> None:
     items = {"apiVersion": "v1", "kind": "List", "items": list(manifests)}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(items))

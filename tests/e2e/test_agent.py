@@ -25,6 +25,7 @@ from dljob_harness import REPO, OperatorProcess, apply, dljobs, get_json, horus_
 
 from horus_operator import devcluster
 from horus_operator.operator import cluster_view, telemetry
+from horus_operator.testing.builders import DLJobBuilder
 
 pytestmark = pytest.mark.e2e
 
@@ -263,17 +264,14 @@ def operator(
 
 
 def dljob(name: str, architecture: str, batch_size: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "horus.dev/v1alpha1",
-        "kind": "DLJob",
-        "metadata": {"name": name},
-        "spec": {
-            "model": {"architecture": architecture},
-            "batchSize": batch_size,
-            "maxSlowdown": 10.0,
-            "template": {"spec": {"containers": [{"name": "train", "image": "example.invalid/train:1"}]}},
-        },
-    }
+    """A job that may share with anything (maxSlowdown 10) and never finishes by itself."""
+    return (
+        DLJobBuilder(name)
+        .model(architecture=architecture)
+        .batch_size(batch_size)
+        .spec(maxSlowdown=10.0)
+        .obj()
+    )
 
 
 def report_progress(

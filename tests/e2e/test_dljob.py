@@ -21,7 +21,6 @@ from dljob_harness import (
     OperatorProcess,
     apply,
     condition,
-    dljob,
     dljobs,
     horus_pods,
     wait_for,
@@ -29,6 +28,7 @@ from dljob_harness import (
 )
 
 from horus_operator import devcluster
+from horus_operator.testing.builders import DLJobBuilder
 
 pytestmark = pytest.mark.e2e
 
@@ -120,7 +120,7 @@ def test_compatible_jobs_share_a_gpu_and_an_incompatible_pair_does_not(
     compatible, incompatible = _pairs()
     with only_nodes(cluster, [node]):
         first, second = (
-            dljob(f"fit-{i}", architecture=m, batch_size=b, duration=None)
+            DLJobBuilder(f"fit-{i}").model(architecture=m).batch_size(b).obj()
             for i, (m, b) in enumerate(compatible)
         )
         apply(cluster, namespace, first)
@@ -137,13 +137,21 @@ def test_compatible_jobs_share_a_gpu_and_an_incompatible_pair_does_not(
         apply(
             cluster,
             namespace,
-            dljob("clash-0", architecture=model_a, batch_size=batch_a, duration=None, maxSlowdown=bound),
+            DLJobBuilder("clash-0")
+            .model(architecture=model_a)
+            .batch_size(batch_a)
+            .spec(maxSlowdown=bound)
+            .obj(),
         )
         wait_phases(cluster, namespace, ["clash-0"], {"Scheduled", "Running"}, timeout=60)
         apply(
             cluster,
             namespace,
-            dljob("clash-1", architecture=model_b, batch_size=batch_b, duration=None, maxSlowdown=bound),
+            DLJobBuilder("clash-1")
+            .model(architecture=model_b)
+            .batch_size(batch_b)
+            .spec(maxSlowdown=bound)
+            .obj(),
         )
         jobs = wait_phases(cluster, namespace, ["clash-1"], {"Queued"}, timeout=60)
         time.sleep(3 * 2)  # several scheduling cycles (resync every 2 s): it must still wait
@@ -190,7 +198,7 @@ def test_memory_is_never_oversubscribed_in_a_burst(
     queues the rest; no GPU's predicted memory in use exceeds what its node's labels say it has."""
     models = [("resnet50", 32), ("vgg16", 32), ("mobilenet_v2", 32), ("bert", 4)]
     burst = [
-        dljob(f"mem-{i}", architecture=m, batch_size=b, duration=None, maxSlowdown=3.0)
+        DLJobBuilder(f"mem-{i}").model(architecture=m).batch_size(b).spec(maxSlowdown=3.0).obj()
         for i, (m, b) in enumerate(models * 10)
     ]
     apply(cluster, namespace, *burst)
@@ -224,7 +232,9 @@ def test_a_restart_mid_burst_leaves_exactly_one_pod_per_job(
 ) -> None:
     """The operator is killed (SIGKILL) while it places a 50-job burst and started again."""
     cluster.add_nodes(devcluster.GpuNodePool(count=12, gpus_per_node=4, name_prefix="burst-node"))
-    burst = [dljob(f"burst-{i}", architecture="resnet18", batch_size=64, duration=None) for i in range(50)]
+    burst = [
+        DLJobBuilder(f"burst-{i}").model(architecture="resnet18").batch_size(64).obj() for i in range(50)
+    ]
     apply(cluster, namespace, *burst)
     wait_for(
         lambda: len(horus_pods(cluster, namespace)) >= 10, timeout=60, what="the burst to start", every=0.1
@@ -248,27 +258,31 @@ def test_bad_input_fails_with_the_field_named_and_never_blocks_the_queue(
     )
     cases = {
         "unknown-model": (
-            dljob("unknown-model", architecture="nosuchnet"),
+            DLJobBuilder("unknown-model").model(architecture="nosuchnet").runs_for("3s").obj(),
             "InvalidSpec",
             "spec.model.architecture='nosuchnet'",
         ),
         "bad-onnx": (
-            dljob("bad-onnx", architecture=None, model={"onnx": {"configMap": "garbage"}}),
+            DLJobBuilder("bad-onnx").model(onnx={"configMap": "garbage"}).runs_for("3s").obj(),
             "InvalidSpec",
             "spec.model.onnx",
         ),
         "no-onnx": (
-            dljob("no-onnx", architecture=None, model={"onnx": {"configMap": "absent"}}),
+            DLJobBuilder("no-onnx").model(onnx={"configMap": "absent"}).runs_for("3s").obj(),
             "InvalidSpec",
             "not found",
         ),
         "too-much-memory": (
-            dljob("too-much-memory", architecture="vgg16", batch_size=65536),
+            DLJobBuilder("too-much-memory")
+            .model(architecture="vgg16")
+            .batch_size(65536)
+            .runs_for("3s")
+            .obj(),
             "Unsatisfiable",
             "spec.batchSize=65536",
         ),
     }
-    apply(cluster, namespace, *(body for body, _, _ in cases.values()), dljob("good", duration=None))
+    apply(cluster, namespace, *(body for body, _, _ in cases.values()), DLJobBuilder("good").obj())
     jobs = wait_phases(cluster, namespace, list(cases), {"Failed"}, timeout=90)
     wait_phases(cluster, namespace, ["good"], {"Scheduled", "Running"}, timeout=60)
     for name, (_, reason, text) in cases.items():
@@ -291,7 +305,7 @@ def test_more_gpus_than_any_node_has_fails(
     if max(counts.values()) >= 8:
         big = [name for name, count in counts.items() if count >= 8]
         pytest.skip(f"{big} have 8 GPUs, the most spec.gpus allows; covered by unit tests")
-    apply(cluster, namespace, dljob("wide", gpus=8))
+    apply(cluster, namespace, DLJobBuilder("wide").runs_for("3s").spec(gpus=8).obj())
     jobs = wait_phases(cluster, namespace, ["wide"], {"Failed"}, timeout=60)
     assert "spec.gpus=8" in condition(jobs["wide"], "Failed")["message"]
 
@@ -311,7 +325,7 @@ def test_the_schema_refuses_gpu_requests_and_gpu_env_in_the_template(
     change: dict[str, Any],
     refusal: str,
 ) -> None:
-    body = dljob("refused")
+    body = DLJobBuilder("refused").runs_for("3s").obj()
     body["spec"]["template"]["spec"]["containers"][0].update(change)
     result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
     assert result.returncode != 0 and refusal in result.stderr, result.stderr
@@ -320,7 +334,12 @@ def test_the_schema_refuses_gpu_requests_and_gpu_env_in_the_template(
 def test_the_schema_wants_exactly_one_model_source(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
-    body = dljob("two-models", model={"architecture": "resnet50", "features": {"flops": 1.0}})
+    body = (
+        DLJobBuilder("two-models")
+        .model(architecture="resnet50", features={"flops": 1.0})
+        .runs_for("3s")
+        .obj()
+    )
     result = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(body), check=False)
     assert result.returncode != 0 and "exactly one of spec.model" in result.stderr, result.stderr
 
@@ -328,7 +347,7 @@ def test_the_schema_wants_exactly_one_model_source(
 def test_failed_pods_are_retried_up_to_the_backoff_limit(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
-    body = dljob("flaky", duration="1s", backoffLimit=1)
+    body = DLJobBuilder("flaky").runs_for("1s").spec(backoffLimit=1).obj()
     body["spec"]["simulation"]["fail"] = True
     apply(cluster, namespace, body)
     jobs = wait_phases(cluster, namespace, ["flaky"], {"Failed"}, timeout=90)
@@ -340,7 +359,7 @@ def test_reapplying_changes_nothing_and_deleting_removes_the_pod(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str, tmp_path: Path
 ) -> None:
     manifest = tmp_path / "job.json"
-    manifest.write_text(json.dumps(dljob("steady", duration=None)))
+    manifest.write_text(json.dumps(DLJobBuilder("steady").obj()))
     cluster.kubectl("apply", "-n", namespace, "-f", str(manifest))
     jobs = wait_phases(cluster, namespace, ["steady"], {"Running"}, timeout=60)
     before = jobs["steady"]["metadata"]
@@ -363,7 +382,7 @@ def test_a_pod_whose_node_vanished_is_placed_again(
 ) -> None:
     doomed = cluster.add_nodes(devcluster.GpuNodePool(count=1, gpus_per_node=1, name_prefix="doomed-node"))[0]
     with only_nodes(cluster, [doomed]):
-        apply(cluster, namespace, dljob("survivor", duration=None))
+        apply(cluster, namespace, DLJobBuilder("survivor").obj())
         jobs = wait_phases(cluster, namespace, ["survivor"], {"Scheduled", "Running"}, timeout=60)
         assert jobs["survivor"]["status"]["node"] == doomed
     cluster.kubectl("delete", "node", doomed)
@@ -392,8 +411,8 @@ def test_a_model_from_an_onnx_configmap_gets_features_and_is_placed(
     apply(
         cluster,
         namespace,
-        dljob("from-onnx", architecture=None, batch_size=32, model={"onnx": {"configMap": "pointnet-graph"}}),
-        dljob("from-catalog", architecture="pointnet", batch_size=32),
+        DLJobBuilder("from-onnx").model(onnx={"configMap": "pointnet-graph"}).runs_for("3s").obj(),
+        DLJobBuilder("from-catalog").model(architecture="pointnet").runs_for("3s").obj(),
     )
     jobs = wait_phases(cluster, namespace, ["from-onnx", "from-catalog"], {"Succeeded"}, timeout=120)
     onnx_job, catalog_job = jobs["from-onnx"]["status"], jobs["from-catalog"]["status"]

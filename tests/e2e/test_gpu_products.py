@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from dljob_harness import OperatorProcess, apply, dljob, dljobs, horus_pods, wait_for, wait_phases
+from dljob_harness import OperatorProcess, apply, dljobs, horus_pods, wait_for, wait_phases
 
 from horus_operator import devcluster
+from horus_operator.testing.builders import DLJobBuilder
 
 if TYPE_CHECKING:
     from horus_operator.prediction.api import Workload
@@ -98,13 +99,12 @@ def _predictor() -> Any:
 
 
 def _dljob(name: str, workload: Workload) -> dict[str, Any]:
-    return dljob(
-        name,
-        architecture=workload.model,
-        batch_size=workload.batch_size,
-        duration=None,
-        precision=workload.precision,
-        maxSlowdown=MAX_SLOWDOWN,
+    return (
+        DLJobBuilder(name)
+        .model(architecture=workload.model)
+        .batch_size(workload.batch_size)
+        .spec(precision=workload.precision, maxSlowdown=MAX_SLOWDOWN)
+        .obj()
     )
 
 
@@ -152,10 +152,10 @@ def test_precision_defaults_to_fp32_and_the_schema_refuses_others(
             input=json.dumps(body), check=False,
         )  # fmt: skip
 
-    defaulted = dry_run(dljob("plain"))
+    defaulted = dry_run(DLJobBuilder("plain").runs_for("3s").obj())
     assert defaulted.returncode == 0, defaulted.stderr
     assert json.loads(defaulted.stdout)["spec"]["precision"] == "fp32"
-    refused = dry_run(dljob("half", precision="fp16"))
+    refused = dry_run(DLJobBuilder("half").runs_for("3s").spec(precision="fp16").obj())
     assert refused.returncode != 0
     assert "spec.precision" in refused.stderr and '"fp16"' in refused.stderr, refused.stderr
     explained = cluster.kubectl("explain", "dljob.spec.precision").stdout

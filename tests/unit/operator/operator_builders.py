@@ -1,4 +1,5 @@
-"""Builders for DLJob, pod and node test objects (API form, as the API server returns them)."""
+"""Builders for pod and node test objects (API form, as the API server returns them); DLJobs come from
+the shared `horus_operator.testing.builders.DLJobBuilder.stored`."""
 
 from __future__ import annotations
 
@@ -7,45 +8,6 @@ import json
 from typing import Any
 
 from horus_operator.operator import keys
-
-
-class DLJobBuilder:
-    def __init__(self, name: str, namespace: str = "team-a") -> None:
-        self._body: dict[str, Any] = {
-            "apiVersion": keys.API_VERSION,
-            "kind": keys.KIND,
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "uid": f"uid-{name}",
-                "generation": 1,
-                "creationTimestamp": "2026-12-02T10:00:00Z",
-            },
-            "spec": {
-                "model": {"architecture": "resnet50"},
-                "batchSize": 32,
-                "template": {"spec": {"containers": [{"name": "train", "image": "trainer:1"}]}},
-            },
-        }
-
-    def model(self, **model: Any) -> DLJobBuilder:
-        self._body["spec"]["model"] = model
-        return self
-
-    def spec(self, **fields: Any) -> DLJobBuilder:
-        self._body["spec"].update(fields)
-        return self
-
-    def status(self, **fields: Any) -> DLJobBuilder:
-        self._body.setdefault("status", {}).update(fields)
-        return self
-
-    def generation(self, generation: int) -> DLJobBuilder:
-        self._body["metadata"]["generation"] = generation
-        return self
-
-    def obj(self) -> dict[str, Any]:
-        return copy.deepcopy(self._body)
 
 
 class PodBuilder:

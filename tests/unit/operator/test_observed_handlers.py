@@ -19,6 +19,7 @@ from horus_operator.operator.observed import Chunk
 from horus_operator.operator.observing import ObservedTelemetry, Recorder
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
+from horus_operator.testing.builders import DLJobBuilder
 
 
 class RecordingKube:
@@ -45,10 +46,6 @@ class RecordingStore:
     def record(self, row: tuple[str, ...], pair: str) -> bool:
         self.rows.append((row, pair))
         return True
-
-
-def dljob(name: str) -> dict[str, Any]:
-    return {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}"}, "spec": {}, "status": {}}
 
 
 def pod(job: str, model: str, batch: int, precision: str = "fp32") -> dict[str, Any]:
@@ -96,7 +93,7 @@ def _share(
     cache = ClusterCache()
     cache.put_node(node())
     for name, model, batch, precision in (("a", "resnet50", 64, precision_a), ("b", "lstm", 20, "fp32")):
-        cache.put_job(dljob(name))
+        cache.put_job(DLJobBuilder.stored(name, "ns").obj())
         cache.put_pod(pod(name, model, batch, precision))
     kube = RecordingKube(cache)
     store = RecordingStore()

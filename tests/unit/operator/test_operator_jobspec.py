@@ -3,12 +3,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from operator_builders import DLJobBuilder, gpu_node
+from operator_builders import gpu_node
 
 from horus_operator.operator import cluster_view, jobspec
 from horus_operator.operator.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+from horus_operator.testing.builders import DLJobBuilder
 
 CATALOG = {"resnet50": "resnet50", "ResNet-50": "resnet50"}
 
@@ -35,18 +36,18 @@ def _resolver(files: dict[tuple[str, str, str], bytes] | None = None) -> jobspec
 
 
 def test_defaults_match_the_crd() -> None:
-    job = jobspec.parse(DLJobBuilder("cnn").obj())
+    job = jobspec.parse(DLJobBuilder.stored("cnn").obj())
     assert (job.gpus, job.max_slowdown, job.priority, job.backoff_limit) == (1, 2.0, 0, 3)
     assert job.key == "team-a/cnn"
 
 
 def test_catalog_names_are_canonicalised() -> None:
-    job = jobspec.parse(DLJobBuilder("cnn").model(architecture="ResNet-50").obj())
+    job = jobspec.parse(DLJobBuilder.stored("cnn").model(architecture="ResNet-50").obj())
     assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32)
 
 
 def test_unknown_architecture_names_the_field() -> None:
-    job = jobspec.parse(DLJobBuilder("cnn").model(architecture="nosuchnet").obj())
+    job = jobspec.parse(DLJobBuilder.stored("cnn").model(architecture="nosuchnet").obj())
     with pytest.raises(jobspec.InvalidJob) as caught:
         _resolver().workload(job)
     assert caught.value.field_path == "spec.model.architecture"
@@ -54,16 +55,20 @@ def test_unknown_architecture_names_the_field() -> None:
 
 
 def test_precision_defaults_to_fp32_and_reaches_the_workload() -> None:
-    assert _resolver().workload(jobspec.parse(DLJobBuilder("cnn").obj())).precision == "fp32"
-    job = jobspec.parse(DLJobBuilder("cnn").spec(precision="amp").obj())
+    assert _resolver().workload(jobspec.parse(DLJobBuilder.stored("cnn").obj())).precision == "fp32"
+    job = jobspec.parse(DLJobBuilder.stored("cnn").spec(precision="amp").obj())
     assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32, precision="amp")
-    features = jobspec.parse(DLJobBuilder("net").model(features={"flops": 5e9}).spec(precision="bf16").obj())
+    features = jobspec.parse(
+        DLJobBuilder.stored("net").model(features={"flops": 5e9}).spec(precision="bf16").obj()
+    )
     assert _resolver().workload(features).precision == "bf16"
 
 
 def test_unknown_precision_names_the_field_before_reading_the_graph() -> None:
     """For objects that bypass the schema's enum: no ConfigMap read, the field and value named."""
-    job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "absent"}).spec(precision="fp16").obj())
+    job = jobspec.parse(
+        DLJobBuilder.stored("net").model(onnx={"configMap": "absent"}).spec(precision="fp16").obj()
+    )
     with pytest.raises(jobspec.InvalidJob) as caught:
         _resolver().workload(job)
     assert (caught.value.field_path, caught.value.value) == ("spec.precision", "fp16")
@@ -72,7 +77,7 @@ def test_unknown_precision_names_the_field_before_reading_the_graph() -> None:
 
 def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
     files = {("team-a", "graphs", "model.onnx"): b"ONNX..."}
-    job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "graphs"}).obj())
+    job = jobspec.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())
     workload = _resolver(files).workload(job)
     assert workload.model == jobspec.CUSTOM_MODEL
     assert workload.features == {"flops": 32e9}
@@ -84,7 +89,7 @@ def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
     [({}, "not found"), ({("team-a", "graphs", "model.onnx"): b"garbage"}, "unreadable ONNX")],
 )
 def test_missing_or_unreadable_onnx_names_the_field(files: dict, reason: str) -> None:
-    job = jobspec.parse(DLJobBuilder("net").model(onnx={"configMap": "graphs"}).obj())
+    job = jobspec.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())
     with pytest.raises(jobspec.InvalidJob) as caught:
         _resolver(files).workload(job)
     assert caught.value.field_path == "spec.model.onnx"
@@ -92,7 +97,7 @@ def test_missing_or_unreadable_onnx_names_the_field(files: dict, reason: str) ->
 
 
 def test_precomputed_features_are_used_as_given() -> None:
-    job = jobspec.parse(DLJobBuilder("net").model(features={"flops": 5e9, "params": 1e6}).obj())
+    job = jobspec.parse(DLJobBuilder.stored("net").model(features={"flops": 5e9, "params": 1e6}).obj())
     workload = _resolver().workload(job)
     assert workload.features == {"flops": 5e9, "params": 1e6}
     assert workload.features_key.startswith("features:")
@@ -108,19 +113,19 @@ def _predict_memory(memory_mib: float) -> Callable[[Workload, str], JobPredictio
 
 
 def test_more_gpus_than_any_node_has_is_unsatisfiable() -> None:
-    job = jobspec.parse(DLJobBuilder("big").spec(gpus=8).obj())
+    job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
     problem = unsatisfiable(job, Workload("resnet50", 32), _snapshot(), _predict_memory(1000))
     assert problem is not None and (problem.field_path, problem.value) == ("spec.gpus", 8)
 
 
 def test_more_memory_than_any_gpu_has_is_unsatisfiable() -> None:
-    job = jobspec.parse(DLJobBuilder("huge").spec(batchSize=4096).obj())
+    job = jobspec.parse(DLJobBuilder.stored("huge").spec(batchSize=4096).obj())
     problem = unsatisfiable(job, Workload("resnet50", 4096), _snapshot(), _predict_memory(40000))
     assert problem is not None and problem.field_path == "spec.batchSize"
     assert unsatisfiable(job, Workload("resnet50", 32), _snapshot(), _predict_memory(8000)) is None
 
 
 def test_an_empty_cluster_judges_nothing() -> None:
-    job = jobspec.parse(DLJobBuilder("big").spec(gpus=8).obj())
+    job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
     empty = Capacity.of(ClusterSnapshot(nodes=()))
     assert unsatisfiable(job, Workload("resnet50", 32), empty, _predict_memory(1e9)) is None

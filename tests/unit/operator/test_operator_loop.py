@@ -13,13 +13,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from operator_builders import DLJobBuilder, gpu_node
+from operator_builders import gpu_node
 
 from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
@@ -122,7 +123,7 @@ def _cluster(jobs: int, gpus: int) -> FakeKube:
     kube = FakeKube()
     kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=gpus)
     for i in range(jobs):
-        body = DLJobBuilder(f"job-{i}").obj()
+        body = DLJobBuilder.stored(f"job-{i}").obj()
         kube.jobs[job_key(body)] = body
     return kube
 
@@ -164,7 +165,7 @@ def test_a_restarted_operator_creates_no_second_pod() -> None:
 
 def test_an_unknown_model_fails_without_blocking_the_others() -> None:
     kube = _cluster(jobs=2, gpus=4)
-    bad = DLJobBuilder("bad").model(architecture="nosuchnet").obj()
+    bad = DLJobBuilder.stored("bad").model(architecture="nosuchnet").obj()
     kube.jobs[job_key(bad)] = bad
     asyncio.run(_settle(_loop(kube)))
     assert kube.jobs["team-a/bad"]["status"]["phase"] == "Failed"

@@ -2,11 +2,10 @@ from __future__ import annotations
 
 import json
 
-from operator_builders import DLJobBuilder
-
 from horus_operator.operator import jobspec, keys, pods
 from horus_operator.placement.types import Assignment
 from horus_operator.prediction.api import Workload
+from horus_operator.testing.builders import DLJobBuilder
 
 
 def _placement(job_body: dict, *, uuids: tuple[str | None, ...] = (), attempt: int = 0) -> pods.Placement:
@@ -31,7 +30,7 @@ def _placement(job_body: dict, *, uuids: tuple[str | None, ...] = (), attempt: i
 
 
 def test_pod_is_named_by_job_and_attempt_and_owned_by_the_dljob() -> None:
-    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), attempt=2))
+    pod = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj(), attempt=2))
     assert pod["metadata"]["name"] == "cnn-2"
     owner = pod["metadata"]["ownerReferences"][0]
     assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
@@ -43,16 +42,16 @@ def test_pod_is_named_by_job_and_attempt_and_owned_by_the_dljob() -> None:
 
 
 def test_pod_is_pinned_to_the_node_and_sees_only_its_gpus() -> None:
-    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj()))
+    pod = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj()))
     assert pod["spec"]["nodeSelector"] == {keys.LABEL_HOSTNAME: "gpu-node-3"}
     env = pod["spec"]["containers"][0]["env"]
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "1,2"} in env
 
 
 def test_gpu_uuids_are_preferred_when_all_are_known() -> None:
-    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), uuids=("GPU-a", "GPU-b")))
+    pod = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj(), uuids=("GPU-a", "GPU-b")))
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "GPU-a,GPU-b"} in pod["spec"]["containers"][0]["env"]
-    partly_known = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), uuids=("GPU-a", None)))
+    partly_known = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj(), uuids=("GPU-a", None)))
     assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "1,2"} in partly_known["spec"]["containers"][0]["env"]
 
 
@@ -64,7 +63,7 @@ def test_template_labels_env_and_node_selector_are_kept() -> None:
             "containers": [{"name": "train", "env": [{"name": "EPOCHS", "value": "3"}]}],
         },
     }
-    body = DLJobBuilder("cnn").spec(template=template).obj()
+    body = DLJobBuilder.stored("cnn").spec(template=template).obj()
     pod = pods.build_pod(_placement(body))
     assert pod["metadata"]["labels"]["team"] == "a"
     assert pod["spec"]["nodeSelector"]["zone"] == "z1"
@@ -77,14 +76,14 @@ def test_template_labels_env_and_node_selector_are_kept() -> None:
 
 
 def test_simulated_duration_becomes_the_kwok_stage_annotation() -> None:
-    done = pods.build_pod(_placement(DLJobBuilder("cnn").spec(simulation={"duration": "5s"}).obj()))
+    done = pods.build_pod(_placement(DLJobBuilder.stored("cnn").spec(simulation={"duration": "5s"}).obj()))
     assert done["metadata"]["annotations"][keys.KWOK_COMPLETE_DELAY] == "5s"
-    failing = DLJobBuilder("cnn").spec(simulation={"duration": "2s", "fail": True}).obj()
+    failing = DLJobBuilder.stored("cnn").spec(simulation={"duration": "2s", "fail": True}).obj()
     assert pods.build_pod(_placement(failing))["metadata"]["annotations"][keys.KWOK_FAIL_DELAY] == "2s"
 
 
 def test_a_built_pod_reads_back_as_the_same_placement() -> None:
-    pod = pods.build_pod(_placement(DLJobBuilder("cnn").obj(), attempt=1))
+    pod = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj(), attempt=1))
     view = pods.view(pod)
     assert (view.job_key, view.attempt, view.node, view.gpu_indices) == (
         "team-a/cnn",
@@ -100,7 +99,7 @@ def test_a_built_pod_reads_back_as_the_same_placement() -> None:
 
 def test_request_round_trips_custom_features() -> None:
     request = jobspec.request(
-        jobspec.parse(DLJobBuilder("x").obj()),
+        jobspec.parse(DLJobBuilder.stored("x").obj()),
         Workload(model="custom", batch_size=8, features={"flops": 1e9}, features_key="onnx:abc"),
         1.0,
     )
@@ -111,7 +110,7 @@ def test_request_round_trips_custom_features() -> None:
 
 def test_request_round_trips_precision_and_old_pods_read_as_fp32() -> None:
     request = jobspec.request(
-        jobspec.parse(DLJobBuilder("x").obj()), Workload("resnet50", 32, precision="bf16"), 1.0
+        jobspec.parse(DLJobBuilder.stored("x").obj()), Workload("resnet50", 32, precision="bf16"), 1.0
     )
     encoded = json.loads(json.dumps(pods.encode_request(request)))
     assert pods.decode_request(encoded) == request

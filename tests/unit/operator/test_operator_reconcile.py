@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from operator_builders import DLJobBuilder, PodBuilder
+from operator_builders import PodBuilder
 
 from horus_operator.operator import jobspec, pods, reconcile
 from horus_operator.operator.jobspec import InvalidJob
+from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 10, tzinfo=UTC)
 NODES = ("gpu-node-0", "gpu-node-1")
@@ -24,7 +25,7 @@ def _condition(status: dict, kind: str) -> dict:
 
 
 def test_a_new_job_is_queued_for_its_first_attempt() -> None:
-    decision = _decide(DLJobBuilder("cnn").obj(), waiting_message="waiting: no GPU free")
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), waiting_message="waiting: no GPU free")
     assert decision.place_attempt == 0
     assert decision.status["phase"] == "Queued"
     assert decision.status["message"] == "waiting: no GPU free"
@@ -38,7 +39,7 @@ def test_pod_phases_map_to_job_phases_and_conditions() -> None:
         "Succeeded": ("Succeeded", {"Complete": "True", "Running": "False"}),
     }
     for pod_phase, (job_phase, conditions) in cases.items():
-        decision = _decide(DLJobBuilder("cnn").obj(), PodBuilder("cnn").bound().phase(pod_phase))
+        decision = _decide(DLJobBuilder.stored("cnn").obj(), PodBuilder("cnn").bound().phase(pod_phase))
         assert decision.place_attempt is None
         assert decision.status["phase"] == job_phase, pod_phase
         for kind, state in conditions.items():
@@ -46,14 +47,16 @@ def test_pod_phases_map_to_job_phases_and_conditions() -> None:
 
 
 def test_status_carries_the_placement_from_the_pod() -> None:
-    status = _decide(DLJobBuilder("cnn").obj(), PodBuilder("cnn").on("gpu-node-1", 2, 3).bound()).status
+    status = _decide(
+        DLJobBuilder.stored("cnn").obj(), PodBuilder("cnn").on("gpu-node-1", 2, 3).bound()
+    ).status
     assert (status["node"], status["gpuList"]) == ("gpu-node-1", "2,3")
     assert status["gpus"] == [{"index": 2}, {"index": 3}]
     assert status["predicted"]["slowdown"] == 1.1
 
 
 def test_a_failed_pod_is_retried_with_the_next_attempt_until_the_backoff_limit() -> None:
-    job = DLJobBuilder("cnn").spec(backoffLimit=1).obj()
+    job = DLJobBuilder.stored("cnn").spec(backoffLimit=1).obj()
     retry = _decide(job, PodBuilder("cnn", 0).bound().phase("Failed"))
     assert (retry.status["phase"], retry.place_attempt) == ("Queued", 1)
     exhausted = _decide(job, PodBuilder("cnn", 0).phase("Failed"), PodBuilder("cnn", 1).phase("Failed"))
@@ -63,13 +66,13 @@ def test_a_failed_pod_is_retried_with_the_next_attempt_until_the_backoff_limit()
 
 
 def test_an_earlier_success_wins_over_later_attempts() -> None:
-    decision = _decide(DLJobBuilder("cnn").obj(), PodBuilder("cnn", 0).phase("Succeeded"))
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), PodBuilder("cnn", 0).phase("Succeeded"))
     assert decision.status["phase"] == "Succeeded"
     assert decision.status["completionTime"] == "2026-12-02T10:10:00Z"
 
 
 def test_finished_jobs_are_left_alone() -> None:
-    job = DLJobBuilder("cnn").status(phase="Succeeded", observedGeneration=1).obj()
+    job = DLJobBuilder.stored("cnn").status(phase="Succeeded", observedGeneration=1).obj()
     decision = _decide(job)
     assert decision.place_attempt is None
     assert decision.status == job["status"]
@@ -77,18 +80,18 @@ def test_finished_jobs_are_left_alone() -> None:
 
 def test_an_invalid_spec_fails_and_a_new_generation_is_judged_again() -> None:
     invalid = InvalidJob("spec.model.architecture", "nosuchnet", "unknown model")
-    failed = _decide(DLJobBuilder("cnn").obj(), verdict=invalid)
+    failed = _decide(DLJobBuilder.stored("cnn").obj(), verdict=invalid)
     assert failed.status["phase"] == "Failed"
     condition = _condition(failed.status, "Failed")
     assert condition["reason"] == "InvalidSpec"
     assert "spec.model.architecture='nosuchnet'" in condition["message"]
-    fixed = DLJobBuilder("cnn").generation(2).status(**failed.status).obj()
+    fixed = DLJobBuilder.stored("cnn").generation(2).status(**failed.status).obj()
     assert _decide(fixed).place_attempt == 0
 
 
 def test_unsatisfiable_jobs_fail_with_the_field_named() -> None:
     problem = InvalidJob("spec.gpus", 16, "no node has more than 8 GPUs")
-    decision = _decide(DLJobBuilder("big").spec(gpus=16).obj(), unsatisfiable=problem)
+    decision = _decide(DLJobBuilder.stored("big").spec(gpus=16).obj(), unsatisfiable=problem)
     condition = _condition(decision.status, "Failed")
     assert (condition["reason"], decision.place_attempt) == ("Unsatisfiable", None)
     assert "spec.gpus=16" in condition["message"]
@@ -96,7 +99,7 @@ def test_unsatisfiable_jobs_fail_with_the_field_named() -> None:
 
 def test_a_pod_on_a_vanished_node_is_deleted_and_the_job_re_placed() -> None:
     decision = _decide(
-        DLJobBuilder("cnn").obj(), PodBuilder("cnn").on("gone-node", 0).bound().phase("Running")
+        DLJobBuilder.stored("cnn").obj(), PodBuilder("cnn").on("gone-node", 0).bound().phase("Running")
     )
     assert decision.delete_pods == ("cnn-0",)
     assert decision.place_attempt == 1
@@ -106,23 +109,23 @@ def test_a_pod_on_a_vanished_node_is_deleted_and_the_job_re_placed() -> None:
 
 def test_a_pod_unschedulable_past_the_grace_period_is_re_placed() -> None:
     recent = PodBuilder("cnn").unschedulable_since("2026-12-02T10:09:50Z")
-    assert _decide(DLJobBuilder("cnn").obj(), recent).delete_pods == ()
+    assert _decide(DLJobBuilder.stored("cnn").obj(), recent).delete_pods == ()
     stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z")
-    decision = _decide(DLJobBuilder("cnn").obj(), stale, unschedulable_grace=timedelta(seconds=30))
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), stale, unschedulable_grace=timedelta(seconds=30))
     assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
     assert decision.avoid_node == "gpu-node-0"
 
 
 def test_attempt_numbers_skip_pods_still_being_deleted() -> None:
-    decision = _decide(DLJobBuilder("cnn").obj(), PodBuilder("cnn", 0).deleting())
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), PodBuilder("cnn", 0).deleting())
     assert decision.place_attempt == 1
 
 
 def test_deciding_twice_changes_nothing() -> None:
-    job = DLJobBuilder("cnn").obj()
+    job = DLJobBuilder.stored("cnn").obj()
     first = _decide(job, PodBuilder("cnn").bound().phase("Running"))
     again = _decide(
-        DLJobBuilder("cnn").status(**first.status).obj(), PodBuilder("cnn").bound().phase("Running")
+        DLJobBuilder.stored("cnn").status(**first.status).obj(), PodBuilder("cnn").bound().phase("Running")
     )
     assert again.status == first.status
 
@@ -130,19 +133,19 @@ def test_deciding_twice_changes_nothing() -> None:
 def test_condition_transition_times_only_move_when_the_status_changes() -> None:
     earlier = NOW - timedelta(minutes=5)
     scheduled = reconcile.decide(
-        jobspec.parse(DLJobBuilder("cnn").obj()),
+        jobspec.parse(DLJobBuilder.stored("cnn").obj()),
         {},
         [pods.view(PodBuilder("cnn").bound().obj())],
         reconcile.Context(now=earlier, nodes=NODES),
     ).status
     running = _decide(
-        DLJobBuilder("cnn").status(**scheduled).obj(), PodBuilder("cnn").bound().phase("Running")
+        DLJobBuilder.stored("cnn").status(**scheduled).obj(), PodBuilder("cnn").bound().phase("Running")
     )
     assert _condition(running.status, "Scheduled")["lastTransitionTime"] == "2026-12-02T10:05:00Z"
     assert _condition(running.status, "Running")["lastTransitionTime"] == "2026-12-02T10:10:00Z"
 
 
 def test_fields_written_by_others_are_carried_over() -> None:
-    job = DLJobBuilder("cnn").status(observed={"utilization": 0.7}).obj()
+    job = DLJobBuilder.stored("cnn").status(observed={"utilization": 0.7}).obj()
     decision = _decide(job, PodBuilder("cnn").bound(), extra={"observed": {"utilization": 0.7}})
     assert decision.status["observed"] == {"utilization": 0.7}
