@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ import kubernetes
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -92,46 +91,6 @@ def timed_create(
     return time.monotonic() - start
 
 
-def start_operator(cluster: devcluster.LocalCluster, log_path: Path, nice: int) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "HORUS_LEASE_NAMESPACE": "default",
-        "HORUS_IDENTITY": "bench",
-    }
-    argv = [
-        sys.executable,
-        "-c",
-        "from horus_operator.cli import main; main()",
-        "run",
-        "-A",
-        "--liveness",
-        "",
-    ]
-    if nice:  # one small machine: the operator competes with the API server for CPU; in a cluster it does not
-        argv = ["nice", "-n", str(nice), *argv]
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        holder = cluster.kubectl(
-            "get",
-            "lease",
-            "horus-operator",
-            "-n",
-            "default",
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-            check=False,
-        )
-        if holder.stdout.strip() == "bench":
-            return process
-        if process.poll() is not None:
-            raise RuntimeError(f"operator exited; see {log_path}")
-        time.sleep(0.5)
-    raise TimeoutError(f"operator did not take its Lease; see {log_path}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=500)
@@ -154,17 +113,21 @@ def main() -> None:
             core = kubernetes.client.CoreV1Api(
                 kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
             )
-            operator = start_operator(
-                cluster, args.operator_log or Path(state) / "operator.log", args.operator_nice
+            operator = OperatorProcess(
+                cluster,
+                args.operator_log or Path(state) / "operator.log",
+                identity="bench",
+                settings={},  # the operator's defaults, as deployed
+                nice=args.operator_nice,
             )
+            operator.start()
             pods = [plain_pod(f"p-{i}") for i in range(args.jobs)]
             plain_s = timed_create(cluster, core, "bench-plain", pods, writers=args.writers)
             jobs = [dljob(f"j-{i}", i) for i in range(args.jobs)]
             dljob_s = timed_create(cluster, core, "bench-dljob", jobs, writers=args.writers)
         finally:
             if operator is not None:
-                operator.terminate()
-                operator.wait(timeout=60)
+                operator.stop()
             cluster.down()
 
     plain_rate, dljob_rate = args.jobs / plain_s, args.jobs / dljob_s

@@ -1,3 +1,3 @@
 """Helpers for tests and benchmarks, shipped with the package (as `kopf.testing` is) so that unit tests,
 e2e tests and `bench/` scripts build their objects one way without path tricks. The operator, agent and
-simulator never import it; it imports only `operator.keys`."""
+simulator never import it; it imports only `operator.keys` and `devcluster` (the operator process)."""

@@ -33,9 +33,9 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-from dljob_harness import REPO, OperatorProcess
 
 from horus_operator import devcluster
+from horus_operator.testing.operator_process import REPO, OperatorProcess
 
 E2E_POOLS = (
     devcluster.GpuNodePool(count=2, gpus_per_node=4),

@@ -21,11 +21,12 @@ from typing import Any
 
 import pytest
 import yaml
-from dljob_harness import REPO, OperatorProcess, apply, dljobs, get_json, horus_pods, wait_for
+from dljob_harness import apply, dljobs, get_json, horus_pods
 
 from horus_operator import devcluster
 from horus_operator.operator import cluster_view, telemetry
 from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
 

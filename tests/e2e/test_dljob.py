@@ -16,19 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dljob_harness import (
-    REPO,
-    OperatorProcess,
-    apply,
-    condition,
-    dljobs,
-    horus_pods,
-    wait_for,
-    wait_phases,
-)
+from dljob_harness import apply, condition, dljobs, horus_pods, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
 

@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from dljob_harness import OperatorProcess, apply, dljobs, horus_pods, wait_for, wait_phases
+from dljob_harness import apply, dljobs, horus_pods, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing.operator_process import OperatorProcess, wait_for
 
 if TYPE_CHECKING:
     from horus_operator.prediction.api import Workload

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dljob_harness import REPO, OperatorProcess, wait_for
 
 from horus_operator import devcluster
+from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
 
