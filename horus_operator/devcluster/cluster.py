@@ -159,6 +159,35 @@ class LocalCluster:
             names += self.add_nodes(pool)
         return names
 
+    def restart(self, component: str) -> None:
+        """Kill one control-plane process (SIGKILL: a crash) and start it again with the same flags,
+        waiting until it serves again: for fault-injection tests and `bench/chaos.py`."""
+        argv = self._component_argv().get(component)
+        records = {record.name: record for record in self.processes.records()}
+        if argv is None or component not in records:
+            raise ClusterError(f"no restartable component {component!r} (one of {', '.join(records)})")
+        self._progress(f"restarting {component}")
+        self.processes.restart(records[component], argv, cwd=self.state_dir)
+        ready = {
+            "etcd": lambda: _http_ok(f"http://{components.LOOPBACK}:{self.ports.etcd_client}/health"),
+            "kube-apiserver": self._apiserver_ready,
+            "kube-controller-manager": lambda: _https_healthy(self.ports.controller_manager),
+            "kube-scheduler": lambda: _https_healthy(self.ports.scheduler),
+        }
+        self._wait_until(ready.get(component, lambda: True), f"{component} serving again", component)
+
+    def _component_argv(self) -> dict[str, list[str]]:
+        layout, binary, ports = self.layout, self.control_plane.binary, self.ports
+        return {
+            "etcd": components.etcd_argv(binary("etcd"), layout, ports),
+            "kube-apiserver": components.apiserver_argv(binary("kube-apiserver"), layout, ports),
+            "kube-controller-manager": components.controller_manager_argv(
+                binary("kube-controller-manager"), layout, ports
+            ),
+            "kube-scheduler": components.scheduler_argv(binary("kube-scheduler"), layout, ports),
+            "kwok": components.kwok_argv(binary("kwok"), layout, self.control_plane.stage_files()),
+        }
+
     def status(self) -> ClusterStatus:
         records = self.processes.records()
         ready = self.is_running() and self._apiserver_ready()
@@ -199,27 +228,24 @@ class LocalCluster:
         return token
 
     def _start_control_plane(self, ports: components.Ports, token: str) -> None:
-        layout, binary = self.layout, self.control_plane.binary
-        self._start("etcd", components.etcd_argv(binary("etcd"), layout, ports))
+        argv = self._component_argv()
+        self._start("etcd", argv["etcd"])
         self._wait_until(
             lambda: _http_ok(f"http://{components.LOOPBACK}:{ports.etcd_client}/health"), "etcd", "etcd"
         )
 
-        self._start("kube-apiserver", components.apiserver_argv(binary("kube-apiserver"), layout, ports))
+        self._start("kube-apiserver", argv["kube-apiserver"])
         self._wait_until(self._apiserver_ready_with(token), "kube-apiserver /readyz", "kube-apiserver")
         self._write_kubeconfig(ports, token)
 
-        self._start(
-            "kube-controller-manager",
-            components.controller_manager_argv(binary("kube-controller-manager"), layout, ports),
-        )
-        self._start("kube-scheduler", components.scheduler_argv(binary("kube-scheduler"), layout, ports))
+        self._start("kube-controller-manager", argv["kube-controller-manager"])
+        self._start("kube-scheduler", argv["kube-scheduler"])
         for name, port in (
             ("kube-controller-manager", ports.controller_manager),
             ("kube-scheduler", ports.scheduler),
         ):
             self._wait_until(lambda port=port: _https_healthy(port), f"{name} /healthz", name)
-        self._start("kwok", components.kwok_argv(binary("kwok"), layout, self.control_plane.stage_files()))
+        self._start("kwok", argv["kwok"])
 
     def _start(self, name: str, argv: list[str]) -> ProcessRecord:
         self._progress(f"starting {name}")

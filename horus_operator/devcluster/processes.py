@@ -62,6 +62,12 @@ class ProcessGroup:
     def start(self, name: str, argv: Sequence[str | os.PathLike[str]], cwd: Path) -> ProcessRecord:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        order = len(list(self.run_dir.glob("*.pid")))
+        return self._spawn(name, argv, cwd, self.run_dir / f"{order:02d}-{name}.pid")
+
+    def _spawn(
+        self, name: str, argv: Sequence[str | os.PathLike[str]], cwd: Path, pid_file: Path
+    ) -> ProcessRecord:
         with self.log_path(name).open("ab") as log:
             child = subprocess.Popen(
                 [os.fspath(arg) for arg in argv],
@@ -72,13 +78,21 @@ class ProcessGroup:
                 start_new_session=True,  # own process group; Ctrl-C in the terminal does not reach it
             )
         start_time = _start_time(child.pid)
-        order = len(list(self.run_dir.glob("*.pid")))
-        record = ProcessRecord(
-            name, child.pid, start_time or "exited", self.run_dir / f"{order:02d}-{name}.pid"
-        )
+        record = ProcessRecord(name, child.pid, start_time or "exited", pid_file)
         record.pid_file.write_text(f"{record.pid} {record.start_time}\n")
         self._children[child.pid] = child
         return record
+
+    def restart(
+        self, record: ProcessRecord, argv: Sequence[str | os.PathLike[str]], cwd: Path
+    ) -> ProcessRecord:
+        """SIGKILL `record`'s group (a crash, not a shutdown) and start `argv` in its place, under the
+        same pid file, so start order and `stop_all` stay as they were."""
+        if record.alive:
+            _signal_group(record.pid, signal.SIGKILL)
+            self._wait_gone(record, STOP_GRACE_SECONDS)
+        self._reap(record.pid)
+        return self._spawn(record.name, argv, cwd, record.pid_file)
 
     def records(self) -> list[ProcessRecord]:
         """Recorded processes in start order."""

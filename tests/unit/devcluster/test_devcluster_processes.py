@@ -52,3 +52,17 @@ def test_a_process_stopped_with_term_in_its_own_group_leaves_no_child(tmp_path: 
 def test_record_with_another_start_time_is_not_ours(tmp_path: Path) -> None:
     recycled = ProcessRecord("etcd", os.getpid(), "0", tmp_path / "00-etcd.pid")
     assert not recycled.alive
+
+
+def test_a_restarted_process_replaces_the_old_one_under_its_pid_file(tmp_path: Path) -> None:
+    group = ProcessGroup(tmp_path)
+    group.start("first", ["sleep", "60"], cwd=tmp_path)
+    old = group.start("second", ["sleep", "60"], cwd=tmp_path)
+
+    new = group.restart(old, ["sleep", "61"], cwd=tmp_path)
+
+    assert not old.alive and new.alive
+    assert (new.name, new.pid_file) == (old.name, old.pid_file)
+    assert [record.name for record in ProcessGroup(tmp_path).records()] == ["first", "second"]
+    group.stop_all()
+    assert not new.alive

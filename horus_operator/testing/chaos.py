@@ -1,0 +1,287 @@
+"""Fault injection on the local control plane: a burst of DLJobs while the operator, the API server or
+etcd die, and what a platform team would check afterwards (`bench/chaos.py`, `tests/e2e/test_chaos.py`).
+
+A scenario submits `jobs` DLJobs at once and injects its faults at moments drawn from a seeded RNG
+inside `fault_window_s`. A watcher polls the pods Horus created (kubectl, every `poll_s`) and records:
+- duplicated: a job with more than one live pod at the same time (replicas are one pod each here);
+- oversubscribed: a GPU whose live pods' predicted memory (their `horus.dev/predicted` annotation)
+  exceeds the node's `nvidia.com/gpu.memory`;
+- failover: for each operator death while jobs still waited, the seconds until the next pod was created
+  (creation times have one-second resolution);
+and at the end, lost: jobs with no terminal phase (`Succeeded`, `Failed`) by the deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from horus_operator import devcluster
+from horus_operator.operator import keys
+from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing.operator_process import OperatorProcess, lease_holder
+
+TERMINAL = frozenset({"Succeeded", "Failed"})
+# Small jobs several of which share a 16 GiB V100 (the e2e pools' GPUs), so co-location is exercised.
+JOB_MIX = (("resnet18", 64), ("lstm-lm", 20), ("transformer", 64), ("a2c", 8), ("resnet50", 16))
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    operator_kills: int = 0
+    apiserver_restarts: int = 0
+    etcd_restarts: int = 0
+    replicas: int = 1  # operators running at once, competing for the Lease
+    leader_kills: int = 0  # with replicas > 1: kill whichever replica holds the Lease
+
+
+SCENARIOS = {
+    "operator-kills": Scenario("operator-kills", operator_kills=10),
+    "control-plane-restarts": Scenario("control-plane-restarts", apiserver_restarts=2, etcd_restarts=1),
+    "two-replicas": Scenario("two-replicas", replicas=2, leader_kills=5),
+}
+
+
+@dataclass
+class Outcome:
+    scenario: str
+    jobs: int
+    lost: int = 0
+    duplicated: int = 0
+    oversubscribed: int = 0
+    failover_s: list[float] = field(default_factory=list)
+    drain_s: float = 0.0
+    faults: list[str] = field(default_factory=list)
+
+    @property
+    def max_failover_s(self) -> float:
+        return max(self.failover_s, default=0.0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "max_failover_s": self.max_failover_s}
+
+
+@dataclass
+class _Watch:
+    """What the watcher has seen so far (written by its thread, read after it stops)."""
+
+    duplicated_jobs: set[str] = field(default_factory=set)
+    oversubscribed_gpus: set[tuple[str, str]] = field(default_factory=set)
+    pod_created: dict[str, float] = field(default_factory=dict)  # pod name -> creation (epoch s)
+
+
+def burst(count: int, duration: str) -> list[dict[str, Any]]:
+    """`count` DLJobs from JOB_MIX, each running `duration` on its kwok pod."""
+    return [
+        DLJobBuilder(f"chaos-{index:04d}")
+        .model(architecture=JOB_MIX[index % len(JOB_MIX)][0])
+        .batch_size(JOB_MIX[index % len(JOB_MIX)][1])
+        .runs_for(duration)
+        .obj()
+        for index in range(count)
+    ]
+
+
+class ChaosRun:
+    """One scenario against `cluster` in `namespace`; operators log under `log_dir`."""
+
+    def __init__(
+        self,
+        cluster: devcluster.LocalCluster,
+        namespace: str,
+        log_dir: Path,
+        *,
+        seed: int = 1,
+        poll_s: float = 1.0,
+        log: Callable[[str], None] = lambda message: None,
+    ) -> None:
+        self.cluster = cluster
+        self.namespace = namespace
+        self.log_dir = log_dir
+        self.rng = random.Random(seed)
+        self.poll_s = poll_s
+        self.log = log
+        self._watch = _Watch()
+        self._stop = threading.Event()
+        self._generation = 0  # replacement replicas so far
+
+    def run(
+        self,
+        scenario: Scenario,
+        jobs: int,
+        *,
+        duration: str = "20s",
+        fault_window_s: float = 60.0,
+        deadline_s: float = 900.0,
+    ) -> Outcome:
+        outcome = Outcome(scenario.name, jobs)
+        replicas = [
+            OperatorProcess(
+                self.cluster, self.log_dir / f"{scenario.name}-{index}.log", identity=f"chaos-{index}"
+            )
+            for index in range(scenario.replicas)
+        ]
+        for replica in replicas:
+            replica.start(wait_for_lease=False)
+        watcher = threading.Thread(target=self._watch_pods, daemon=True)
+        try:
+            self._wait_for_a_leader(replicas)
+            watcher.start()
+            self.cluster.kubectl("create", "namespace", self.namespace, check=False)
+            started = time.monotonic()
+            self._submit(burst(jobs, duration))
+            self._inject(scenario, replicas, started, fault_window_s, outcome)
+            outcome.drain_s, outcome.lost = self._drain(started, deadline_s, jobs)
+        finally:
+            self._stop.set()
+            if watcher.is_alive():
+                watcher.join(timeout=30)
+            for replica in replicas:
+                replica.stop()
+        outcome.duplicated = len(self._watch.duplicated_jobs)
+        outcome.oversubscribed = len(self._watch.oversubscribed_gpus)
+        return outcome
+
+    # ---- faults ----
+
+    def _inject(
+        self,
+        scenario: Scenario,
+        replicas: list[OperatorProcess],
+        started: float,
+        window: float,
+        outcome: Outcome,
+    ) -> None:
+        faults = (
+            ["operator"] * scenario.operator_kills
+            + ["kube-apiserver"] * scenario.apiserver_restarts
+            + ["etcd"] * scenario.etcd_restarts
+            + ["leader"] * scenario.leader_kills
+        )
+        moments = sorted(self.rng.uniform(1.0, window) for _ in faults)
+        self.rng.shuffle(faults)
+        for moment, fault in zip(moments, faults, strict=True):
+            time.sleep(max(0.0, started + moment - time.monotonic()))
+            at = time.time()
+            waiting = self._jobs_waiting()
+            if fault == "operator":  # the container restarts: same pod, same identity, its Lease back at once
+                replicas[0].kill()
+                replicas[0].start(wait_for_lease=False)
+            elif fault == "leader":
+                self._kill_leader(replicas)
+            else:
+                self.cluster.restart(fault)
+            outcome.faults.append(f"{moment:.1f}s {fault}")
+            self.log(
+                f"{moment:6.1f}s  {fault} {'restarted' if fault in ('kube-apiserver', 'etcd') else 'killed'}"
+            )
+            if fault in ("operator", "leader") and waiting:
+                outcome.failover_s.append(self._next_placement_after(at))
+
+    def _kill_leader(self, replicas: list[OperatorProcess]) -> None:
+        """SIGKILL the replica holding the Lease; once another replica holds it, the dead one comes back
+        as a new pod would: a fresh identity, a standby."""
+        holder = lease_holder(self.cluster)
+        index = next((i for i, replica in enumerate(replicas) if replica.identity == holder), 0)
+        dead = replicas[index]
+        dead.kill()
+        deadline = time.monotonic() + 120
+        while lease_holder(self.cluster) in ("", dead.identity) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self._generation += 1
+        replicas[index] = OperatorProcess(
+            self.cluster, dead.log_path, identity=f"chaos-{index}-{self._generation}"
+        )
+        replicas[index].start(wait_for_lease=False)
+
+    def _wait_for_a_leader(self, replicas: list[OperatorProcess]) -> None:
+        deadline = time.monotonic() + 120
+        while lease_holder(self.cluster) not in {replica.identity for replica in replicas}:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no operator replica took the Lease")
+            time.sleep(0.5)
+
+    def _next_placement_after(self, at: float, timeout: float = 120.0) -> float:
+        """Seconds from `at` until a pod created after it appears (the next placement)."""
+        deadline = time.monotonic() + timeout
+        floor = int(at)  # creation times are whole seconds
+        while time.monotonic() < deadline:
+            created = [stamp for stamp in self._watch.pod_created.values() if stamp > floor]
+            if created:
+                return round(max(0.0, min(created) - at), 1)
+            time.sleep(0.2)
+        return timeout
+
+    # ---- observation ----
+
+    def _submit(self, manifests: list[dict[str, Any]]) -> None:
+        listing = {"apiVersion": "v1", "kind": "List", "items": manifests}
+        self.cluster.kubectl("create", "-n", self.namespace, "-f", "-", input=json.dumps(listing))
+
+    def _get(self, *what: str) -> list[dict[str, Any]]:
+        found = self.cluster.kubectl("get", "-n", self.namespace, *what, "-o", "json", check=False)
+        return json.loads(found.stdout)["items"] if found.returncode == 0 else []
+
+    def _jobs_waiting(self) -> bool:
+        jobs = self._get("dljobs")
+        return any((job.get("status") or {}).get("phase") in (None, "", "Pending") for job in jobs)
+
+    def _drain(self, started: float, deadline_s: float, jobs: int) -> tuple[float, int]:
+        """(seconds until every job is terminal, jobs not terminal at the deadline)."""
+        while True:
+            phases = [(job.get("status") or {}).get("phase") for job in self._get("dljobs")]
+            open_jobs = jobs - sum(phase in TERMINAL for phase in phases)
+            if open_jobs == 0 or time.monotonic() - started > deadline_s:
+                return round(time.monotonic() - started, 1), open_jobs
+            time.sleep(2.0)
+
+    def _watch_pods(self) -> None:
+        capacity = {
+            node["metadata"]["name"]: float(node["metadata"]["labels"].get("nvidia.com/gpu.memory", "0"))
+            for node in self._get_nodes()
+        }
+        while not self._stop.is_set():
+            self._observe(self._get("pods", "-l", keys.LABEL_JOB), capacity)
+            self._stop.wait(self.poll_s)
+
+    def _get_nodes(self) -> list[dict[str, Any]]:
+        found = self.cluster.kubectl("get", "nodes", "-o", "json", check=False)
+        return json.loads(found.stdout)["items"] if found.returncode == 0 else []
+
+    def _observe(self, pods: list[dict[str, Any]], capacity: dict[str, float]) -> None:
+        live_by_job: dict[str, int] = defaultdict(int)
+        memory_by_gpu: dict[tuple[str, str], float] = defaultdict(float)
+        for pod in pods:
+            meta = pod["metadata"]
+            self._watch.pod_created.setdefault(meta["name"], _epoch(meta["creationTimestamp"]))
+            if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in (
+                "Succeeded",
+                "Failed",
+            ):
+                continue
+            live_by_job[meta["labels"][keys.LABEL_JOB]] += 1
+            annotations = meta.get("annotations") or {}
+            try:
+                memory = float(json.loads(annotations[keys.ANNOTATION_PREDICTED])["memoryMiB"])
+            except (KeyError, ValueError, TypeError):
+                continue
+            node = annotations.get(keys.ANNOTATION_NODE, "")
+            for gpu in filter(None, annotations.get(keys.ANNOTATION_GPUS, "").split(",")):
+                memory_by_gpu[(node, gpu)] += memory
+        self._watch.duplicated_jobs.update(job for job, count in live_by_job.items() if count > 1)
+        self._watch.oversubscribed_gpus.update(
+            gpu for gpu, used in memory_by_gpu.items() if used > capacity.get(gpu[0], float("inf"))
+        )
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
