@@ -56,12 +56,13 @@ def main() -> None:
                 cluster.down()
         (args.out / f"{name}.json").write_text(json.dumps(outcome.as_dict(), indent=2) + "\n")
         outcomes.append(outcome)
-    header = ("scenario", "jobs", "lost", "dup", "oversub", "failover max s", "drain s")
+    header = ("scenario", "jobs", "lost", "dup", "oversub", "failover max s", "drain s", "polls")
     print(f"{header[0]:24} " + " ".join(f"{title:>{max(5, len(title))}}" for title in header[1:]))
     for outcome in outcomes:
         print(
             f"{outcome.scenario:24} {outcome.jobs:5d} {outcome.lost:5d} {outcome.duplicated:5d} "
-            f"{outcome.oversubscribed:7d} {outcome.max_failover_s:14.1f} {outcome.drain_s:7.1f}"
+            f"{outcome.oversubscribed:7d} {outcome.max_failover_s:14.1f} {outcome.drain_s:7.1f} "
+            f"{outcome.polls:5d}"
         )
 
 

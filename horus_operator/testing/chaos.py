@@ -6,15 +6,17 @@ inside `fault_window_s`. A watcher polls the pods Horus created (kubectl, every 
 - duplicated: a job with more than one live pod at the same time (replicas are one pod each here);
 - oversubscribed: a GPU whose live pods' predicted memory (their `horus.dev/predicted` annotation)
   exceeds the node's `nvidia.com/gpu.memory`;
-- failover: for each operator death while jobs still waited, the seconds until the next pod was created
-  (creation times have one-second resolution);
-and at the end, lost: jobs with no terminal phase (`Succeeded`, `Failed`) by the deadline.
+and at the end, lost: jobs with no terminal phase (`Succeeded`, `Failed`) by the deadline, and
+failover: for each operator death while jobs still waited, the seconds until the next pod was created
+(from the pods' creation times, one-second resolution). `polls` says how many times the watcher saw
+the pods (a poll that fails, say while the API server restarts, is skipped and counted apart).
 """
 
 from __future__ import annotations
 
 import json
 import random
+import subprocess
 import threading
 import time
 from collections import defaultdict
@@ -61,6 +63,8 @@ class Outcome:
     failover_s: list[float] = field(default_factory=list)
     drain_s: float = 0.0
     faults: list[str] = field(default_factory=list)
+    polls: int = 0
+    failed_polls: int = 0
 
     @property
     def max_failover_s(self) -> float:
@@ -76,7 +80,8 @@ class _Watch:
 
     duplicated_jobs: set[str] = field(default_factory=set)
     oversubscribed_gpus: set[tuple[str, str]] = field(default_factory=set)
-    pod_created: dict[str, float] = field(default_factory=dict)  # pod name -> creation (epoch s)
+    polls: int = 0
+    failed_polls: int = 0
 
 
 def burst(count: int, duration: str) -> list[dict[str, Any]]:
@@ -139,8 +144,9 @@ class ChaosRun:
             self.cluster.kubectl("create", "namespace", self.namespace, check=False)
             started = time.monotonic()
             self._submit(burst(jobs, duration))
-            self._inject(scenario, replicas, started, fault_window_s, outcome)
+            deaths = self._inject(scenario, replicas, started, fault_window_s, outcome)
             outcome.drain_s, outcome.lost = self._drain(started, deadline_s, jobs)
+            outcome.failover_s = self._failovers(deaths)
         finally:
             self._stop.set()
             if watcher.is_alive():
@@ -149,6 +155,7 @@ class ChaosRun:
                 replica.stop()
         outcome.duplicated = len(self._watch.duplicated_jobs)
         outcome.oversubscribed = len(self._watch.oversubscribed_gpus)
+        outcome.polls, outcome.failed_polls = self._watch.polls, self._watch.failed_polls
         return outcome
 
     # ---- faults ----
@@ -160,7 +167,8 @@ class ChaosRun:
         started: float,
         window: float,
         outcome: Outcome,
-    ) -> None:
+    ) -> list[float]:
+        """Inject the scenario's faults; returns when (epoch s) an operator died with jobs waiting."""
         faults = (
             ["operator"] * scenario.operator_kills
             + ["kube-apiserver"] * scenario.apiserver_restarts
@@ -169,6 +177,7 @@ class ChaosRun:
         )
         moments = sorted(self.rng.uniform(1.0, window) for _ in faults)
         self.rng.shuffle(faults)
+        deaths = []
         for moment, fault in zip(moments, faults, strict=True):
             time.sleep(max(0.0, started + moment - time.monotonic()))
             at = time.time()
@@ -185,7 +194,8 @@ class ChaosRun:
                 f"{moment:6.1f}s  {fault} {'restarted' if fault in ('kube-apiserver', 'etcd') else 'killed'}"
             )
             if fault in ("operator", "leader") and waiting:
-                outcome.failover_s.append(self._next_placement_after(at))
+                deaths.append(at)
+        return deaths
 
     def _kill_leader(self, replicas: list[OperatorProcess]) -> None:
         """SIGKILL the replica holding the Lease; once another replica holds it, the dead one comes back
@@ -210,16 +220,17 @@ class ChaosRun:
                 raise TimeoutError("no operator replica took the Lease")
             time.sleep(0.5)
 
-    def _next_placement_after(self, at: float, timeout: float = 120.0) -> float:
-        """Seconds from `at` until a pod created after it appears (the next placement)."""
-        deadline = time.monotonic() + timeout
-        floor = int(at)  # creation times are whole seconds
-        while time.monotonic() < deadline:
-            created = [stamp for stamp in self._watch.pod_created.values() if stamp > floor]
-            if created:
-                return round(max(0.0, min(created) - at), 1)
-            time.sleep(0.2)
-        return timeout
+    def _failovers(self, deaths: list[float]) -> list[float]:
+        """For each death, seconds until the first pod created after it (creation times are whole
+        seconds, so a placement in the same second counts as 0)."""
+        created = sorted(
+            _epoch(pod["metadata"]["creationTimestamp"]) for pod in self._get("pods", "-l", keys.LABEL_JOB)
+        )
+        failovers = []
+        for at in deaths:
+            after = [stamp for stamp in created if stamp >= int(at)]
+            failovers.append(round(max(0.0, after[0] - at), 1) if after else float("inf"))
+        return failovers
 
     # ---- observation ----
 
@@ -228,8 +239,15 @@ class ChaosRun:
         self.cluster.kubectl("create", "-n", self.namespace, "-f", "-", input=json.dumps(listing))
 
     def _get(self, *what: str) -> list[dict[str, Any]]:
-        found = self.cluster.kubectl("get", "-n", self.namespace, *what, "-o", "json", check=False)
-        return json.loads(found.stdout)["items"] if found.returncode == 0 else []
+        """The objects, or [] while the API server does not answer (it may be restarting)."""
+        return self._get_or_none(*what) or []
+
+    def _get_or_none(self, *what: str) -> list[dict[str, Any]] | None:
+        try:
+            found = self.cluster.kubectl("get", "-n", self.namespace, *what, "-o", "json", check=False)
+        except subprocess.TimeoutExpired:
+            return None
+        return json.loads(found.stdout)["items"] if found.returncode == 0 else None
 
     def _jobs_waiting(self) -> bool:
         jobs = self._get("dljobs")
@@ -250,7 +268,12 @@ class ChaosRun:
             for node in self._get_nodes()
         }
         while not self._stop.is_set():
-            self._observe(self._get("pods", "-l", keys.LABEL_JOB), capacity)
+            pods = self._get_or_none("pods", "-l", keys.LABEL_JOB)
+            if pods is None:
+                self._watch.failed_polls += 1
+            else:
+                self._observe(pods, capacity)
+                self._watch.polls += 1
             self._stop.wait(self.poll_s)
 
     def _get_nodes(self) -> list[dict[str, Any]]:
@@ -262,7 +285,6 @@ class ChaosRun:
         memory_by_gpu: dict[tuple[str, str], float] = defaultdict(float)
         for pod in pods:
             meta = pod["metadata"]
-            self._watch.pod_created.setdefault(meta["name"], _epoch(meta["creationTimestamp"]))
             if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in (
                 "Succeeded",
                 "Failed",
