@@ -167,7 +167,17 @@ class LocalCluster:
         if argv is None or component not in records:
             raise ClusterError(f"no restartable component {component!r} (one of {', '.join(records)})")
         self._progress(f"restarting {component}")
-        self.processes.restart(records[component], argv, cwd=self.state_dir)
+        self.processes.kill(records[component])
+        # A killed listener with connections queued may hold its port a moment longer (not _wait_until:
+        # the dead component is exactly what that would report).
+        deadline = time.monotonic() + self._timeout
+        while not all(components.port_free(port) for port in self.ports.of(component)):
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"{component}: its ports {self.ports.of(component)} stay taken after it died"
+                )
+            time.sleep(POLL_SECONDS)
+        self.processes.respawn(records[component], argv, cwd=self.state_dir)
         ready = {
             "etcd": lambda: _http_ok(f"http://{components.LOOPBACK}:{self.ports.etcd_client}/health"),
             "kube-apiserver": self._apiserver_ready,

@@ -6,6 +6,7 @@ read (and unit-tested) in one place.
 
 from __future__ import annotations
 
+import random
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +32,22 @@ CONTROLLERS = (
 )
 
 
+PORT_RANGE = (20000, 32000)  # [low, high): registered ports, below Linux's ephemeral range
+
+
+def port_free(port: int, *, reuse_address: bool = True) -> bool:
+    """Whether a listener could bind `port` now. With `reuse_address` (what Go's net.Listen sets,
+    so what the components see), connections left in TIME_WAIT do not count."""
+    with socket.socket() as probe:
+        if reuse_address:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Ports:
     etcd_client: int
@@ -41,18 +58,28 @@ class Ports:
 
     @classmethod
     def free(cls) -> Ports:
-        """Ports the kernel reports free now; held together so that they are distinct."""
-        sockets = [socket.socket() for _ in range(5)]
-        try:
-            for sock in sockets:
-                sock.bind((LOOPBACK, 0))
-            return cls(*(sock.getsockname()[1] for sock in sockets))
-        finally:
-            for sock in sockets:
-                sock.close()
+        """Five distinct ports free now, below the kernel's ephemeral range (32768 and up on Linux):
+        a component restarted later (LocalCluster.restart) must get its port back, and a port in the
+        ephemeral range can meanwhile be taken as the source port of some outgoing connection."""
+        chooser = random.SystemRandom()
+        chosen: list[int] = []
+        while len(chosen) < 5:
+            port = chooser.randrange(*PORT_RANGE)
+            if port not in chosen and port_free(port, reuse_address=False):
+                chosen.append(port)
+        return cls(*chosen)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+    def of(self, component: str) -> tuple[int, ...]:
+        """The ports `component` listens on (none for kwok)."""
+        return {
+            "etcd": (self.etcd_client, self.etcd_peer),
+            "kube-apiserver": (self.apiserver,),
+            "kube-controller-manager": (self.controller_manager,),
+            "kube-scheduler": (self.scheduler,),
+        }.get(component, ())
 
 
 @dataclass(frozen=True)

@@ -83,15 +83,19 @@ class ProcessGroup:
         self._children[child.pid] = child
         return record
 
-    def restart(
-        self, record: ProcessRecord, argv: Sequence[str | os.PathLike[str]], cwd: Path
-    ) -> ProcessRecord:
-        """SIGKILL `record`'s group (a crash, not a shutdown) and start `argv` in its place, under the
-        same pid file, so start order and `stop_all` stay as they were."""
+    def kill(self, record: ProcessRecord) -> None:
+        """SIGKILL `record`'s group (a crash, not a shutdown) and wait until it is gone; its pid file
+        stays, for `respawn`."""
         if record.alive:
             _signal_group(record.pid, signal.SIGKILL)
             self._wait_gone(record, STOP_GRACE_SECONDS)
         self._reap(record.pid)
+
+    def respawn(
+        self, record: ProcessRecord, argv: Sequence[str | os.PathLike[str]], cwd: Path
+    ) -> ProcessRecord:
+        """Start `argv` in place of the dead `record`, under the same pid file, so start order and
+        `stop_all` stay as they were."""
         return self._spawn(record.name, argv, cwd, record.pid_file)
 
     def records(self) -> list[ProcessRecord]:

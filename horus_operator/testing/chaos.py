@@ -60,7 +60,7 @@ class Outcome:
     lost: int = 0
     duplicated: int = 0
     oversubscribed: int = 0
-    failover_s: list[float] = field(default_factory=list)
+    failover_s: list[float | None] = field(default_factory=list)  # None: no placement after it
     drain_s: float = 0.0
     faults: list[str] = field(default_factory=list)
     polls: int = 0
@@ -68,10 +68,12 @@ class Outcome:
 
     @property
     def max_failover_s(self) -> float:
-        return max(self.failover_s, default=0.0)
+        """The longest failover; infinite when a death was followed by no placement at all."""
+        return max((float("inf") if s is None else s for s in self.failover_s), default=0.0)
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "max_failover_s": self.max_failover_s}
+        worst = self.max_failover_s
+        return {**asdict(self), "max_failover_s": None if worst == float("inf") else worst}
 
 
 @dataclass
@@ -220,16 +222,16 @@ class ChaosRun:
                 raise TimeoutError("no operator replica took the Lease")
             time.sleep(0.5)
 
-    def _failovers(self, deaths: list[float]) -> list[float]:
+    def _failovers(self, deaths: list[float]) -> list[float | None]:
         """For each death, seconds until the first pod created after it (creation times are whole
-        seconds, so a placement in the same second counts as 0)."""
+        seconds, so a placement in the same second counts as 0); None when none was."""
         created = sorted(
             _epoch(pod["metadata"]["creationTimestamp"]) for pod in self._get("pods", "-l", keys.LABEL_JOB)
         )
         failovers = []
         for at in deaths:
             after = [stamp for stamp in created if stamp >= int(at)]
-            failovers.append(round(max(0.0, after[0] - at), 1) if after else float("inf"))
+            failovers.append(round(max(0.0, after[0] - at), 1) if after else None)
         return failovers
 
     # ---- observation ----
@@ -250,8 +252,13 @@ class ChaosRun:
         return json.loads(found.stdout)["items"] if found.returncode == 0 else None
 
     def _jobs_waiting(self) -> bool:
-        jobs = self._get("dljobs")
-        return any((job.get("status") or {}).get("phase") in (None, "", "Pending") for job in jobs)
+        """Whether some job has no pod yet (its status may lag behind its pod: a killed operator
+        leaves pods whose jobs it had not yet marked)."""
+        jobs = {job["metadata"]["name"] for job in self._get("dljobs")}
+        placed = {
+            pod["metadata"]["labels"][keys.LABEL_JOB] for pod in self._get("pods", "-l", keys.LABEL_JOB)
+        }
+        return bool(jobs - placed)
 
     def _drain(self, started: float, deadline_s: float, jobs: int) -> tuple[float, int]:
         """(seconds until every job is terminal, jobs not terminal at the deadline)."""

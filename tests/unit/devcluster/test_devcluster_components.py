@@ -28,6 +28,13 @@ def test_free_ports_are_distinct() -> None:
     assert len(set(ports)) == len(ports)
 
 
+def test_free_ports_stay_below_the_ephemeral_range() -> None:
+    # A component restarted later must find its port free again: no outgoing connection takes it.
+    low, high = components.PORT_RANGE
+    assert high <= 32768
+    assert all(low <= port < high for port in components.Ports.free().as_dict().values())
+
+
 def test_every_address_flag_is_loopback_with_the_chosen_port(tmp_path: Path) -> None:
     ports = components.Ports(2379, 2380, 6443, 10257, 10259)
     argvs = all_argvs(components.Layout(tmp_path), ports)

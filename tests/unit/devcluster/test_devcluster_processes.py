@@ -59,7 +59,8 @@ def test_a_restarted_process_replaces_the_old_one_under_its_pid_file(tmp_path: P
     group.start("first", ["sleep", "60"], cwd=tmp_path)
     old = group.start("second", ["sleep", "60"], cwd=tmp_path)
 
-    new = group.restart(old, ["sleep", "61"], cwd=tmp_path)
+    group.kill(old)
+    new = group.respawn(old, ["sleep", "61"], cwd=tmp_path)
 
     assert not old.alive and new.alive
     assert (new.name, new.pid_file) == (old.name, old.pid_file)
