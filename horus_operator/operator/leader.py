@@ -28,8 +28,10 @@ class LeaseConfig:
     namespace: str
     name: str = "horus-operator"
     identity: str = "horus"
-    duration: timedelta = timedelta(seconds=15)
-    renew_every: float = 3.0
+    # A standby takes over within a duration of the holder's death (failover <= 15 s, bench/chaos.py);
+    # five renewals per duration ride out a slow API server before the holder loses the Lease.
+    duration: timedelta = timedelta(seconds=10)
+    renew_every: float = 2.0
 
 
 @dataclass(frozen=True)

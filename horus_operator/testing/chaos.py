@@ -1,8 +1,9 @@
 """Fault injection on the local control plane: a burst of DLJobs while the operator, the API server or
 etcd die, and what a platform team would check afterwards (`bench/chaos.py`, `tests/e2e/test_chaos.py`).
 
-A scenario submits `jobs` DLJobs at once and injects its faults at moments drawn from a seeded RNG
-inside `fault_window_s`. A watcher polls the pods Horus created (kubectl, every `poll_s`) and records:
+A scenario submits `jobs` DLJobs in batches every two seconds through `fault_window_s` (a pipeline's
+burst: work keeps arriving while the faults hit) and injects its faults at moments drawn from a
+seeded RNG inside that window. A watcher polls the pods Horus created (kubectl, every `poll_s`) and records:
 - duplicated: a job with more than one live pod at the same time (replicas are one pod each here);
 - oversubscribed: a GPU whose live pods' predicted memory (their `horus.dev/predicted` annotation)
   exceeds the node's `nvidia.com/gpu.memory`;
@@ -32,6 +33,7 @@ from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import OperatorProcess, lease_holder
 
 TERMINAL = frozenset({"Succeeded", "Failed"})
+SUBMIT_EVERY_S = 2.0
 # Small jobs several of which share a 16 GiB V100 (the e2e pools' GPUs), so co-location is exercised.
 JOB_MIX = (("resnet18", 64), ("lstm-lm", 20), ("transformer", 64), ("a2c", 8), ("resnet50", 16))
 
@@ -145,8 +147,12 @@ class ChaosRun:
             watcher.start()
             self.cluster.kubectl("create", "namespace", self.namespace, check=False)
             started = time.monotonic()
-            self._submit(burst(jobs, duration))
+            submitter = threading.Thread(
+                target=self._submit_over, args=(burst(jobs, duration), fault_window_s), daemon=True
+            )
+            submitter.start()
             deaths = self._inject(scenario, replicas, started, fault_window_s, outcome)
+            submitter.join()
             outcome.drain_s, outcome.lost = self._drain(started, deadline_s, jobs)
             outcome.failover_s = self._failovers(deaths)
         finally:
@@ -182,8 +188,8 @@ class ChaosRun:
         deaths = []
         for moment, fault in zip(moments, faults, strict=True):
             time.sleep(max(0.0, started + moment - time.monotonic()))
-            at = time.time()
             waiting = self._jobs_waiting()
+            at = time.time()  # after the look at the queue, which takes a while under load
             if fault == "operator":  # the container restarts: same pod, same identity, its Lease back at once
                 replicas[0].kill()
                 replicas[0].start(wait_for_lease=False)
@@ -223,22 +229,40 @@ class ChaosRun:
             time.sleep(0.5)
 
     def _failovers(self, deaths: list[float]) -> list[float | None]:
-        """For each death, seconds until the first pod created after it (creation times are whole
-        seconds, so a placement in the same second counts as 0); None when none was."""
+        """For each death, seconds until the first pod created after it; None when none was. Creation
+        times are whole seconds: a pod stamped in the death's own second may predate it, so only
+        later seconds count (this over-states a failover by less than a second)."""
         created = sorted(
             _epoch(pod["metadata"]["creationTimestamp"]) for pod in self._get("pods", "-l", keys.LABEL_JOB)
         )
         failovers = []
         for at in deaths:
-            after = [stamp for stamp in created if stamp >= int(at)]
+            after = [stamp for stamp in created if stamp > at]
             failovers.append(round(max(0.0, after[0] - at), 1) if after else None)
         return failovers
 
     # ---- observation ----
 
-    def _submit(self, manifests: list[dict[str, Any]]) -> None:
-        listing = {"apiVersion": "v1", "kind": "List", "items": manifests}
-        self.cluster.kubectl("create", "-n", self.namespace, "-f", "-", input=json.dumps(listing))
+    def _submit_over(self, manifests: list[dict[str, Any]], window_s: float) -> None:
+        """Submit in equal batches every SUBMIT_EVERY_S through the fault window, as a pipeline or
+        a GitOps sync would, so that new work keeps arriving while the faults hit: every operator
+        death then has jobs waiting, and failover is measured. A batch refused while the API server
+        restarts is sent again."""
+        batches = max(1, int(window_s / SUBMIT_EVERY_S))
+        for index in range(batches):
+            chunk = manifests[index::batches]
+            listing = json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk})
+            while not self._stop.is_set():
+                try:
+                    created = self.cluster.kubectl(
+                        "apply", "-n", self.namespace, "-f", "-", input=listing, check=False
+                    )
+                except subprocess.TimeoutExpired:
+                    continue
+                if created.returncode == 0:
+                    break
+                time.sleep(1.0)
+            self._stop.wait(SUBMIT_EVERY_S)
 
     def _get(self, *what: str) -> list[dict[str, Any]]:
         """The objects, or [] while the API server does not answer (it may be restarting)."""
