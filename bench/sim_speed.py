@@ -16,6 +16,7 @@ import random
 import time
 from pathlib import Path
 
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import predictor as prediction
 from horus_operator.sim.engine import Simulation
@@ -39,9 +40,10 @@ def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str
     """(wall, CPU) seconds per policy. On a shared machine wall time includes waits for a core."""
     seconds = {}
     for name in POLICIES:
-        policy = make_policy(name, predictor=load_predictor(models))
+        predictor = load_predictor(models)
+        cycle = SchedulingCycle(make_policy(name, predictor=predictor), predictor)
         started, started_cpu = time.perf_counter(), time.process_time()
-        Simulation(scenario, policy, truth).run()
+        Simulation(scenario, cycle, truth).run()
         seconds[name] = (time.perf_counter() - started, time.process_time() - started_cpu)
     return seconds
 

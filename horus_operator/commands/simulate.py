@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.sim.engine import Simulation
@@ -92,7 +93,8 @@ def simulate(
     results, summaries, extra = [], {}, {}
     for name in names:
         policy = make_policy(name, predictor=deciding, rng=random.Random(seed))
-        result = Simulation(scenario, policy, truth, progress=progress).run()
+        cycle = SchedulingCycle(policy, deciding)
+        result = Simulation(scenario, cycle, truth, progress=progress).run()
         results.append(result)
         summaries[name] = summarise(result, scenario)
         extra[name] = details(result)

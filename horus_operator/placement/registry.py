@@ -15,7 +15,7 @@ from horus_operator.placement.base import Limits
 from horus_operator.placement.binpack import BinpackPolicy
 from horus_operator.placement.exclusive import ExclusivePolicy
 from horus_operator.placement.horus import HorusPolicy, HorusTunables
-from horus_operator.placement.types import ClusterSnapshot, JobRequest, Policy
+from horus_operator.placement.types import Policy
 from horus_operator.prediction.api import Predictor
 
 PolicyFactory = Callable[..., Policy]
@@ -64,18 +64,3 @@ def make_policy(
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}") from None
     return factory(predictor, rng, **tunables)
-
-
-def queue_order(request: JobRequest) -> tuple[int, float, str]:
-    """Sort key callers use for the queue they pass to `schedule`: priority, then first come first served.
-
-    Policies read a prefix of the queue in the order given and never sort it themselves, so a call
-    costs the same with 10 or 100,000 jobs waiting.
-    """
-    return (-request.priority, request.submitted_at, request.key)
-
-
-def explain_wait(policy: Policy, snapshot: ClusterSnapshot, request: JobRequest) -> str:
-    """A one-line reason `request` is still waiting, e.g. for a Kubernetes Event (O(GPUs))."""
-    explain = getattr(policy, "explain_wait", None)
-    return explain(snapshot, request) if explain is not None else "waiting"

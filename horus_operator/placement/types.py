@@ -97,7 +97,7 @@ class Assignment:
 
 
 class Policy(Protocol):
-    """One decision method, like kube-scheduler's filter -> score -> bind."""
+    """One decision method, like kube-scheduler's filter -> score -> bind, and its explanation."""
 
     name: str
 
@@ -107,4 +107,9 @@ class Policy(Protocol):
         Assignments in one answer are consistent with each other (the policy accounts for its own
         earlier assignments in the same call).
         """
+        ...
+
+    def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        """One line on why `request`, not placed by `schedule`, still waits on `snapshot` (the cluster
+        with the call's assignments in it), e.g. for a Kubernetes Event. O(GPUs)."""
         ...

@@ -1,14 +1,15 @@
 """The discrete-event simulator: policies decide from predictions, jobs advance by the truth.
 
-Events are arrivals and completions. After each event time the policy is asked, through the very
-`schedule(snapshot, queue)` call the operator makes, which queued jobs to start; the simulator keeps a
-`ClusterIndex` current and hands it in so a call does not re-index the cluster. A job's progress rate is
+Events are arrivals and completions. After each event time the scheduling cycle runs — the very
+`placement.cycle.SchedulingCycle` the operator runs: queue in priority then arrival order, jobs no node
+can run rejected, the policy asked until it places nothing more. The simulator keeps a `ClusterIndex`
+current and hands it in so a cycle does not re-index the cluster. A job's progress rate is
 its isolated throughput divided by its *true* slowdown next to its current co-tenants (the worst over
 its GPUs), recomputed whenever a co-tenant arrives or leaves.
 
 If truth says a placement cannot share the GPU (out of memory) the job fails to start, as a pod would
-crash, and goes back to the front of the queue asking for a whole GPU (maxSlowdown 1.0) — what an
-operator does after an OOM — and the restart is counted.
+crash, and goes back to the queue (at its arrival's place, ahead of later arrivals) asking for a whole
+GPU (maxSlowdown 1.0) — what an operator does after an OOM — and the restart is counted.
 
 The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
 run is a pure function of (scenario, policy, truth).
@@ -18,38 +19,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections import OrderedDict
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import overload
 
 from tqdm import tqdm
 
+from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
 from horus_operator.placement.index import ClusterIndex, GpuSlot
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
-
-
-class QueueView(Sequence[JobRequest]):
-    """The waiting jobs in queue order, read in place: policies read a prefix of a queue that may hold
-    tens of thousands of jobs, so copying it for every call would cost more than the decision."""
-
-    def __init__(self, queue: OrderedDict[str, JobRequest]) -> None:
-        self._queue = queue
-
-    def __len__(self) -> int:
-        return len(self._queue)
-
-    def __iter__(self) -> Iterator[JobRequest]:
-        return iter(self._queue.values())
-
-    @overload
-    def __getitem__(self, position: int) -> JobRequest: ...
-    @overload
-    def __getitem__(self, position: slice) -> list[JobRequest]: ...
-    def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
-        return list(self._queue.values())[position]
 
 
 class SimulationStuck(RuntimeError):
@@ -74,6 +52,7 @@ class JobRecord:
     oom_restarts: int
     node: str
     gpu_indices: tuple[int, ...]
+    priority: int = 0  # as submitted (the last CSV column: columns are only ever appended)
 
     @property
     def wait_s(self) -> float:
@@ -103,6 +82,7 @@ class RunResult:
     throughput_gpu_s: float  # integral of normalised throughput over time
     colocated_s: float
     measured_colocated_s: float  # co-located job-time whose slowdown came from measured pairs
+    rejected: dict[str, str] = field(default_factory=dict)  # jobs no node can run -> why (never started)
 
 
 @dataclass(eq=False)
@@ -136,13 +116,16 @@ class _Totals:
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, policy: Policy, truth: Truth, *, progress: bool = False) -> None:
+    def __init__(
+        self, scenario: Scenario, cycle: SchedulingCycle, truth: Truth, *, progress: bool = False
+    ) -> None:
         self.scenario = scenario
-        self.policy = policy
+        self.cycle = cycle
         self.truth = truth
         self.progress = progress
         self.index = ClusterIndex(scenario.nodes)
-        self.queue: OrderedDict[str, JobRequest] = OrderedDict()
+        self.queue = WaitQueue()
+        self.rejected: dict[str, str] = {}
         self.jobs = {job.request.key: job for job in scenario.jobs}
         self.active: dict[str, _Active] = {}
         self.oom_restarts: dict[str, int] = {}
@@ -155,15 +138,16 @@ class Simulation:
     def run(self) -> RunResult:
         arrivals = self.scenario.jobs
         next_arrival = 0
-        with tqdm(total=len(arrivals), disable=not self.progress, unit="job", desc=self.policy.name) as bar:
+        with tqdm(
+            total=len(arrivals), disable=not self.progress, unit="job", desc=self.cycle.policy.name
+        ) as bar:
             while self._drop_stale_completions() or next_arrival < len(arrivals):
                 upcoming = arrivals[next_arrival].arrival_s if next_arrival < len(arrivals) else float("inf")
                 completion = self._completions[0][0] if self._completions else float("inf")
                 self._advance_to(min(upcoming, completion))
                 bar.update(self._complete_due())
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
-                    request = arrivals[next_arrival].request
-                    self.queue[request.key] = request
+                    self.queue.add(arrivals[next_arrival].request)
                     next_arrival += 1
                 self._schedule()
                 self._sample()
@@ -171,13 +155,14 @@ class Simulation:
                     raise SimulationStuck(self._stuck_message())
         totals = self.totals
         return RunResult(
-            policy=self.policy.name,
+            policy=self.cycle.policy.name,
             records=tuple(self.records),
             samples=tuple(totals.samples),
             busy_gpu_s=totals.busy_gpu_s,
             throughput_gpu_s=totals.throughput_gpu_s,
             colocated_s=totals.colocated_s,
             measured_colocated_s=totals.measured_colocated_s,
+            rejected=self.rejected,
         )
 
     # -- time --------------------------------------------------------------------------------------
@@ -197,17 +182,20 @@ class Simulation:
             return
         snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
         # A job that crashed out of memory is back in the queue at once, as the operator would see it:
-        # ask again until a round starts everything it places (a restarted job wants a whole GPU, and
-        # a job alone always fits, so this ends).
+        # run the cycle again until one starts everything it places (a restarted job wants a whole GPU,
+        # and a job alone always fits, so this ends).
         crashed = True
         while crashed and self.queue:
-            view = QueueView(self.queue)
-            started = [self._start(assignment) for assignment in self.policy.schedule(snapshot, view)]
+            result = self.cycle.run(snapshot, self.queue)
+            for key, problem in result.unsatisfiable.items():
+                self.queue.remove(key)
+                self.rejected[key] = problem.message
+            started = [self._start(assignment) for assignment in result.assignments]
             crashed = not all(started)
 
     def _start(self, assignment: Assignment) -> bool:
         """Starts the assigned job; False if truth says it cannot share that GPU (it is re-queued)."""
-        request = self.queue.pop(assignment.job)
+        request = self.queue.remove(assignment.job)
         slots = [self.index.slots[(assignment.node, i)] for i in assignment.gpu_indices]
         together = [[t.request.workload for t in slot.tenants] + [request.workload] for slot in slots]
         if any(self.truth.slowdowns(self.scenario.gpu, ws).slowdowns is None for ws in together):
@@ -232,8 +220,7 @@ class Simulation:
 
     def _restart_whole(self, request: JobRequest) -> None:
         self.oom_restarts[request.key] = self.oom_restarts.get(request.key, 0) + 1
-        self.queue[request.key] = replace(request, max_slowdown=1.0)
-        self.queue.move_to_end(request.key, last=False)
+        self.queue.add(replace(request, max_slowdown=1.0))
 
     # -- progress ----------------------------------------------------------------------------------
     def _drop_stale_completions(self) -> bool:
@@ -285,6 +272,7 @@ class Simulation:
                 oom_restarts=self.oom_restarts.get(key, 0),
                 node=active.node,
                 gpu_indices=active.gpu_indices,
+                priority=submitted.priority,
             )
         )
 
@@ -330,10 +318,10 @@ class Simulation:
         )
 
     def _stuck_message(self) -> str:
-        explain = getattr(self.policy, "explain_wait", None)
+        policy = self.cycle.policy
         snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
-        lines = [f"{len(self.queue)} job(s) can never start under {self.policy.name}, e.g.:"]
-        for request in itertools.islice(self.queue.values(), 3):
-            why = explain(snapshot, request) if explain is not None else ""
+        lines = [f"{len(self.queue)} job(s) can never start under {policy.name}, e.g.:"]
+        for request in itertools.islice(self.queue, 3):
+            why = policy.explain_wait(snapshot, request)
             lines.append(f"  {request.key} ({request.workload.model}, {request.gpus} GPU): {why}")
         return "\n".join(lines)

@@ -72,7 +72,8 @@ def summarise(result: RunResult, scenario: Scenario) -> dict[str, Any]:
 
 
 def details(result: RunResult) -> dict[str, Any]:
-    """What summary.json has no key for: co-location volume and restarts after true OOMs."""
+    """What summary.json has no key for: co-location volume, restarts after true OOMs, and the jobs no
+    node could ever run (rejected by the scheduling cycle, as the operator fails them)."""
     return {
         "colocated_job_hours": result.colocated_s / 3600.0,
         "oom_restarts": sum(record.oom_restarts for record in result.records),
@@ -80,4 +81,5 @@ def details(result: RunResult) -> dict[str, Any]:
         "mean_true_slowdown": float(
             np.mean([(r.finish_s - r.start_s) / r.isolated_s for r in result.records if r.isolated_s > 0])
         ),
+        "rejected": dict(result.rejected),
     }

@@ -6,7 +6,8 @@ import pytest
 from operator_builders import gpu_node
 
 from horus_operator.operator import cluster_view, jobspec
-from horus_operator.operator.feasibility import Capacity, unsatisfiable
+from horus_operator.operator.feasibility import as_invalid
+from horus_operator.placement.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
@@ -112,20 +113,26 @@ def _predict_memory(memory_mib: float) -> Callable[[Workload, str], JobPredictio
     return lambda workload, gpu: JobPrediction(utilization=0.5, memory_mib=memory_mib)
 
 
+def _verdict(
+    job: jobspec.JobSpec, workload: Workload, capacity: Capacity, memory_mib: float
+) -> jobspec.InvalidJob | None:
+    problem = unsatisfiable(jobspec.request(job, workload, 0.0), capacity, _predict_memory(memory_mib))
+    return None if problem is None else as_invalid(job, problem)
+
+
 def test_more_gpus_than_any_node_has_is_unsatisfiable() -> None:
     job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
-    problem = unsatisfiable(job, Workload("resnet50", 32), _snapshot(), _predict_memory(1000))
+    problem = _verdict(job, Workload("resnet50", 32), _snapshot(), 1000)
     assert problem is not None and (problem.field_path, problem.value) == ("spec.gpus", 8)
 
 
 def test_more_memory_than_any_gpu_has_is_unsatisfiable() -> None:
     job = jobspec.parse(DLJobBuilder.stored("huge").spec(batchSize=4096).obj())
-    problem = unsatisfiable(job, Workload("resnet50", 4096), _snapshot(), _predict_memory(40000))
+    problem = _verdict(job, Workload("resnet50", 4096), _snapshot(), 40000)
     assert problem is not None and problem.field_path == "spec.batchSize"
-    assert unsatisfiable(job, Workload("resnet50", 32), _snapshot(), _predict_memory(8000)) is None
+    assert _verdict(job, Workload("resnet50", 32), _snapshot(), 8000) is None
 
 
 def test_an_empty_cluster_judges_nothing() -> None:
     job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
-    empty = Capacity.of(ClusterSnapshot(nodes=()))
-    assert unsatisfiable(job, Workload("resnet50", 32), empty, _predict_memory(1e9)) is None
+    assert _verdict(job, Workload("resnet50", 32), Capacity.of(ClusterSnapshot(nodes=())), 1e9) is None

@@ -18,6 +18,7 @@ from operator_builders import gpu_node
 from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
@@ -78,8 +79,8 @@ class FirstFreeGpu:
     name = "first-free"
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
-        busy = {(r.node, i) for r in snapshot.running for i in r.gpu_indices}
-        free = [g.key for n in snapshot.nodes if n.schedulable for g in n.gpus if g.key not in busy]
+        index = snapshot.index or ClusterIndex.build(snapshot)  # the cycle hands in its index
+        free = [slot.key for _, slots in index.nodes_with_empty(1) for slot in slots]
         assignments = []
         for request, (node, index) in zip(queue, free, strict=False):
             assignments.append(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from placement_builders import job, nodes, predictor, running, snapshot
 
-from horus_operator.placement.registry import explain_wait, make_policy
+from horus_operator.placement.registry import make_policy
 
 # One node, two empty V100s; the queue in arrival order.
 QUEUE = [
@@ -55,7 +55,7 @@ def test_horus_explains_why_b_waits() -> None:
     policy = make_policy("horus", predictor=predictor())
     a, b, c, d = QUEUE
     after = snapshot(nodes(1, 2), running(a, "n0", 0), running(d, "n0", 1), running(c, "n0", 1))
-    reason = explain_wait(policy, after, b)
+    reason = policy.explain_wait(after, b)
     assert reason.startswith("waiting: ")
     assert "held whole" in reason and "full" in reason
 
@@ -65,7 +65,7 @@ def test_horus_says_when_no_gpu_keeps_slowdown_under_the_limit() -> None:
     strict = job("s", "poor", max_slowdown=1.5)
     after = snapshot(nodes(1, 1), running(job("g", "good"), "n0", 0))
     assert policy.schedule(after, [strict]) == []
-    assert "maxSlowdown" in explain_wait(policy, after, strict)
+    assert "maxSlowdown" in policy.explain_wait(after, strict)
 
 
 def test_a_starving_head_holds_a_gpu_back_until_it_drains() -> None:
@@ -95,12 +95,12 @@ def test_a_starving_wide_head_holds_nothing_back() -> None:
 def test_binpack_explains_a_wide_job_waiting_for_a_whole_node() -> None:
     policy = make_policy("binpack", predictor=predictor())
     busy = snapshot(nodes(1, 2), running(job("g0", "good"), "n0", 0))
-    reason = explain_wait(policy, busy, job("w", "good", gpus=2))
+    reason = policy.explain_wait(busy, job("w", "good", gpus=2))
     assert reason.startswith("waiting: ") and "first come" not in reason and "fits" not in reason
 
 
 def test_every_policy_says_no_gpu_is_usable_when_all_are_unhealthy() -> None:
     sick = nodes(1, 2, healthy=False)
     for name in ("horus", "exclusive", "binpack"):
-        reason = explain_wait(make_policy(name, predictor=predictor()), snapshot(sick), job("j", "good"))
+        reason = make_policy(name, predictor=predictor()).explain_wait(snapshot(sick), job("j", "good"))
         assert "unhealthy" in reason, (name, reason)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.fake import TablePredictor
+from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.truth import Truth, TruthTable
@@ -34,6 +36,12 @@ def predictor() -> TablePredictor:
             ("b", "c"): (1.3, 1.3),
         },
     )
+
+
+def cycle(policy: str) -> SchedulingCycle:
+    """The scheduling cycle of `policy`, deciding with `predictor()`."""
+    believed = predictor()
+    return SchedulingCycle(make_policy(policy, predictor=believed), believed)
 
 
 def truth(tmp_path: Path) -> Truth:

@@ -6,9 +6,9 @@ import random
 from pathlib import Path
 
 import pytest
-from sim_builders import predictor, scenario, sim_job, truth, truth_table
+from sim_builders import cycle, scenario, sim_job, truth, truth_table
 
-from horus_operator.placement.registry import POLICIES, make_policy
+from horus_operator.placement.registry import POLICIES
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import SUMMARY_KEYS, lower_bound_makespan_s, summarise
 from horus_operator.sim.workloads import synthetic
@@ -16,7 +16,7 @@ from horus_operator.sim.workloads import synthetic
 
 def run(tmp_path: Path, policy: str, jobs: list, gpus: int = 1):  # type: ignore[no-untyped-def]
     world = scenario(jobs, gpus)
-    result = Simulation(world, make_policy(policy, predictor=predictor()), truth(tmp_path)).run()
+    result = Simulation(world, cycle(policy), truth(tmp_path)).run()
     return world, result, {r.key: r for r in result.records}
 
 
@@ -64,7 +64,7 @@ def test_unmeasured_pairs_fall_back_to_the_predictor_and_lower_coverage(tmp_path
 def test_every_job_finishes_and_steps_are_conserved(tmp_path: Path, policy: str) -> None:
     table = truth_table(tmp_path)
     world = synthetic(table, random.Random(7), jobs=60, gpus=4)
-    result = Simulation(world, make_policy(policy, predictor=predictor()), truth(tmp_path)).run()
+    result = Simulation(world, cycle(policy), truth(tmp_path)).run()
     assert sorted(r.key for r in result.records) == sorted(j.request.key for j in world.jobs)
     for record in result.records:
         assert record.steps_done == pytest.approx(record.total_steps, rel=1e-9)
@@ -81,7 +81,7 @@ def test_every_job_finishes_and_steps_are_conserved(tmp_path: Path, policy: str)
 def test_same_seed_same_schedule(tmp_path: Path, policy: str) -> None:
     def once() -> list:  # type: ignore[type-arg]
         world = synthetic(truth_table(tmp_path), random.Random(3), jobs=40, gpus=4)
-        result = Simulation(world, make_policy(policy, predictor=predictor()), truth(tmp_path)).run()
+        result = Simulation(world, cycle(policy), truth(tmp_path)).run()
         return [(r.key, r.node, r.gpu_indices, r.start_s, r.finish_s) for r in result.records]
 
     assert once() == once()

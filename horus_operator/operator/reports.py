@@ -1,0 +1,80 @@
+"""What the scheduling loop tells users: DLJob status writes and Events, in the background.
+
+Pod creation is the critical path of a burst, so reports never hold up a cycle: at most
+`concurrency` writes and Events are in flight at once, and one status write per job at a time, in
+order (a job re-decided while its write is in flight is marked dirty again once the write lands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from horus_operator.operator import reconcile, status
+from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.kube import Kube
+
+log = logging.getLogger(__name__)
+
+
+def needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:
+    return decision.status != (body.get("status") or {})
+
+
+class Reporter:
+    def __init__(self, *, kube: Kube, cache: ClusterCache, concurrency: int) -> None:
+        self._kube, self._cache = kube, cache
+        self._events: set[asyncio.Task[None]] = set()  # Events being posted
+        self._writing: dict[str, asyncio.Task[None]] = {}  # job key -> its status write in flight
+        self._rewrite: set[str] = set()  # jobs re-decided while a write was in flight
+        self._reporting = asyncio.Semaphore(concurrency)
+
+    def write_later(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        """Write a status without holding up the next cycle. One write per job at a time, in order: while
+        one is in flight the job is re-decided once it lands (against the status it stored)."""
+        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        if key in self._writing:
+            self._rewrite.add(key)
+            return
+        task = asyncio.create_task(self._apply(body, decision))
+        self._writing[key] = task
+        task.add_done_callback(lambda done: self._written(key, done))
+
+    def post_later(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
+        """Post an Event without holding up the cycle (Events are best effort)."""
+        task = asyncio.create_task(self._post_event(body, kind=kind, reason=reason, message=message))
+        self._events.add(task)
+        task.add_done_callback(self._events.discard)
+
+    async def settle(self) -> None:
+        """Wait for the status writes and Events in flight (tests, shutdown)."""
+        await asyncio.gather(*self._writing.values(), *self._events, return_exceptions=True)
+
+    def _written(self, key: str, task: asyncio.Task[None]) -> None:
+        self._writing.pop(key, None)
+        failed = not task.cancelled() and task.exception() is not None
+        if failed:
+            log.warning("status write for %s failed (retried): %s", key, task.exception())
+        if failed or key in self._rewrite:
+            self._rewrite.discard(key)
+            self._cache.mark([key])
+
+    async def _apply(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        async with self._reporting:
+            await self._write_status(body, decision)
+
+    async def _write_status(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        current = body.get("status") or {}
+        if decision.status != current:
+            await status.write(self._kube, self._cache, body, status.loop_patch(current, decision.status))
+            if (
+                decision.status.get("phase") == "Failed"
+                and (body.get("status") or {}).get("phase") != "Failed"
+            ):
+                self.post_later(body, kind="Warning", reason="Failed", message=decision.status["message"])
+
+    async def _post_event(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
+        async with self._reporting:
+            await self._kube.post_event(body, kind=kind, reason=reason, message=message)

@@ -1,0 +1,216 @@
+"""The one scheduling cycle: what the operator's loop and the simulator's engine both run on every change.
+
+A cycle takes a snapshot and the waiting jobs and
+1. orders the queue: priority (higher first), then submission time, then key (`queue_order`);
+2. takes off the queue the jobs no node can ever run (`feasibility`), judged for the first `max_batch`;
+3. hides nodes in cooldown (a node that recently refused a pod for reasons the policy cannot see);
+4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
+   jobs down the queue, and a burst should not wait a cycle per slice;
+5. explains, for the waiting jobs the caller asks about, why they still wait, on the cluster as it will
+   be once the assignments run.
+
+Pure and deterministic like the rest of `placement`: time is `snapshot.now` on the caller's clock.
+Applying the assignments (pods, or simulated starts) is the caller's business.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import overload
+
+from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsatisfiable
+from horus_operator.placement.index import ClusterIndex
+from horus_operator.placement.predictions import CachedPredictions
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
+from horus_operator.prediction.api import Predictor
+
+QueueKey = tuple[int, float, str]
+
+
+def queue_order(request: JobRequest) -> QueueKey:
+    """Priority (higher first), then first come first served, then the key so ties are deterministic.
+
+    Policies read a prefix of the queue in this order and never sort it themselves, so a call costs the
+    same with 10 or 100,000 jobs waiting.
+    """
+    return (-request.priority, request.submitted_at, request.key)
+
+
+class WaitQueue(Sequence[JobRequest]):
+    """The waiting jobs, always in `queue_order`. Kept sorted on insert: the simulator keeps one for a
+    whole run (tens of thousands of jobs), so re-sorting it on every event would cost more than deciding."""
+
+    def __init__(self, requests: Iterable[JobRequest] = ()) -> None:
+        self._requests = {request.key: request for request in requests}
+        self._order = sorted((queue_order(request), request.key) for request in self._requests.values())
+
+    def add(self, request: JobRequest) -> None:
+        """Queue `request`, replacing a waiting job of the same key."""
+        if request.key in self._requests:
+            self.remove(request.key)
+        self._requests[request.key] = request
+        bisect.insort(self._order, (queue_order(request), request.key))
+
+    def remove(self, key: str) -> JobRequest:
+        request = self._requests.pop(key)
+        del self._order[bisect.bisect_left(self._order, (queue_order(request), key))]
+        return request
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, JobRequest) and self._requests.get(item.key) == item
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __iter__(self) -> Iterator[JobRequest]:
+        requests = self._requests
+        return (requests[key] for _, key in self._order)
+
+    @overload
+    def __getitem__(self, position: int) -> JobRequest: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[JobRequest]: ...
+    def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
+        if isinstance(position, slice):
+            return [self._requests[key] for _, key in self._order[position]]
+        return self._requests[self._order[position][1]]
+
+
+class Cooldowns:
+    """Nodes placements avoid until a time (seconds on the snapshot's clock).
+
+    The operator cools a node that left a pod unschedulable (CPU, memory, taints: things the policy does
+    not see) so the re-placed job goes elsewhere. The simulator models no such refusals, so it never
+    cools a node; it runs the same cycle with none cooling."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def note(self, node: str, until: float) -> None:
+        self._until[node] = max(until, self._until.get(node, until))
+
+    def apply(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """`snapshot` with the nodes still cooling at `snapshot.now` marked unschedulable."""
+        self._until = {node: until for node, until in self._until.items() if until > snapshot.now}
+        if not any(node.name in self._until for node in snapshot.nodes):
+            return snapshot
+        nodes = tuple(
+            dataclasses.replace(node, schedulable=False) if node.name in self._until else node
+            for node in snapshot.nodes
+        )
+        # An index knows which nodes are schedulable: re-index from the running jobs it holds.
+        given = snapshot.index
+        running = tuple(given.jobs.values()) if isinstance(given, ClusterIndex) else snapshot.running
+        return dataclasses.replace(snapshot, nodes=nodes, running=running, index=None)
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    assignments: tuple[Assignment, ...] = ()
+    unsatisfiable: dict[str, Unsatisfiable] = field(default_factory=dict)  # to take off the queue for good
+    explanations: dict[str, str] = field(default_factory=dict)  # key -> why it still waits
+
+
+def _never(request: JobRequest) -> bool:
+    return False
+
+
+class SchedulingCycle:
+    """One policy, the predictor it decides with, and the cycle's bounds; `run` once per change.
+
+    - `max_batch`: jobs from the head of the queue considered per cycle (judged feasible, then offered
+      to the policy), so a cycle costs the same however long the queue.
+    - `max_explanations`: waiting jobs (from the head of the queue) explained per cycle; an explanation
+      scans every GPU.
+    """
+
+    def __init__(
+        self, policy: Policy, predictor: Predictor, *, max_batch: int = 1000, max_explanations: int = 50
+    ) -> None:
+        self.policy = policy
+        self.cooldowns = Cooldowns()
+        self.max_batch = max_batch
+        self.max_explanations = max_explanations
+        self._predictions = CachedPredictions(predictor)
+        self._capacity: Capacity | None = None
+        self._verdicts: dict[str, tuple[JobRequest, Unsatisfiable | None]] = {}
+
+    def run(
+        self,
+        snapshot: ClusterSnapshot,
+        queue: WaitQueue,
+        *,
+        explain: Callable[[JobRequest], bool] = _never,
+    ) -> CycleResult:
+        """Assignments for `queue` on `snapshot`, and what else the caller must know; `explain` says which
+        waiting jobs want a reason. Neither input changes (a borrowed `snapshot.index` comes back as
+        it was)."""
+        if not queue:
+            return CycleResult()
+        considered, rejected = self._feasible_head(snapshot, queue)
+        snapshot = self.cooldowns.apply(snapshot)
+        given = snapshot.index
+        borrowed = isinstance(given, ClusterIndex)
+        index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
+        view = dataclasses.replace(snapshot, index=index)
+        placed: dict[str, Assignment] = {}
+        try:
+            self._settle(view, index, considered, placed)
+            waiting = (request for request in considered if request.key not in placed)
+            explanations = {
+                request.key: self.policy.explain_wait(view, request)
+                for request in itertools.islice(waiting, self.max_explanations)
+                if explain(request)
+            }
+        finally:
+            if borrowed:
+                for key in reversed(list(placed)):
+                    index.remove(key)
+        return CycleResult(tuple(placed.values()), rejected, explanations)
+
+    def _settle(
+        self,
+        view: ClusterSnapshot,
+        index: ClusterIndex,
+        considered: list[JobRequest],
+        placed: dict[str, Assignment],
+    ) -> None:
+        """Ask the policy until it places nothing more, collecting its assignments into `placed` (by job
+        key, in the order made); each answer goes into `index` (the view's) so the next call sees it."""
+        requests = {request.key: request for request in considered}
+        remaining = considered
+        while remaining:
+            more = self.policy.schedule(view, remaining)
+            if not more:
+                break
+            for assignment in more:
+                index.add(RunningJob(requests[assignment.job], assignment.node, assignment.gpu_indices))
+                placed[assignment.job] = assignment
+            remaining = [request for request in remaining if request.key not in placed]
+
+    def _feasible_head(
+        self, snapshot: ClusterSnapshot, queue: WaitQueue
+    ) -> tuple[list[JobRequest], dict[str, Unsatisfiable]]:
+        """The first `max_batch` jobs some node could run, and the jobs met on the way that none can."""
+        capacity = Capacity.of(snapshot)
+        known_verdicts = self._verdicts if capacity == self._capacity else {}
+        # Only this cycle's verdicts are kept: jobs that left the queue are forgotten.
+        self._capacity, self._verdicts = capacity, {}
+        considered: list[JobRequest] = []
+        rejected: dict[str, Unsatisfiable] = {}
+        for request in queue:
+            if len(considered) >= self.max_batch:
+                break
+            known = known_verdicts.get(request.key)
+            if known is None or known[0] is not request:  # a new job, or its request changed
+                known = (request, unsatisfiable(request, capacity, self._predictions.job))
+            self._verdicts[request.key] = known
+            if known[1] is None:
+                considered.append(request)
+            else:
+                rejected[request.key] = known[1]
+        return considered, rejected

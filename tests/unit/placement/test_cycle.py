@@ -1,0 +1,70 @@
+"""The scheduling cycle: queue order, repeating until settled, feasibility, cooldowns, explanations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from placement_builders import job, nodes, predictor, running, snapshot
+
+from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
+from horus_operator.placement.feasibility import Cause
+from horus_operator.placement.index import ClusterIndex
+from horus_operator.placement.registry import make_policy
+
+
+def _cycle(policy: str = "exclusive", **tunables: object) -> SchedulingCycle:
+    believed = predictor()
+    return SchedulingCycle(make_policy(policy, predictor=believed, **tunables), believed)
+
+
+def test_the_queue_is_priority_then_arrival_then_key() -> None:
+    late_urgent = dataclasses.replace(job("z", "good", at=9.0), priority=1)
+    queue = WaitQueue([job("b", "good", at=1.0), job("a", "good", at=1.0), late_urgent, job("c", "good")])
+    assert [request.key for request in queue] == ["z", "c", "a", "b"]
+    queue.remove("c")
+    queue.add(dataclasses.replace(job("a", "good", at=1.0), max_slowdown=1.0))  # replaces, keeps its place
+    assert [request.key for request in queue] == ["z", "a", "b"]
+    assert queue[1].max_slowdown == 1.0
+
+
+def test_the_cycle_asks_again_until_nothing_more_is_placed() -> None:
+    # scan_depth 1: one call looks at one job; a burst of three still starts in one cycle.
+    queue = WaitQueue([job(key, "good", at=i) for i, key in enumerate("abc")])
+    result = _cycle(scan_depth=1).run(snapshot(nodes(1, gpus=4)), queue)
+    assert [a.job for a in result.assignments] == ["a", "b", "c"]
+
+
+def test_higher_priority_goes_first_when_gpus_are_scarce() -> None:
+    queue = WaitQueue(
+        [job("early", "good", at=0.0), dataclasses.replace(job("urgent", "good", at=5.0), priority=2)]
+    )
+    result = _cycle().run(snapshot(nodes(1, gpus=1)), queue)
+    assert [a.job for a in result.assignments] == ["urgent"]
+
+
+def test_a_job_no_node_can_run_is_taken_off_the_queue() -> None:
+    queue = WaitQueue([job("wide", "good", gpus=4), job("giant", "giant"), job("fine", "good")])
+    result = _cycle().run(snapshot(nodes(2, gpus=2)), queue)
+    assert {key: problem.cause for key, problem in result.unsatisfiable.items()} == {
+        "wide": Cause.GPUS,
+        "giant": Cause.MEMORY,
+    }
+    assert [a.job for a in result.assignments] == ["fine"]
+
+
+def test_a_cooling_node_is_skipped_until_its_time_is_up() -> None:
+    cycle = _cycle()
+    cycle.cooldowns.note("n0", until=100.0)
+    queue = WaitQueue([job("a", "good")])
+    assert [a.node for a in cycle.run(snapshot(nodes(2, gpus=1), now=50.0), queue).assignments] == ["n1"]
+    assert [a.node for a in cycle.run(snapshot(nodes(2, gpus=1), now=100.0), queue).assignments] == ["n0"]
+
+
+def test_a_borrowed_index_comes_back_unchanged_and_waiting_jobs_are_explained() -> None:
+    cluster = nodes(1, gpus=1)
+    index = ClusterIndex(cluster, (running(job("old", "good"), "n0", 0),))
+    view = dataclasses.replace(snapshot(cluster), index=index)
+    queue = WaitQueue([job("a", "poor"), job("b", "poor")])
+    result = _cycle("horus").run(view, queue, explain=lambda request: request.key == "b")
+    assert list(index.jobs) == ["old"]
+    assert set(result.explanations) == {"b"} and result.explanations["b"].startswith("waiting")
