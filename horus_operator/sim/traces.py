@@ -4,14 +4,16 @@ The format is recognised from the file name and header:
 - **Gavel** `*.trace` (tab-separated: job_type, command, working_directory, num_steps_arg,
   needs_data_dir, total_steps, scale_factor, priority_weight, SLO, arrival_time): job types such as
   "ResNet-18 (batch size 64)" map to the colocation names; steps and arrival (seconds) are taken as
-  given; scale_factor is the GPU count.
+  given; scale_factor is the GPU count; priority_weight, rounded, is the priority.
 - **Muri** CSV (job_id, num_gpu, submit_time, iterations, model_name, batch_size, duration, ...,
-  iteration_time): times are taken to be **milliseconds** (the source does not say; duration ≈
-  iterations x iteration_time holds, and milliseconds give per-iteration times of 0.1–1 s).
+  iteration_time, ..., priority): times are taken to be **milliseconds** (the source does not say;
+  duration ≈ iterations x iteration_time holds, and milliseconds give per-iteration times of 0.1–1 s);
+  priority as given (higher first, as a DLJob's spec.priority).
 - **Alibaba openb** pod list (name, cpu_milli, memory_mib, num_gpu, gpu_milli, ..., creation_time,
   deletion_time, scheduled_time): no model names, so each pod gets a V100 configuration from the truth
   table drawn with the seeded RNG; duration = deletion - creation (seconds); a pod asking for a share
-  of one GPU (gpu_milli < 1000) is a single-GPU job; CPU-only pods are skipped.
+  of one GPU (gpu_milli < 1000) is a single-GPU job; CPU-only pods are skipped; the trace has a QoS
+  class but no priority, so every pod has priority 0.
 
 Common assumptions: the cluster is homogeneous V100 (throughputs from the truth table), 8 GPUs per node
 so multi-GPU jobs fit; a job asking for more GPUs than a node has is clipped to one node with its GPU-time
@@ -63,13 +65,19 @@ def load_trace(path: Path, table: TruthTable, rng: random.Random, gpus: int | No
 
 
 def _job(
-    key: str, workload: Workload, gpus: int, arrival_s: float, duration_s: float, max_slowdown: float
+    key: str,
+    workload: Workload,
+    gpus: int,
+    arrival_s: float,
+    duration_s: float,
+    max_slowdown: float,
+    priority: int = 0,
 ) -> SimJob:
     """A job that runs `duration_s` alone, its progress counted in seconds of isolated work (traces give
     times, and slowdowns are ratios, so steps/s need not be known); clipped to one node keeping its
     GPU-time."""
     width = min(max(gpus, 1), GPUS_PER_NODE)
-    request = JobRequest(key, workload, width, max_slowdown, 0, arrival_s)
+    request = JobRequest(key, workload, width, max_slowdown, priority, arrival_s)
     return SimJob(request, total_steps=duration_s * max(gpus, 1) / width, steps_per_s_alone=1.0)
 
 
@@ -87,10 +95,11 @@ def _gavel(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scen
     with path.open() as handle:
         for number, line in enumerate(handle):
             fields = line.rstrip("\n").split("\t")
-            job_type, total_steps, scale_factor, slo, arrival = (
+            job_type, total_steps, scale_factor, priority_weight, slo, arrival = (
                 fields[0],
                 float(fields[5]),
                 int(fields[6]),
+                float(fields[7]),
                 float(fields[8]),
                 float(fields[9]),
             )
@@ -104,9 +113,10 @@ def _gavel(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scen
             max_slowdown = slo if slo > 0 else draw_max_slowdown(rng)
             duration_s = total_steps / throughput
             key = f"gavel-{number:05d}"
-            jobs.append(_job(key, Workload(model, batch), scale_factor, arrival, duration_s, max_slowdown))
+            workload, priority = Workload(model, batch), round(priority_weight)
+            jobs.append(_job(key, workload, scale_factor, arrival, duration_s, max_slowdown, priority))
     notes = (
-        "Gavel steps and seconds as given; SLO -1 means none",
+        "Gavel steps and seconds as given; SLO -1 means none; priority_weight rounded is the priority",
         "isolated throughput of a batch size the truth lacks: log-log interpolation between measured ones",
     )
     return _scenario(path.stem, jobs, gpus, notes)
@@ -139,10 +149,11 @@ def _muri(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scena
             duration_s = float(row["duration"]) / 1000.0
             arrival_s = float(row["submit_time"]) / 1000.0
             key = f"muri-{int(row['job_id']):05d}"
-            jobs.append(
-                _job(key, workload, int(row["num_gpu"]), arrival_s, duration_s, draw_max_slowdown(rng))
-            )
-    return _scenario(path.stem, jobs, gpus, ("Muri times read as milliseconds",))
+            width, priority = int(row["num_gpu"]), int(row.get("priority") or 0)
+            max_slowdown = draw_max_slowdown(rng)
+            jobs.append(_job(key, workload, width, arrival_s, duration_s, max_slowdown, priority))
+    notes = ("Muri times read as milliseconds", "Muri priority as given, higher first")
+    return _scenario(path.stem, jobs, gpus, notes)
 
 
 def _alibaba(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Scenario:
@@ -161,5 +172,9 @@ def _alibaba(path: Path, table: TruthTable, rng: random.Random, gpus: int) -> Sc
         path.stem,
         [job for job in jobs if job.total_steps > 0],
         gpus,
-        ("Alibaba pods get random V100 configurations (no model names in the trace)", "times in seconds"),
+        (
+            "Alibaba pods get random V100 configurations (no model names in the trace)",
+            "times in seconds",
+            "Alibaba pods all priority 0 (the trace has QoS classes, no priority)",
+        ),
     )

@@ -41,6 +41,23 @@ def test_muri_times_are_milliseconds_and_wide_jobs_are_clipped_to_a_node(tmp_pat
     assert wide.isolated_duration_s == pytest.approx(20.0 * 16 / GPUS_PER_NODE)  # GPU-time kept
 
 
+def test_trace_priorities_reach_the_requests(tmp_path: Path) -> None:
+    trace = tmp_path / "muri.csv"
+    trace.write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,batch_size,duration,interval,iteration_time,"
+        "resource_time_0,resource_time_1,resource_time_2,priority\n"
+        "0,1,0,10,bert,8,3000,0,300,0,0,0,1\n"
+        "1,1,1000,10,bert,8,3000,0,300,0,0,0,0\n"
+    )
+    muri = load_trace(trace, TruthTable.from_csv(TRUTH), random.Random(1), None)
+    assert [job.request.priority for job in muri.jobs] == [1, 0]
+    assert muri.gpu_count == 64  # the trace's GPU counts are the jobs', not the cluster's
+    gavel = load_trace(
+        REPO / "data" / "traces" / "gavel_small_test.trace", TruthTable.from_csv(TRUTH), random.Random(1), 8
+    )
+    assert {job.request.priority for job in gavel.jobs} == {1}  # priority_weight 1 throughout
+
+
 def test_alibaba_pods_without_gpus_are_skipped(tmp_path: Path) -> None:
     trace = tmp_path / "openb.csv"
     trace.write_text(
