@@ -149,7 +149,7 @@ class Simulation:
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
                     self.queue.add(arrivals[next_arrival].request)
                     next_arrival += 1
-                self._schedule()
+                self.decide()
                 self._sample()
                 if self.queue and next_arrival == len(arrivals) and not self._drop_stale_completions():
                     raise SimulationStuck(self._stuck_message())
@@ -177,7 +177,8 @@ class Simulation:
         totals.samples.append(Sample(self.now, totals.busy_gpus, totals.throughput, len(self.queue)))
 
     # -- decisions ---------------------------------------------------------------------------------
-    def _schedule(self) -> None:
+    def decide(self) -> None:
+        """One decision round at `self.now`: the scheduling cycle on the waiting jobs, then their starts."""
         if not self.queue:
             return
         snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)

@@ -1,13 +1,18 @@
-"""Builders for pod and node test objects (API form, as the API server returns them); DLJobs come from
-the shared `horus_operator.testing.builders.DLJobBuilder.stored`."""
+"""Builders for pod and node test objects (API form, as the API server returns them; DLJobs come from
+the shared `horus_operator.testing.builders.DLJobBuilder.stored`), and `FakeKube`, a fake of our own
+API adapter (`operator.kube.Kube`): objects in dicts, behaving like the API server where it matters
+(create of an existing name is a 409 and returns the stored object, status patches merge)."""
 
 from __future__ import annotations
 
 import copy
+import itertools
 import json
+from collections.abc import Callable
 from typing import Any
 
 from horus_operator.operator import keys
+from horus_operator.operator.cache import job_key
 
 
 class PodBuilder:
@@ -87,3 +92,50 @@ def gpu_node(
         "spec": {},
         "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, str, str]] = []
+        self.creates = 0
+        self._uids = itertools.count()
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)
+
+    async def list_dljobs(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.jobs.values()))
+
+    async def list_horus_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.pods.values()))
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.nodes.values()))
+
+    async def create_pod(self, pod: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        key = job_key(pod)
+        if key in self.pods:
+            return copy.deepcopy(self.pods[key]), False
+        self.creates += 1
+        stored = copy.deepcopy(pod)
+        stored["metadata"]["uid"] = f"pod-{next(self._uids)}"
+        stored["status"] = {"phase": "Pending"}
+        self.pods[key] = stored
+        return copy.deepcopy(stored), True
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        self.pods.pop(f"{namespace}/{name}", None)
+
+    async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
+        job = self.jobs.get(f"{namespace}/{name}")
+        if job is None:
+            return None
+        merged = {**job.get("status", {}), **copy.deepcopy(status)}  # JSON merge patch: null deletes
+        job["status"] = {name: value for name, value in merged.items() if value is not None}
+        return copy.deepcopy(job)
+
+    async def post_event(self, involved: dict[str, Any], *, kind: str, reason: str, message: str) -> None:
+        self.events.append((involved["metadata"]["name"], reason, message))

@@ -1,0 +1,154 @@
+"""The operator and the simulator decide alike: same cluster and queue in, same assignments out.
+
+Random clusters (node count, GPUs per node, GPU memory, cordoned nodes) and queues (model, GPUs,
+maxSlowdown, priority, creation time) go through the operator's scheduling loop against the fake API
+adapter (DLJob and Node objects in, pods out) and through the simulator's decision round (a scenario
+in, started jobs out). Both must place the same jobs on the same GPUs, and reject the same ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from operator_builders import FakeKube, gpu_node
+
+from horus_operator.operator import jobspec, keys
+from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement.cycle import SchedulingCycle
+from horus_operator.placement.fake import TablePredictor
+from horus_operator.placement.registry import POLICIES, make_policy
+from horus_operator.placement.types import Gpu, JobRequest, Node
+from horus_operator.prediction.api import Workload
+from horus_operator.sim.engine import Simulation
+from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.workloads import Scenario, SimJob
+from horus_operator.testing.builders import DLJobBuilder
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+CREATED = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+PRODUCT_LABEL = "Tesla-V100-SXM2-16GB"  # GFD's label; the operator normalises it to "v100"
+# model -> (utilization, memory MiB); giant is predicted larger than any GPU, so both shells reject it
+JOBS = {"good": (0.4, 4000.0), "fair": (0.5, 4000.0), "poor": (0.9, 4000.0), "huge": (0.6, 12000.0)}
+JOBS["giant"] = (0.9, 40000.0)
+MODELS = tuple(JOBS)
+
+
+def predictor() -> TablePredictor:
+    """Every pair predicted (slowdown grows with the partner's utilization), so a policy that ignores
+    slowdowns (binpack) never places a pair the simulator's truth calls impossible."""
+    pairs = {
+        (a, b): (1.0 + 0.8 * JOBS[b][0], 1.0 + 0.8 * JOBS[a][0])
+        for a, b in itertools.combinations_with_replacement(MODELS, 2)
+    }
+    return TablePredictor(jobs=JOBS, pairs=pairs)
+
+
+node_specs = st.lists(
+    st.tuples(st.integers(1, 4), st.sampled_from((16384, 32768)), st.booleans()), min_size=1, max_size=3
+)
+job_specs = st.lists(
+    st.tuples(
+        st.sampled_from(MODELS),
+        st.integers(1, 3),  # GPUs
+        st.sampled_from((1.0, 1.5, 2.0, 3.0)),  # maxSlowdown
+        st.integers(0, 2),  # priority
+        st.integers(0, 3),  # creation, minutes after CREATED (ties broken by name)
+    ),
+    min_size=1,
+    max_size=10,
+)
+
+
+def _operator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tuple[int, ...]]]:
+    kube = FakeKube()
+    for n, (gpus, memory_mib, cordoned) in enumerate(nodes):
+        body = gpu_node(f"node-{n}", count=gpus, product=PRODUCT_LABEL, memory_mib=memory_mib)
+        body["spec"]["unschedulable"] = cordoned
+        kube.nodes[f"node-{n}"] = body
+    for i, (model, gpus, max_slowdown, priority, minutes) in enumerate(jobs):
+        body = (
+            DLJobBuilder.stored(f"job-{i}")
+            .model(architecture=model)
+            .spec(gpus=gpus, maxSlowdown=max_slowdown, priority=priority)
+            .obj()
+        )
+        body["metadata"]["creationTimestamp"] = (CREATED + timedelta(minutes=minutes)).isoformat()
+        kube.jobs[job_key(body)] = body
+    believed = predictor()
+    loop = SchedulingLoop(
+        kube=kube,  # type: ignore[arg-type]
+        cache=ClusterCache(),
+        policy=make_policy(policy, predictor=believed),
+        predictor=believed,
+        resolver=jobspec.WorkloadResolver(
+            lambda n: n, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}
+        ),
+        config=LoopConfig(),
+        clock=lambda: NOW,
+    )
+
+    async def one_cycle() -> None:
+        await loop.resync()
+        await loop.cycle()
+        await loop.settle()
+
+    asyncio.run(one_cycle())
+    placed = {}
+    for pod in kube.pods.values():
+        annotations = pod["metadata"]["annotations"]
+        gpus = tuple(int(g) for g in annotations[keys.ANNOTATION_GPUS].split(","))
+        placed[f"team-a/{pod['metadata']['labels'][keys.LABEL_JOB]}"] = (
+            annotations[keys.ANNOTATION_NODE],
+            gpus,
+        )
+    return placed
+
+
+def _simulator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tuple[int, ...]]]:
+    cluster = tuple(
+        Node(f"node-{n}", tuple(Gpu(f"node-{n}", i, "v100", memory_mib) for i in range(gpus)), not cordoned)
+        for n, (gpus, memory_mib, cordoned) in enumerate(nodes)
+    )
+    sim_jobs = tuple(
+        SimJob(
+            JobRequest(
+                f"team-a/job-{i}",
+                Workload(model, 32),
+                gpus,
+                max_slowdown,
+                priority,
+                (CREATED + timedelta(minutes=minutes)).timestamp(),
+            ),
+            total_steps=100.0,
+            steps_per_s_alone=1.0,
+        )
+        for i, (model, gpus, max_slowdown, priority, minutes) in enumerate(jobs)
+    )
+    believed = predictor()
+    # An empty truth table: every co-location is judged by the same predictor the policy decides with,
+    # so no placement crashes and the round's starts are exactly the cycle's assignments.
+    truth = Truth(TruthTable(isolated={}, pairs={}), fallback=believed)
+    sim = Simulation(
+        Scenario("equivalence", sim_jobs, cluster, "v100"),
+        SchedulingCycle(make_policy(policy, predictor=believed), believed),
+        truth,
+    )
+    sim.now = NOW.timestamp()
+    for job in sim_jobs:
+        sim.queue.add(job.request)
+    sim.decide()
+    return {key: (active.node, active.gpu_indices) for key, active in sim.active.items()}
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(policy=st.sampled_from(sorted(POLICIES)), nodes=node_specs, jobs=job_specs)
+def test_operator_and_simulator_place_the_same_jobs_on_the_same_gpus(
+    policy: str, nodes: list, jobs: list
+) -> None:
+    operator = _operator(policy, nodes, jobs)
+    assert operator == _simulator(policy, nodes, jobs)
