@@ -105,6 +105,7 @@ def table(summaries: Mapping[str, dict[str, Any]], reference: str = "horus") -> 
     summaries = {name: {**values, "useful_work": useful_work(values)} for name, values in summaries.items()}
     policies = list(summaries)
     rows = [
+        ("jobs run", "jobs", 1.0, "{:.0f}"),  # fewer than submitted when some fit no node (details.json)
         ("makespan (h)", "makespan_s", HOUR, "{:.1f}"),
         ("mean JCT (h)", "mean_jct_s", HOUR, "{:.1f}"),
         ("p99 JCT (h)", "p99_jct_s", HOUR, "{:.1f}"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,22 @@ def test_lower_bound_is_work_over_gpus_or_the_latest_lone_finish(tmp_path: Path)
     world = scenario([sim_job("x", "a", 1000, 10, 0), sim_job("y", "b", 400, 4, 50)], gpus=2)
     # work: (100 + 100) / 2 = 100; latest lone finish: 50 + 100 = 150
     assert lower_bound_makespan_s(world) == 150
+
+
+def test_a_job_no_node_fits_is_rejected_as_the_operator_fails_it(tmp_path: Path) -> None:
+    wide = sim_job("wide", "a", 100, 10, 0)
+    wide = replace(wide, request=replace(wide.request, gpus=2))
+    world, result, jobs = run(tmp_path, "horus", [wide, sim_job("x", "a", 100, 10, 1)])
+    assert list(jobs) == ["x"]
+    assert result.rejected == {"wide": "no node has more than 1 GPUs"}
+    assert summarise(result, world)["lower_bound_makespan_s"] == 10  # the bound counts only x
+
+
+def test_a_higher_priority_overtakes_earlier_arrivals(tmp_path: Path) -> None:
+    # x runs until 100; y (arrived at 1) and urgent (arrived at 2, priority 1) wait for the one GPU.
+    urgent = sim_job("urgent", "b", 400, 4, 2)
+    urgent = replace(urgent, request=replace(urgent.request, priority=1))
+    _, _, jobs = run(
+        tmp_path, "exclusive", [sim_job("x", "a", 1000, 10, 0), sim_job("y", "b", 400, 4, 1), urgent]
+    )
+    assert jobs["urgent"].start_s == 100 and jobs["y"].start_s == 200
