@@ -2,7 +2,8 @@
 
 A cycle takes a snapshot and the waiting jobs and
 1. orders the queue: priority (higher first), then submission time, then key (`queue_order`);
-2. takes off the queue the jobs no node can ever run (`feasibility`), judged for the first `max_batch`;
+2. judges, as it walks the queue, whether any node can ever run each job (`feasibility`): those that
+   cannot are returned to be taken off the queue; at most `max_batch` feasible jobs are considered;
 3. hides nodes in cooldown (a node that recently refused a pod for reasons the policy cannot see);
 4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
    jobs down the queue, and a burst should not wait a cycle per slice;
@@ -18,14 +19,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
 from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsatisfiable
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
 from horus_operator.prediction.api import Predictor
 
 QueueKey = tuple[int, float, str]
@@ -115,15 +116,11 @@ class CycleResult:
     explanations: dict[str, str] = field(default_factory=dict)  # key -> why it still waits
 
 
-def _never(request: JobRequest) -> bool:
-    return False
-
-
 class SchedulingCycle:
     """One policy, the predictor it decides with, and the cycle's bounds; `run` once per change.
 
-    - `max_batch`: jobs from the head of the queue considered per cycle (judged feasible, then offered
-      to the policy), so a cycle costs the same however long the queue.
+    - `max_batch`: feasible jobs from the head of the queue the policy may reach per cycle (it reads
+      `scan_depth` of them a call, again after each placement).
     - `max_explanations`: waiting jobs (from the head of the queue) explained per cycle; an explanation
       scans every GPU.
     """
@@ -136,6 +133,7 @@ class SchedulingCycle:
         self.max_batch = max_batch
         self.max_explanations = max_explanations
         self._predictions = CachedPredictions(predictor)
+        self._nodes: tuple[Node, ...] | None = None
         self._capacity: Capacity | None = None
         self._verdicts: dict[str, tuple[JobRequest, Unsatisfiable | None]] = {}
 
@@ -144,14 +142,15 @@ class SchedulingCycle:
         snapshot: ClusterSnapshot,
         queue: WaitQueue,
         *,
-        explain: Callable[[JobRequest], bool] = _never,
+        explain: Callable[[JobRequest], bool] | None = None,
     ) -> CycleResult:
         """Assignments for `queue` on `snapshot`, and what else the caller must know; `explain` says which
-        waiting jobs want a reason. Neither input changes (a borrowed `snapshot.index` comes back as
-        it was)."""
+        waiting jobs want a reason (None: none do). Neither input changes (a borrowed `snapshot.index`
+        comes back as it was)."""
         if not queue:
             return CycleResult()
-        considered, rejected = self._feasible_head(snapshot, queue)
+        self._judge_against(snapshot)
+        walk = _Walk(queue, self.max_batch, self._judge)
         snapshot = self.cooldowns.apply(snapshot)
         given = snapshot.index
         borrowed = isinstance(given, ClusterIndex)
@@ -159,58 +158,117 @@ class SchedulingCycle:
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
         try:
-            self._settle(view, index, considered, placed)
-            waiting = (request for request in considered if request.key not in placed)
-            explanations = {
-                request.key: self.policy.explain_wait(view, request)
-                for request in itertools.islice(waiting, self.max_explanations)
-                if explain(request)
-            }
+            self._settle(view, index, walk, placed)
+            explanations = {} if explain is None else self._explain(view, walk, placed, explain)
         finally:
             if borrowed:
                 for key in reversed(list(placed)):
                     index.remove(key)
-        return CycleResult(tuple(placed.values()), rejected, explanations)
+        if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
+            self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
+        return CycleResult(tuple(placed.values()), walk.rejected, explanations)
 
     def _settle(
-        self,
-        view: ClusterSnapshot,
-        index: ClusterIndex,
-        considered: list[JobRequest],
-        placed: dict[str, Assignment],
+        self, view: ClusterSnapshot, index: ClusterIndex, walk: _Walk, placed: dict[str, Assignment]
     ) -> None:
         """Ask the policy until it places nothing more, collecting its assignments into `placed` (by job
         key, in the order made); each answer goes into `index` (the view's) so the next call sees it."""
-        requests = {request.key: request for request in considered}
-        remaining = considered
-        while remaining:
-            more = self.policy.schedule(view, remaining)
+        while True:
+            more = self.policy.schedule(view, _Remaining(walk, frozenset(placed)))
             if not more:
-                break
+                return
             for assignment in more:
-                index.add(RunningJob(requests[assignment.job], assignment.node, assignment.gpu_indices))
+                request = walk.feasible_by_key[assignment.job]
+                index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
                 placed[assignment.job] = assignment
-            remaining = [request for request in remaining if request.key not in placed]
 
-    def _feasible_head(
-        self, snapshot: ClusterSnapshot, queue: WaitQueue
-    ) -> tuple[list[JobRequest], dict[str, Unsatisfiable]]:
-        """The first `max_batch` jobs some node could run, and the jobs met on the way that none can."""
+    def _explain(
+        self,
+        view: ClusterSnapshot,
+        walk: _Walk,
+        placed: dict[str, Assignment],
+        explain: Callable[[JobRequest], bool],
+    ) -> dict[str, str]:
+        """Why jobs still wait, for those `explain` picks among the first `max_explanations` waiting."""
+        head = itertools.islice(walk.waiting(placed), self.max_explanations)
+        return {request.key: self.policy.explain_wait(view, request) for request in head if explain(request)}
+
+    def _judge_against(self, snapshot: ClusterSnapshot) -> None:
+        """Verdicts stand while the cluster's capacity stays the same: the simulator asks on every event
+        about a queue that barely changed, with the very same node tuple."""
+        if snapshot.nodes is self._nodes:
+            return
+        self._nodes = snapshot.nodes
         capacity = Capacity.of(snapshot)
-        known_verdicts = self._verdicts if capacity == self._capacity else {}
-        # Only this cycle's verdicts are kept: jobs that left the queue are forgotten.
-        self._capacity, self._verdicts = capacity, {}
-        considered: list[JobRequest] = []
-        rejected: dict[str, Unsatisfiable] = {}
-        for request in queue:
-            if len(considered) >= self.max_batch:
-                break
-            known = known_verdicts.get(request.key)
-            if known is None or known[0] is not request:  # a new job, or its request changed
-                known = (request, unsatisfiable(request, capacity, self._predictions.job))
-            self._verdicts[request.key] = known
-            if known[1] is None:
-                considered.append(request)
-            else:
-                rejected[request.key] = known[1]
-        return considered, rejected
+        if capacity != self._capacity:
+            self._capacity, self._verdicts = capacity, {}
+
+    def _judge(self, request: JobRequest) -> Unsatisfiable | None:
+        known = self._verdicts.get(request.key)
+        if known is None or known[0] is not request:  # a new job, or its request changed
+            assert self._capacity is not None
+            verdict = unsatisfiable(request, self._capacity, self._predictions.job)
+            known = self._verdicts[request.key] = (request, verdict)
+        return known[1]
+
+
+class _Walk:
+    """One cycle's walk down the queue in order, judging each job's feasibility when the walk first
+    reaches it: a cycle costs what the policy reads (`scan_depth` jobs a call), not the queue's length.
+    At most `limit` feasible jobs are reached; unsatisfiable ones met on the way are `rejected`."""
+
+    def __init__(
+        self, queue: WaitQueue, limit: int, judge: Callable[[JobRequest], Unsatisfiable | None]
+    ) -> None:
+        self._source = iter(queue)
+        self._limit = limit
+        self._judge = judge
+        self._feasible: list[JobRequest] = []
+        self.feasible_by_key: dict[str, JobRequest] = {}
+        self.rejected: dict[str, Unsatisfiable] = {}
+
+    def waiting(self, placed: Container[str]) -> Iterator[JobRequest]:
+        """The feasible jobs not in `placed`, in queue order."""
+        position = 0
+        while position < self._limit:
+            if position == len(self._feasible) and not self._reach_next():
+                return
+            request = self._feasible[position]
+            position += 1
+            if request.key not in placed:
+                yield request
+
+    def reached(self) -> Iterator[str]:
+        return itertools.chain(self.feasible_by_key, self.rejected)
+
+    def _reach_next(self) -> bool:
+        for request in self._source:
+            problem = self._judge(request)
+            if problem is None:
+                self._feasible.append(request)
+                self.feasible_by_key[request.key] = request
+                return True
+            self.rejected[request.key] = problem
+        return False
+
+
+class _Remaining(Sequence[JobRequest]):
+    """The queue one `schedule` call is offered: the walk's feasible jobs not placed earlier in the
+    cycle, read lazily (policies read a prefix)."""
+
+    def __init__(self, walk: _Walk, placed: frozenset[str]) -> None:
+        self._walk = walk
+        self._placed = placed
+
+    def __iter__(self) -> Iterator[JobRequest]:
+        return self._walk.waiting(self._placed)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    @overload
+    def __getitem__(self, position: int) -> JobRequest: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[JobRequest]: ...
+    def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
+        return list(self)[position]
