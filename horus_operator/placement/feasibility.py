@@ -61,10 +61,14 @@ def unsatisfiable(request: JobRequest, capacity: Capacity, predict: PredictJob) 
     needs: dict[str, float] = {}
     for product, memory_mib in sorted(largest.items()):
         try:
-            needs[product] = predict(request.workload, product).memory_mib
+            prediction = predict(request.workload, product)
         except (UnknownModelError, UnknownGpuError) as error:
             return Unsatisfiable(Cause.MODEL, str(error))
+        # The floor, not the packing envelope: refuse only what certainly cannot run (the envelope
+        # errs high by design, and a job alone on a GPU is always tried).
+        floor = prediction.min_memory_mib
+        needs[product] = prediction.memory_mib if floor is None else floor
         if needs[product] <= memory_mib:
             return None
     worst = ", ".join(f"{needs[p]:.0f} MiB on {p} (has {largest[p]})" for p in sorted(needs))
-    return Unsatisfiable(Cause.MEMORY, f"predicted GPU memory exceeds every GPU: {worst}")
+    return Unsatisfiable(Cause.MEMORY, f"even the least GPU memory predicted exceeds every GPU: {worst}")

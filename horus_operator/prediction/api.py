@@ -29,7 +29,10 @@ class JobPrediction:
     """A job running alone on one GPU of a given type."""
 
     utilization: float  # mean GPU utilization, 0..1
-    memory_mib: float  # peak GPU memory
+    memory_mib: float  # peak GPU memory: an envelope, never below a measured peak (what packing reads)
+    # The least peak memory it could have (never above a measured peak): what "no GPU can hold it"
+    # reads. None where the predictor has no floor; the peak stands in.
+    min_memory_mib: float | None = None
 
 
 class Predictor(Protocol):

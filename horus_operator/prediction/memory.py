@@ -29,6 +29,8 @@ from horus_operator.prediction.roofline import bytes_scale
 MIB = 1024.0 * 1024.0
 PARAM_FACTOR = 4.0
 HALF_COPY_FACTOR = 0.5
+# The least any training step holds per parameter byte: the weights and their gradients (plain SGD).
+FLOOR_PARAM_FACTOR = 2.0
 
 
 @dataclass(frozen=True)
@@ -36,12 +38,25 @@ class MemoryModel:
     overhead_mib: float
     activation_factor: float
     param_factor: float = PARAM_FACTOR
+    # The floor: the same formula fitted from below (never above a measured peak,
+    # `training.fit_memory_floor`), with FLOOR_PARAM_FACTOR. A job is refused as too big for every GPU
+    # only when even its floor is.
+    floor_overhead_mib: float = 0.0
+    floor_activation_factor: float = 0.0
 
     def memory_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
         weights = weight_factor(self.param_factor, precision) * job_features["param_bytes"]
         activations = job_features["activation_bytes_per_batch"] * bytes_scale(precision)
         variable = weights + self.activation_factor * activations
         return self.overhead_mib + variable / MIB
+
+    def floor_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
+        """The least peak memory the job could have: below this it certainly does not run."""
+        activations = job_features["activation_bytes_per_batch"] * bytes_scale(precision)
+        variable = (
+            FLOOR_PARAM_FACTOR * job_features["param_bytes"] + self.floor_activation_factor * activations
+        )
+        return self.floor_overhead_mib + variable / MIB
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)

@@ -109,7 +109,9 @@ class XGBoostPredictor:
             row = design.job_row(job_features, gpu, precision)
             step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
             prediction = JobPrediction(
-                utilization=step.busy, memory_mib=self.models.memory.memory_mib(job_features, precision)
+                utilization=step.busy,
+                memory_mib=self.models.memory.memory_mib(job_features, precision),
+                min_memory_mib=self.models.memory.floor_mib(job_features, precision),
             )
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, step_ms=step.step_ms)
         return entry

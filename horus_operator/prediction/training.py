@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import math
 from collections.abc import Callable, Iterable, Sequence
@@ -480,6 +481,27 @@ def fit_memory_envelope(
     return memory.MemoryModel(overhead_mib=float(overhead), activation_factor=float(factor))
 
 
+def fit_memory_floor(
+    param_mib: np.ndarray, activations: np.ndarray, measured: np.ndarray, model: memory.MemoryModel
+) -> memory.MemoryModel:
+    """`model` with its floor: the (overhead, activation factor) maximising the summed prediction
+    with memory.FLOOR_PARAM_FACTOR × parameters, subject to no measured peak being over-predicted
+    (both non-negative). A linear programme, the envelope's mirror image."""
+    from scipy.optimize import linprog  # scipy comes with xgboost
+
+    fixed = memory.FLOOR_PARAM_FACTOR * param_mib
+    result = linprog(
+        [-len(measured), -float(activations.sum())],
+        A_ub=np.column_stack([np.ones(len(measured)), activations]),
+        b_ub=measured - fixed,
+        bounds=[(0.0, None), (0.0, None)],
+    )
+    overhead, factor = result.x if result.status == 0 else (0.0, 0.0)
+    return dataclasses.replace(
+        model, floor_overhead_mib=float(overhead), floor_activation_factor=float(factor)
+    )
+
+
 def memory_scores(
     model: memory.MemoryModel, terms: tuple[np.ndarray, np.ndarray], measured: np.ndarray
 ) -> dict[str, float]:
@@ -527,6 +549,10 @@ def train_memory(
         metrics[f"leave_one_{split}_out"] = held_out
     model = fit_memory_envelope((weights, activations, measured), singles)
     metrics["in_sample"] = memory_scores(model, (weights, activations), measured)
+    param_mib = np.array(
+        [job["param_bytes"] for job in datasets.lookup_all(source, samples["model"], samples["batch"])]
+    )
+    model = fit_memory_floor(param_mib / memory.MIB, activations, measured, model)
     feasibility = memory_feasibility_data(slowdown_samples(pairs_csv), source)
     pairs = feasibility.jobs == 2
     predicted = memory.predicted_feasible(model, feasibility)
