@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HORUS := $(BIN)/horus
 PYTEST_ARGS ?=
 
-.PHONY: setup control-plane demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench clean
+.PHONY: setup control-plane image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,11 @@ $(VENV)/.installed: pyproject.toml
 # Compiles kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok once; cached.
 control-plane:
 	bash hack/build-control-plane.sh
+
+# The operator image horus-operator:<version> as out/image/*.oci.tar and *.docker.tar, built without a
+# container engine from Debian packages and the project's wheel (docs/image.md); cached.
+image: setup
+	PYTHON=$(BIN)/python bash hack/build-image.sh
 
 demo: setup control-plane
 	bash hack/demo.sh

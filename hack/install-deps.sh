@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # System packages the project needs and Python/Go cannot bring: openssl (the local cluster's
-# service-account key). Everything else of the control plane — etcd, kube-apiserver, kubectl,
-# kwok — is compiled by hack/build-control-plane.sh (Debian's etcd 3.4 and kubectl 1.20 are too
-# old for Kubernetes 1.37), which needs Go >= 1.26.
+# service-account key); mmdebstrap, umoci and skopeo (`make image`: a Debian root filesystem written
+# as an OCI image without a container engine) and runc (tests/e2e/test_image.py runs that image; crun
+# 1.8 in bookworm refuses hosts with cgroup v1 and v2 mounted side by side, runc does not).
+# Everything else of the control plane — etcd, kube-apiserver, kubectl, kwok — is compiled by
+# hack/build-control-plane.sh (Debian's etcd 3.4 and kubectl 1.20 are too old for Kubernetes 1.37),
+# which needs Go >= 1.26.
 set -euo pipefail
 need=()
 command -v openssl >/dev/null || need+=(openssl)
 command -v flock >/dev/null || need+=(util-linux)
+for tool in mmdebstrap umoci skopeo runc; do command -v "$tool" >/dev/null || need+=("$tool"); done
 command -v go >/dev/null || { echo "error: Go >= 1.26 is required to compile the control plane (Debian's golang-go is too old)" >&2; exit 1; }
 if ((${#need[@]})); then
   sudo=""; [[ $(id -u) -eq 0 ]] || sudo="sudo"
