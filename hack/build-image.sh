@@ -2,7 +2,8 @@
 # Build the operator image horus-operator:<version> without a container engine (docs/image.md).
 #
 # A Debian bookworm root filesystem comes from Debian's packages (mmdebstrap, variant "essential"
-# plus python3: no apt, no compiler); the project's wheel and its runtime dependencies (pyproject's
+# plus python3 and libstdc++6, which manylinux wheels such as numpy's and onnx's link against but do
+# not bundle: no apt, no compiler); the project's wheel and its runtime dependencies (pyproject's
 # main dependencies, never the `train` extra) install into the venv /opt/horus inside it, from
 # wheels downloaded here, with --no-index. umoci writes that tree as the image's single layer;
 # skopeo turns the OCI layout into a docker-archive for `kind load image-archive`.
@@ -76,7 +77,7 @@ PYTHONWARNINGS=ignore "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$WORK/pro
 rm -f "$CACHE"/wheels/horus_operator-*.whl
 cp "$CACHE"/wheels/*.whl "$WORK"/project/*.whl "$WORK/wheels/"
 
-log "root filesystem: Debian bookworm's essential packages and python3, then the venv /opt/horus"
+log "root filesystem: Debian bookworm's essential packages, python3 and libstdc++6, then the venv /opt/horus"
 mirrors=()
 [[ -n "${HORUS_DEBIAN_MIRROR:-}" ]] && mirrors=("$HORUS_DEBIAN_MIRROR")
 # Hooks run on this machine with the root filesystem's path as $1.
@@ -91,7 +92,7 @@ add_nonroot="echo 'nonroot:x:$NONROOT:$NONROOT:nonroot:/tmp:/usr/sbin/nologin' >
 clean_up='rm -rf "$1"/tmp/wheels "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/* \
   "$1"/var/cache/debconf/*-old "$1"/var/lib/dpkg/*-old
   for compiler in cc gcc g++ c++ clang; do [ ! -e "$1/usr/bin/$compiler" ] || { echo "$compiler inside" >&2; exit 1; }; done'
-mmdebstrap --quiet --variant=essential --include=python3 --architectures="$ARCH" \
+mmdebstrap --quiet --variant=essential --include=python3,libstdc++6 --architectures="$ARCH" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
