@@ -8,6 +8,7 @@ kubectl like a user would.
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 from horus_operator import devcluster
@@ -45,3 +46,10 @@ def wait_phases(
         return jobs if done else None
 
     return wait_for(reached, timeout=timeout, what=f"{names} to reach {phases}")
+
+
+def free_port() -> int:
+    """A port nothing listens on now, for a server the test starts next."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

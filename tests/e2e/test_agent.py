@@ -7,10 +7,8 @@ does it, acting as the training code)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dljob_harness import apply, dljobs, get_json, horus_pods
+from dljob_harness import apply, dljobs, free_port, get_json, horus_pods
 
 from horus_operator import devcluster
 from horus_operator.operator import cluster_view, telemetry
@@ -45,7 +43,7 @@ class Agents:
 
     def start(self, *nodes: str, backend: str = "fake", kubeconfig: Path | None = None) -> None:
         for node in nodes:
-            port = _free_port()
+            port = free_port()
             self._spawn(node, ["--node", node, "--metrics-port", str(port)], backend, kubeconfig)
             self.metrics_ports[node] = port
 
@@ -411,12 +409,6 @@ def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_sha
     expected = {"a2c": (10.0, 6.0), "dqn": (5.0, 4.0)}
     got = {model_a: (float(rates[0]), float(rates[2])), model_b: (float(rates[1]), float(rates[3]))}
     assert got == {model: expected[model] for model in got}
-
-
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_the_operator_places_nothing_on_gpus_whose_agents_went_silent(

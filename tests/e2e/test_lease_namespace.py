@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dljob_harness import free_port
 
 from horus_operator import devcluster
 from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
@@ -23,12 +23,6 @@ from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_
 pytestmark = pytest.mark.e2e
 
 RETRIES_SEEN = 4  # lease steps run every 3 s: the line must stay single over this many retries
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _health(url: str) -> dict[str, Any]:
@@ -46,7 +40,7 @@ def operator(cluster: devcluster.LocalCluster, tmp_path: Path) -> Iterator[Opera
         tmp_path / "operator.log",
         identity="e2e-no-namespace",
         lease_namespace=missing,
-        liveness=f"http://127.0.0.1:{_free_port()}/healthz",
+        liveness=f"http://127.0.0.1:{free_port()}/healthz",
     )
     process.start(wait_for_lease=False)
     yield process
