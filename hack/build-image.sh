@@ -69,8 +69,12 @@ WORK="$OUT/.work"
 rm -rf "$WORK" && mkdir -p "$WORK/project" "$WORK/wheels"
 
 log "wheels: the project's, then its runtime dependencies for CPython 3.11 (downloads once)"
+# From a copy of the inputs: setuptools' build/ in the work tree would carry deleted modules along.
+mkdir "$WORK/src"
+git ls-files -z --cached --others --exclude-standard pyproject.toml README.md horus_operator \
+  | tar --null --files-from=- --create --file=- | tar --extract --file=- --directory="$WORK/src"
 # (setuptools' deprecation warnings about pyproject's license table are not this build's concern)
-PYTHONWARNINGS=ignore "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$WORK/project" .
+PYTHONWARNINGS=ignore "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$WORK/project" "$WORK/src"
 "$PYTHON" -m pip download -q --only-binary=:all: "${WHEEL_TARGET[@]}" --dest "$CACHE/wheels" \
   --find-links "$CACHE/wheels" pip "$WORK"/project/*.whl
 # pip download copies the project's wheel there too: the cache keeps only what the index served.
