@@ -3,6 +3,7 @@ apiserver (admission, schema and RBAC validation), plus static checks of what th
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,27 @@ def test_operator_runs_non_root_read_only_with_requests_and_a_liveness_probe() -
     assert {"cpu", "memory"} <= set(container["resources"]["requests"])
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert pod["serviceAccountName"] == "horus-operator"
+
+
+def test_the_kustomization_tags_the_image_with_the_project_version() -> None:
+    (image,) = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["images"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert (image["name"], image["newTag"]) == (project["name"], project["version"])
+    for kind in ("Deployment", "DaemonSet"):
+        for workload in _kind(kind):
+            for container in workload["spec"]["template"]["spec"]["containers"]:
+                assert container["image"] == image["name"], (kind, container["image"])
+
+
+@pytest.mark.e2e
+def test_kustomize_sets_every_workloads_image_from_one_line(cluster: devcluster.LocalCluster) -> None:
+    (image,) = yaml.safe_load((MANIFESTS / "kustomization.yaml").read_text())["images"]
+    rendered = yaml.safe_load_all(cluster.kubectl("kustomize", str(MANIFESTS)).stdout)
+    images = {
+        (document["kind"], container["image"])
+        for document in rendered
+        if document["kind"] in ("Deployment", "DaemonSet")
+        for container in document["spec"]["template"]["spec"]["containers"]
+    }
+    expected = f"{image['newName']}:{image['newTag']}"
+    assert images == {("Deployment", expected), ("DaemonSet", expected)}
