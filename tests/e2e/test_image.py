@@ -188,6 +188,25 @@ def container(image: dict[str, Any], cluster: devcluster.LocalCluster, tmp_path:
         running.stop()
 
 
+def dockerfile_config() -> dict[str, Any]:
+    """The final stage of the Dockerfile, as the image configuration fields it sets."""
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    final_stage = text.rsplit("\nFROM ", 1)[1]
+    instructions = dict(line.split(" ", 1) for line in final_stage.splitlines() if line[:1].isupper())
+    return {
+        "User": instructions["USER"],
+        "WorkingDir": instructions["WORKDIR"],
+        "Env": instructions["ENV"].split(),
+        "ExposedPorts": {f"{instructions['EXPOSE']}/tcp": {}},
+        "Entrypoint": json.loads(instructions["ENTRYPOINT"]),
+        "Cmd": json.loads(instructions["CMD"]),
+    }
+
+
+def test_the_dockerfile_configures_the_image_as_make_image_does(image: dict[str, Any]) -> None:
+    assert dockerfile_config() == {field: image[field] for field in dockerfile_config()}
+
+
 def test_the_image_runs_as_the_manifests_say_and_holds_no_compiler(image: dict[str, Any]) -> None:
     deployment_pod, _ = workload("operator.yaml")
     user = deployment_pod["securityContext"]
