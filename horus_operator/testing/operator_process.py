@@ -36,6 +36,16 @@ def wait_for(condition: Callable[[], T], *, timeout: float, what: str, every: fl
         time.sleep(every)
 
 
+def terminate(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within 30 s."""
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+
+
 def lease_holder(cluster: devcluster.LocalCluster, namespace: str = "default") -> str:
     """The identity holding the operator Lease, "" when there is none (yet)."""
     found = cluster.kubectl(
@@ -107,12 +117,7 @@ class OperatorProcess:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+            terminate(self.process)
             self.process = None
 
     def _leading(self) -> bool:

@@ -14,6 +14,7 @@ tools or runc, or a test run without root (runc and mmdebstrap), skips — with 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -31,7 +32,7 @@ from dljob_harness import apply, free_port, get_json, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
-from horus_operator.testing.operator_process import REPO, wait_for
+from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, lease_holder, terminate, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -66,6 +67,17 @@ def workload(manifest: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return pod, container
 
 
+@dataclasses.dataclass(frozen=True)
+class Launch:
+    """A manifest's pod spec and container, the values its fieldRefs read, env overriding its env, args."""
+
+    pod: dict[str, Any]
+    container: dict[str, Any]
+    fields: dict[str, str]
+    env: dict[str, str]
+    args: list[str]
+
+
 class Container:
     """One runc container from the image's bundle, configured from a manifest's pod spec."""
 
@@ -80,18 +92,8 @@ class Container:
         self.log_path = workdir / "container.log"
         self.process: subprocess.Popen[bytes] | None = None
 
-    def start(
-        self,
-        pod: dict[str, Any],
-        container: dict[str, Any],
-        *,
-        fields: dict[str, str],
-        env: dict[str, str],
-        args: list[str],
-    ) -> None:
-        """`fields`: the fieldRef values (metadata.namespace …); `env` overrides the manifest's."""
-        spec = self._runtime_spec(pod, container, fields=fields, env=env, args=args)
-        (self.workdir / "config.json").write_text(json.dumps(spec, indent=2))
+    def start(self, launch: Launch) -> None:
+        (self.workdir / "config.json").write_text(json.dumps(self._runtime_spec(launch), indent=2))
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 ["runc", "run", "--bundle", str(self.workdir), self.id], stdout=log, stderr=subprocess.STDOUT
@@ -99,12 +101,7 @@ class Container:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()  # runc forwards it to the container's process
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+            terminate(self.process)  # runc forwards the signal to the container's process
             self.process = None
         subprocess.run(["runc", "delete", "--force", self.id], capture_output=True, check=False)
 
@@ -121,31 +118,24 @@ class Container:
         state = subprocess.run(["runc", "state", self.id], capture_output=True, check=True)
         return Path(f"/proc/{json.loads(state.stdout)['pid']}/{name}").read_text()
 
-    def _runtime_spec(
-        self,
-        pod: dict[str, Any],
-        container: dict[str, Any],
-        *,
-        fields: dict[str, str],
-        env: dict[str, str],
-        args: list[str],
-    ) -> dict[str, Any]:
+    def _runtime_spec(self, launch: Launch) -> dict[str, Any]:
         # umoci's runtime spec for the image: its user, env, working directory; the rest is replaced.
         spec = json.loads((IMAGE_DIR / "bundle" / "config.json").read_text())
+        pod, container = launch.pod, launch.container
         security = {**pod.get("securityContext", {}), **container.get("securityContext", {})}
         dropped = "ALL" in security["capabilities"]["drop"]
         manifest_env = {
-            e["name"]: e.get("value") or fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+            e["name"]: e.get("value") or launch.fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
             for e in container.get("env", [])
         }
-        manifest_env |= env | {"KUBECONFIG": KUBECONFIG_IN_CONTAINER}
+        manifest_env |= launch.env | {"KUBECONFIG": KUBECONFIG_IN_CONTAINER}
         spec["root"] = {
             "path": str(IMAGE_DIR / "bundle" / "rootfs"),
             "readonly": security["readOnlyRootFilesystem"],
         }
         spec["process"] |= {
             "terminal": False,
-            "args": [*self.image_config["Entrypoint"], *args],
+            "args": [*self.image_config["Entrypoint"], *launch.args],
             "env": [*self.image_config["Env"], *(f"{k}={v}" for k, v in manifest_env.items())],
             "user": {"uid": security["runAsUser"], "gid": security["runAsGroup"]},
             "noNewPrivileges": not security["allowPrivilegeEscalation"],
@@ -226,20 +216,10 @@ def test_the_operator_image_places_a_dljob(
     (manifest_port,) = (p["containerPort"] for p in spec["ports"])
     args = [a.replace(f":{manifest_port}/", f":{health_port}/") for a in spec["args"]]
     fields = {"metadata.namespace": namespace, "metadata.name": "horus-operator-image-e2e"}
-    container.start(pod, spec, fields=fields, env={"HORUS_RESYNC_SECONDS": "2"}, args=args)
+    container.start(Launch(pod, spec, fields, env=dict(FAST_SETTINGS), args=args))
 
     def leading() -> bool:
-        lease = cluster.kubectl(
-            "get",
-            "lease",
-            "horus-operator",
-            "-n",
-            namespace,
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-            check=False,
-        )
-        return container.running() and lease.stdout.strip() == fields["metadata.name"]
+        return container.running() and lease_holder(cluster, namespace) == fields["metadata.name"]
 
     wait_for(leading, timeout=90, what="the containerised operator to take its Lease")
     apply(cluster, namespace, DLJobBuilder("boxed").model(architecture="resnet50").batch_size(32).obj())
@@ -270,7 +250,7 @@ def test_the_agent_image_publishes_its_nodes_gpus_with_the_fake_backend(
         "HORUS_PUBLISH_INTERVAL": "1",
         "HORUS_METRICS_PORT": str(metrics_port),
     }
-    container.start(pod, spec, fields={"spec.nodeName": NODE}, env=env, args=spec["args"])
+    container.start(Launch(pod, spec, {"spec.nodeName": NODE}, env, spec["args"]))
     try:
 
         def published() -> dict[str, Any]:
