@@ -33,7 +33,8 @@ OCI_ARCHIVE="$OUT/$NAME-$VERSION.oci.tar"
 DOCKER_ARCHIVE="$OUT/$NAME-$VERSION.docker.tar"
 BUNDLE="$OUT/bundle"
 STAMP="$OUT/.inputs"
-INPUTS=(hack/build-image.sh pyproject.toml README.md horus_operator)
+SOURCES=(pyproject.toml README.md horus_operator)  # what the wheel is built from
+INPUTS=(hack/build-image.sh "${SOURCES[@]}")
 # The uid/gid the manifests run as (runAsUser/runAsGroup), and the image's default user.
 NONROOT=65532
 ARCH=$(dpkg --print-architecture)
@@ -46,7 +47,11 @@ WHEEL_TARGET+=(--platform "manylinux2014_$(uname -m)")
 for tool in mmdebstrap umoci skopeo; do
   command -v "$tool" >/dev/null || { echo "error: $tool is missing (hack/install-deps.sh installs it)" >&2; exit 1; }
 done
+# mmdebstrap's root mode, chroot and umoci unpack; unprivileged alternatives exist but are not tested.
+[[ $(id -u) -eq 0 ]] || { echo "error: make image runs as root" >&2; exit 1; }
 log() { printf '[build-image %(%H:%M:%S)T] %s\n' -1 "$*"; }
+# The files below the given paths that git tracks or would track, NUL-separated.
+files() { git ls-files -z --cached --others --exclude-standard "$@"; }
 report() {
   local layer_mib
   layer_mib=$(du -sm --apparent-size "$BUNDLE/rootfs" | cut -f1)
@@ -55,7 +60,7 @@ report() {
 }
 
 export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct -- "${INPUTS[@]}")}"
-inputs=$({ echo "$SOURCE_DATE_EPOCH"; git ls-files -z --cached --others --exclude-standard "${INPUTS[@]}" | sort -z | xargs -0 sha256sum; } | sha256sum)
+inputs=$({ echo "$SOURCE_DATE_EPOCH"; files "${INPUTS[@]}" | sort -z | xargs -0 sha256sum; } | sha256sum)
 up_to_date() { [[ -f "$STAMP" && "$(cat "$STAMP")" == "$inputs" ]]; }
 if up_to_date; then report; exit 0; fi
 # One build at a time: a second caller (another shell, the e2e fixture) waits, then finds it built.
@@ -71,8 +76,7 @@ rm -rf "$WORK" && mkdir -p "$WORK/project" "$WORK/wheels"
 log "wheels: the project's, then its runtime dependencies for CPython 3.11 (downloads once)"
 # From a copy of the inputs: setuptools' build/ in the work tree would carry deleted modules along.
 mkdir "$WORK/src"
-git ls-files -z --cached --others --exclude-standard pyproject.toml README.md horus_operator \
-  | tar --null --files-from=- --create --file=- | tar --extract --file=- --directory="$WORK/src"
+files "${SOURCES[@]}" | tar --null --files-from=- --create --file=- | tar --extract --file=- --directory="$WORK/src"
 # (setuptools' deprecation warnings about pyproject's license table are not this build's concern)
 PYTHONWARNINGS=ignore "$PYTHON" -m pip wheel -q --no-deps --wheel-dir "$WORK/project" "$WORK/src"
 "$PYTHON" -m pip download -q --only-binary=:all: "${WHEEL_TARGET[@]}" --dest "$CACHE/wheels" \
