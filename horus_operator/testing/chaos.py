@@ -289,8 +289,8 @@ class ChaosRun:
 
     def _watch_pods(self) -> None:
         capacity = {
-            node["metadata"]["name"]: float(node["metadata"]["labels"].get("nvidia.com/gpu.memory", "0"))
-            for node in self._get_nodes()
+            node["metadata"]["name"]: float(node["metadata"]["labels"].get(keys.LABEL_GPU_MEMORY, "0"))
+            for node in self._get("nodes")  # cluster-scoped: the namespace flag is ignored
         }
         while not self._stop.is_set():
             pods = self._get_or_none("pods", "-l", keys.LABEL_JOB)
@@ -300,10 +300,6 @@ class ChaosRun:
                 self._observe(pods, capacity)
                 self._watch.polls += 1
             self._stop.wait(self.poll_s)
-
-    def _get_nodes(self) -> list[dict[str, Any]]:
-        found = self.cluster.kubectl("get", "nodes", "-o", "json", check=False)
-        return json.loads(found.stdout)["items"] if found.returncode == 0 else []
 
     def _observe(self, pods: list[dict[str, Any]], capacity: dict[str, float]) -> None:
         live_by_job: dict[str, int] = defaultdict(int)
