@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from horus_operator.prediction import artifacts, catalog, memory, slowdown, training, validation
+from horus_operator.prediction import artifacts, catalog, memory, slowdown, validation
+from horus_operator.prediction.training import common, memory_fit, roofline_fit, slowdown_fit
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
@@ -51,22 +52,22 @@ def slowdown_transfer(
     measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
     feasible = samples["feasible"].to_numpy()
     target = samples["slowdown"].to_numpy()
-    queries = training.neighbour_queries(samples)
+    queries = slowdown_fit.neighbour_queries(samples)
     variants = ("features", "neighbours", "prior", "median")
     pooled: dict[str, list[np.ndarray]] = {"actual": [], **{variant: [] for variant in variants}}
     for group in groups:
         test_mask = held_out(group)
         train = np.flatnonzero(~test_mask & feasible)
         test = np.flatnonzero(test_mask & measured)
-        prior = training.fit_prior(priors[train], target[train]).log_slowdown(priors[test])
-        alone = training.fit_slowdown(matrix[train], target[train])
+        prior = slowdown_fit.fit_prior(priors[train], target[train]).log_slowdown(priors[test])
+        alone = slowdown_fit.fit_slowdown(matrix[train], target[train])
         raw_alone = alone.inplace_predict(matrix[test])
         pooled["features"].append(slowdown.from_raw(slowdown.blended(raw_alone, matrix[test], prior)))
         pooled["prior"].append(slowdown.from_raw(prior))
-        rows, targets, weights = training.neighbour_training_set(matrix, queries, target, train)
-        with_table = training.fit_slowdown(rows, targets, weights=weights)
-        table = training.neighbour_table(queries, target, train)
-        test_rows = training.with_neighbours(matrix[test], [queries[row] for row in test], table)
+        rows, targets, weights = slowdown_fit.neighbour_training_set(matrix, queries, target, train)
+        with_table = slowdown_fit.fit_slowdown(rows, targets, weights=weights)
+        table = slowdown_fit.neighbour_table(queries, target, train)
+        test_rows = slowdown_fit.with_neighbours(matrix[test], [queries[row] for row in test], table)
         raw = with_table.inplace_predict(test_rows)
         pooled["neighbours"].append(slowdown.from_raw(slowdown.blended(raw, test_rows, prior)))
         pooled["median"].append(np.full(len(test), np.median(target[train])))
@@ -91,7 +92,7 @@ def slowdown_transfer(
 
 def memory_check(samples: pd.DataFrame) -> dict[str, float]:
     """Balanced accuracy of the shipped memory rule on Gavel's pair feasibility (no refit)."""
-    data = training.memory_feasibility_data(samples, catalog.lookup)
+    data = memory_fit.memory_feasibility_data(samples, catalog.lookup)
     model = artifacts.load().memory
     predicted = memory.predicted_feasible(model, data)
     singles = data.jobs == 1
@@ -106,18 +107,20 @@ def memory_check(samples: pd.DataFrame) -> dict[str, float]:
 def step_time_transfer(models_dir: Path) -> dict[str, object]:
     """The roofline calibration's held-out-GPU and held-out-family step-time errors (written to a
     scratch models directory, never over the shipped one)."""
-    return training.train_step_times(STEP_TIMES_CSV, models_dir, catalog.lookup, timm=TIMM_CSV)["utilization"]
+    return roofline_fit.train_step_times(STEP_TIMES_CSV, models_dir, catalog.lookup, timm=TIMM_CSV)[
+        "utilization"
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "out" / "prediction_transfer.json")
     out = parser.parse_args().out
-    samples = training.slowdown_samples(PAIRS_CSV)
-    matrix = training.slowdown_matrix(samples, catalog.lookup)
-    priors = training.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
+    samples = common.slowdown_samples(PAIRS_CSV)
+    matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
+    priors = slowdown_fit.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
     family = {
-        side: samples[f"{side}_model"].map(lambda name: training.FAMILIES.get(name, name)).to_numpy()
+        side: samples[f"{side}_model"].map(lambda name: families.FAMILIES.get(name, name)).to_numpy()
         for side in ("own", "other")
     }
     gpus = sorted(set(samples["gpu"]))

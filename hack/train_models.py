@@ -16,8 +16,9 @@ import json
 import tempfile
 from pathlib import Path
 
-from horus_operator.prediction import artifacts, catalog, training
+from horus_operator.prediction import artifacts, catalog
 from horus_operator.prediction.gpus import normalize_gpu
+from horus_operator.prediction.training import memory_fit, roofline_fit, slowdown_fit
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
@@ -58,10 +59,10 @@ def main() -> None:
             )
             timm = None if gpu == TIMM_GPU else timm
         # Step times first: the slowdown prior reads its step times from the freshly calibrated constants.
-        metrics = training.train_step_times(step_times, out, catalog.lookup, timm=timm)
-        metrics |= training.train_slowdown(pairs, out, catalog.lookup)
+        metrics = roofline_fit.train_step_times(step_times, out, catalog.lookup, timm=timm)
+        metrics |= slowdown_fit.train_slowdown(pairs, out, catalog.lookup)
         # After train_slowdown: this envelope over measured peaks replaces its feasibility-fitted memory.json.
-        metrics |= training.train_memory(peaks, pairs, out, catalog.lookup)
+        metrics |= memory_fit.train_memory(peaks, pairs, out, catalog.lookup)
     print(json.dumps(metrics, indent=2))
 
 

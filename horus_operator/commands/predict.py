@@ -206,7 +206,7 @@ def train(kind: str, data: Path, out: Path) -> None:
     are taken from the shipped set when OUT is loaded.
     """
     try:  # pandas and xgboost: an optional extra, only for training
-        from horus_operator.prediction import training
+        from horus_operator.prediction.training import common, roofline_fit, slowdown_fit
     except ModuleNotFoundError as missing:
         raise click.ClickException(
             f"horus train needs the 'train' extra ({missing.name} is not installed): "
@@ -215,12 +215,12 @@ def train(kind: str, data: Path, out: Path) -> None:
 
     try:
         if kind == "slowdown":
-            metrics = training.train_slowdown(
+            metrics = slowdown_fit.train_slowdown(
                 data, out, catalog.lookup, log=lambda line: click.echo(line, err=True)
             )
         else:
-            metrics = training.train_utilization(
-                data, out, catalog.lookup, training.catalog_name, log=lambda line: click.echo(line, err=True)
+            metrics = roofline_fit.train_utilization(
+                data, out, catalog.lookup, common.catalog_name, log=lambda line: click.echo(line, err=True)
             )
     except (ValueError, UnknownModelError) as error:
         raise click.ClickException(str(error)) from error

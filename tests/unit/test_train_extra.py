@@ -16,7 +16,8 @@ from horus_operator.commands.predict import train
 
 def test_train_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # as if never imported in this process (other tests train)
-    monkeypatch.delitem(sys.modules, "horus_operator.prediction.training", raising=False)
+    for name in [name for name in sys.modules if name.startswith("horus_operator.prediction.training")]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.delattr(prediction, "training", raising=False)
     monkeypatch.setitem(sys.modules, "xgboost", None)  # as if not installed
     data = tmp_path / "pairs.csv"

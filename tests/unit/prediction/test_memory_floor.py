@@ -8,14 +8,15 @@ import numpy as np
 
 from horus_operator.placement.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node
-from horus_operator.prediction import artifacts, catalog, load_predictor, training
+from horus_operator.prediction import artifacts, catalog, load_predictor
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.training import common, memory_fit
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 
 
 def test_the_shipped_floor_is_never_above_a_measured_peak() -> None:
-    samples = training.peak_samples(DATA / "memory" / "milabench_scaling_nvidia.csv", training.catalog_name)
+    samples = memory_fit.peak_samples(DATA / "memory" / "milabench_scaling_nvidia.csv", common.catalog_name)
     model = artifacts.load().memory
     jobs = [
         catalog.lookup(model_name, batch)

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from horus_operator.prediction import artifacts, catalog, datasets, load_predictor, slowdown, training
+from horus_operator.prediction import artifacts, catalog, datasets, load_predictor, slowdown
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.memory import MemoryModel
 from horus_operator.prediction.predictor import XGBoostPredictor
+from horus_operator.prediction.training import common
 from horus_operator.prediction.trees import TreeEnsemble
 
 
@@ -65,7 +66,7 @@ def test_shipped_metadata_describes_the_shipped_data() -> None:
     pairs = repo / "data" / "colocation" / "gavel_pairs_train.csv"
     assert metadata["slowdown"]["data_sha256"] == datasets.sha256_of(pairs)
     # Trained on today's catalog features; after regenerating the catalog run hack/train_models.py.
-    assert metadata["slowdown"]["catalog_sha256"] == datasets.sha256_of(training.CATALOG_FILE)
+    assert metadata["slowdown"]["catalog_sha256"] == datasets.sha256_of(common.CATALOG_FILE)
     neighbours_file = artifacts.SHIPPED_DIR / metadata["slowdown"]["neighbours_file"]
     assert metadata["slowdown"]["neighbours_sha256"] == datasets.sha256_of(neighbours_file)
     cv = metadata["slowdown"]["cv"]

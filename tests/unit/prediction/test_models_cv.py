@@ -10,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from horus_operator.prediction import artifacts, catalog, slowdown, training, validation
+from horus_operator.prediction import artifacts, catalog, slowdown, validation
+from horus_operator.prediction.training import common, slowdown_fit
 
 PAIRS = Path(__file__).resolve().parents[3] / "data" / "colocation" / "gavel_pairs_train.csv"
 QUICK = slowdown.PARAMS | {"eta": 0.15}
@@ -18,11 +19,11 @@ QUICK_ROUNDS = 120
 
 
 def test_slowdown_beats_constant_on_held_out_pairs() -> None:
-    samples = training.slowdown_samples(PAIRS)
-    matrix = training.slowdown_matrix(samples, catalog.lookup)
+    samples = common.slowdown_samples(PAIRS)
+    matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
     folds = validation.pair_folds(samples, 5, np.random.default_rng(0))
-    result = training.score(
-        training.cross_validate_slowdown(
+    result = slowdown_fit.score(
+        slowdown_fit.cross_validate_slowdown(
             samples, matrix, _priors(samples), folds, params=QUICK, rounds=QUICK_ROUNDS
         )
     )
@@ -32,33 +33,33 @@ def test_slowdown_beats_constant_on_held_out_pairs() -> None:
 
 
 def test_neighbour_columns_help_on_held_out_rows() -> None:
-    samples = training.slowdown_samples(PAIRS)
-    matrix = training.slowdown_matrix(samples, catalog.lookup)
-    split = [validation.row_holdout(samples, training.ROW_HOLDOUT_FRACTION, np.random.default_rng(0))]
+    samples = common.slowdown_samples(PAIRS)
+    matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
+    split = [validation.row_holdout(samples, common.ROW_HOLDOUT_FRACTION, np.random.default_rng(0))]
     priors = _priors(samples)
 
     def held_out_mape(use_neighbours: bool) -> float:
-        folds = training.cross_validate_slowdown(
+        folds = slowdown_fit.cross_validate_slowdown(
             samples, matrix, priors, split, params=QUICK, rounds=QUICK_ROUNDS, use_neighbours=use_neighbours
         )
-        return training.score(folds).model
+        return slowdown_fit.score(folds).model
 
     assert held_out_mape(use_neighbours=True) < held_out_mape(use_neighbours=False)
 
 
 def _priors(samples: object) -> np.ndarray:
-    return training.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
+    return slowdown_fit.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
 
 
 def test_slowdown_beats_constant_on_a_gpu_type_it_never_saw() -> None:
     """Leave one GPU type out (bench/prediction_transfer.py reports the full table)."""
-    samples = training.slowdown_samples(PAIRS)
-    matrix = training.slowdown_matrix(samples, catalog.lookup)
+    samples = common.slowdown_samples(PAIRS)
+    matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
     gpus = samples["gpu"].to_numpy()
     everything = np.arange(len(samples))
     folds = [(everything[gpus != gpu], everything[gpus == gpu]) for gpu in sorted(set(gpus))]
-    result = training.score(
-        training.cross_validate_slowdown(
+    result = slowdown_fit.score(
+        slowdown_fit.cross_validate_slowdown(
             samples, matrix, _priors(samples), folds, params=QUICK, rounds=QUICK_ROUNDS
         )
     )
@@ -66,7 +67,7 @@ def test_slowdown_beats_constant_on_a_gpu_type_it_never_saw() -> None:
 
 
 def test_row_holdout_keeps_both_orderings_of_a_gpu_pair_together() -> None:
-    samples = training.slowdown_samples(PAIRS)
+    samples = common.slowdown_samples(PAIRS)
     rows = samples["gpu"] + "|" + samples["pair_id"]
     train, test = validation.row_holdout(samples, 0.45, np.random.default_rng(3))
     assert not set(rows.iloc[train]) & set(rows.iloc[test])
@@ -76,13 +77,13 @@ def test_row_holdout_keeps_both_orderings_of_a_gpu_pair_together() -> None:
 
 
 def test_pair_folds_hold_out_both_orderings_on_every_gpu() -> None:
-    samples = training.slowdown_samples(PAIRS)
+    samples = common.slowdown_samples(PAIRS)
     for train, test in validation.pair_folds(samples, 5, np.random.default_rng(0)):
         assert not set(samples["pair_id"].iloc[train]) & set(samples["pair_id"].iloc[test])
 
 
 def test_configuration_folds_hold_out_every_pair_touching_the_configuration() -> None:
-    samples = training.slowdown_samples(PAIRS)
+    samples = common.slowdown_samples(PAIRS)
     for configuration, (train, _) in validation.configuration_folds(samples):
         seen = set(samples["own_config"].iloc[train]) | set(samples["other_config"].iloc[train])
         assert configuration not in seen
@@ -90,11 +91,11 @@ def test_configuration_folds_hold_out_every_pair_touching_the_configuration() ->
 
 def test_mape_optimal_constant_minimises_mape() -> None:
     values = np.array([1.0, 1.2, 1.5, 2.0, 4.0, 8.0])
-    best = training.mape_optimal_constant(values)
+    best = common.mape_optimal_constant(values)
     for other in np.linspace(1.0, 8.0, 71):
         assert validation.mape(values, np.full(6, best)) <= validation.mape(values, np.full(6, other)) + 1e-12
 
 
 def test_configuration_kinds() -> None:
     names = ["lstm-lm@5", "lstm-lm@10", "lstm-lm@40", "a3c@1"]
-    assert training.configuration_kinds(names) == ["edge", "interior", "edge", "architecture"]
+    assert slowdown_fit.configuration_kinds(names) == ["edge", "interior", "edge", "architecture"]

@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from horus_operator.prediction import artifacts, catalog, design, neighbours, slowdown, training
+from horus_operator.prediction import artifacts, catalog, design, neighbours, slowdown
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.memory import MemoryModel
 from horus_operator.prediction.neighbours import NEIGHBOUR_COLUMNS, NeighbourTable
 from horus_operator.prediction.predictor import XGBoostPredictor
+from horus_operator.prediction.training import slowdown_fit
 
 # Slowdowns made up for the tests (not measurements): resnet50 at batch 16 and 64 with lstm-lm@20.
 MEASUREMENTS = [
@@ -76,9 +77,9 @@ def _save_models(directory: Path) -> tuple[xgb.Booster, np.ndarray]:
     queries = [(gpu, (a, batch_a), (b, batch_b)) for gpu, a, batch_a, b, batch_b, _ in MEASUREMENTS]
     jobs = [(design.job_row(catalog.lookup(*own), gpu), design.job_row(catalog.lookup(*other), gpu))
             for gpu, own, other in queries]  # fmt: skip
-    matrix = training.with_neighbours(design.pair_matrix(jobs), queries, table)
+    matrix = slowdown_fit.with_neighbours(design.pair_matrix(jobs), queries, table)
     target = np.array([value for *_, value in MEASUREMENTS])
-    booster = training.fit_slowdown(matrix, target, params=slowdown.PARAMS, rounds=5)
+    booster = slowdown_fit.fit_slowdown(matrix, target, params=slowdown.PARAMS, rounds=5)
     assert booster.feature_names == list(slowdown.COLUMNS)
     artifacts.save_booster(directory, "slowdown", booster, {})
     artifacts.save_memory(directory, MemoryModel(overhead_mib=0.0, activation_factor=0.0), {})

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from horus_operator.prediction import catalog, roofline, training
+from horus_operator.prediction import catalog, roofline
 from horus_operator.prediction.gpus import gpu_spec
+from horus_operator.prediction.training import roofline_fit
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 CONSTANTS = roofline.RooflineConstants(tensor_efficiency=0.5, matmul_efficiency=0.25)
@@ -38,7 +39,7 @@ def test_a_gpu_without_a_tensor_path_runs_amp_at_fp32_speed() -> None:
 
 
 def test_timm_rows_are_kept_only_for_catalog_models_at_the_catalogs_layout_and_image_size() -> None:
-    rows = training.timm_step_times(DATA / "throughput" / "timm_train_rtx3090_amp.csv", catalog.lookup)
+    rows = roofline_fit.timm_step_times(DATA / "throughput" / "timm_train_rtx3090_amp.csv", catalog.lookup)
     assert set(rows["gpu"]) == {"rtx-3090"} and set(rows["precision"]) == {"amp"}
     kept = set(rows["model"])
     assert {"resnet50", "vit_b_16", "mobilenet_v3_large", "regnet_y_400mf"} <= kept  # timm names mapped
@@ -48,6 +49,6 @@ def test_timm_rows_are_kept_only_for_catalog_models_at_the_catalogs_layout_and_i
 
 def test_calibration_keeps_a_constant_the_data_cannot_see_at_its_default() -> None:
     # A loss that depends on matmul_efficiency alone: tensor_efficiency must stay where physics put it.
-    found = training.calibrate_roofline(lambda c: abs(c.matmul_efficiency - 0.3))
+    found = roofline_fit.calibrate_roofline(lambda c: abs(c.matmul_efficiency - 0.3))
     assert found.matmul_efficiency == pytest.approx(0.3, rel=0.05)
     assert found.tensor_efficiency == pytest.approx(roofline.RooflineConstants().tensor_efficiency, rel=0.05)

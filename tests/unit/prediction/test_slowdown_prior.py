@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from horus_operator.prediction import artifacts, catalog, slowdown, training
+from horus_operator.prediction import artifacts, catalog, slowdown
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.predictor import XGBoostPredictor
 from horus_operator.prediction.slowdown import SlowdownPrior
+from horus_operator.prediction.training import common, slowdown_fit
 
 PAIRS = Path(__file__).resolve().parents[3] / "data" / "colocation" / "gavel_pairs_train.csv"
 
@@ -21,15 +22,15 @@ def test_fit_prior_recovers_a_linear_law() -> None:
     rng = np.random.default_rng(0)
     inputs = rng.normal(size=(50, 2))
     law = SlowdownPrior(intercept=0.4, step_ratio=0.1, gpu_speed=-0.2)
-    fitted = training.fit_prior(inputs, np.exp(law.log_slowdown(inputs)))
+    fitted = slowdown_fit.fit_prior(inputs, np.exp(law.log_slowdown(inputs)))
     assert fitted.to_dict() == pytest.approx(law.to_dict())
 
 
 def test_on_gavels_measurements_slower_gpus_and_longer_step_co_runners_slow_a_job_more() -> None:
-    samples = training.slowdown_samples(PAIRS)
+    samples = common.slowdown_samples(PAIRS)
     feasible = samples["feasible"].to_numpy()
-    priors = training.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
-    prior = training.fit_prior(priors[feasible], samples["slowdown"].to_numpy()[feasible])
+    priors = slowdown_fit.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
+    prior = slowdown_fit.fit_prior(priors[feasible], samples["slowdown"].to_numpy()[feasible])
     assert prior.gpu_speed < 0
     assert prior.step_ratio > 0
 
