@@ -1,6 +1,6 @@
 """`horus simulate`: replay a workload under several policies and compare them.
 
-    horus simulate --workload horus-2500|synthetic|FILE --policy horus,exclusive,binpack
+    horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] --output DIR
 
 writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
@@ -23,7 +23,7 @@ from horus_operator.sim.oracle import OraclePredictor
 from horus_operator.sim.report import table, write_outputs
 from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth, TruthTable
-from horus_operator.sim.workloads import Scenario, horus_2500, synthetic
+from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500, synthetic
 
 DEFAULT_TRUTH = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"
 PROGRESS_FROM_JOBS = 10_000  # a progress bar on runs at least this long
@@ -37,9 +37,13 @@ def _scenario(workload: str, table_: TruthTable, seed: int, jobs: int | None, gp
         return horus_2500(table_, rng)
     if workload == "synthetic":
         return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64)
+    if workload == "gavel-generator":
+        return gavel_generator(table_, rng, jobs=jobs or 300, gpus=gpus or 32)
     path = Path(workload)
     if not path.is_file():
-        raise click.BadParameter(f"{workload!r} is neither horus-2500, synthetic nor a trace file")
+        raise click.BadParameter(
+            f"{workload!r} is neither horus-2500, synthetic, gavel-generator nor a trace file"
+        )
     return load_trace(path, table_, rng, gpus)
 
 
@@ -50,12 +54,16 @@ def _predictor(models: str | None) -> Predictor:
 
 
 @click.command()
-@click.option("--workload", required=True, help="horus-2500, synthetic, or a Gavel/Muri/Alibaba trace file")
+@click.option(
+    "--workload",
+    required=True,
+    help="horus-2500, synthetic, gavel-generator, or a Gavel/Muri/Alibaba trace file",
+)
 @click.option("--policy", "policy_names", default="horus,exclusive,binpack", show_default=True)
 @click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--seed", default=1, show_default=True, type=int)
-@click.option("--jobs", type=int, help="synthetic: number of jobs")
-@click.option("--gpus", type=int, help="synthetic or traces: number of GPUs")
+@click.option("--jobs", type=int, help="synthetic, gavel-generator: number of jobs")
+@click.option("--gpus", type=int, help="synthetic, gavel-generator or traces: number of GPUs")
 @click.option("--models", type=click.Path(file_okay=False), help="prediction models directory")
 @click.option(
     "--decide-with",

@@ -1,9 +1,13 @@
 """The one scheduling cycle: what the operator's loop and the simulator's engine both run on every change.
 
 A cycle takes a snapshot and the waiting jobs and
-1. orders the queue: priority (higher first), then submission time, then key (`queue_order`);
+1. orders the queue: priority (higher first), then submission time, then the longest known remaining
+   work, then key (`queue_order`);
 2. judges, as it walks the queue, whether any node can ever run each job (`feasibility`): those that
    cannot are returned to be taken off the queue; at most `max_batch` feasible jobs are considered;
+   each feasible job's maxSlowdown is capped by the makespan guard (`makespan.guarded`) where the
+   snapshot has a horizon and an empty GPU, and the capped request is the one placed
+   (`CycleResult.placed`);
 3. hides nodes in cooldown (a node that recently refused a pod for reasons the policy cannot see);
 4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
    jobs down the queue, and a burst should not wait a cycle per slice;
@@ -25,29 +29,38 @@ from typing import overload
 
 from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsatisfiable
 from horus_operator.placement.index import ClusterIndex
+from horus_operator.placement.makespan import guarded
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
 from horus_operator.prediction.api import Predictor
 
-QueueKey = tuple[int, float, str]
+QueueKey = tuple[int, float, float, str]
 
 
 def queue_order(request: JobRequest) -> QueueKey:
-    """Priority (higher first), then first come first served, then the key so ties are deterministic.
+    """Priority (higher first), then first come first served, then the longest remaining work first
+    among jobs submitted together (a sweep or a burst: longest-processing-time first is the classic
+    makespan rule, so the job that would set the makespan does not start last), then the key so ties
+    are deterministic.
 
     Policies read a prefix of the queue in this order and never sort it themselves, so a call costs the
     same with 10 or 100,000 jobs waiting.
     """
-    return (-request.priority, request.submitted_at, request.key)
+    return (-request.priority, request.submitted_at, -(request.remaining_s or 0.0), request.key)
 
 
 class WaitQueue(Sequence[JobRequest]):
-    """The waiting jobs, always in `queue_order`. Kept sorted on insert: the simulator keeps one for a
-    whole run (tens of thousands of jobs), so re-sorting it on every event would cost more than deciding."""
+    """The waiting jobs, always in `queue_order`, and those with known remaining work also by that work
+    (the makespan horizon wants the longest). Kept sorted on insert: the simulator keeps one for a
+    whole run (tens of thousands of jobs), so re-sorting it on every event would cost more than
+    deciding."""
 
     def __init__(self, requests: Iterable[JobRequest] = ()) -> None:
-        self._requests = {request.key: request for request in requests}
-        self._order = sorted((queue_order(request), request.key) for request in self._requests.values())
+        self._requests: dict[str, JobRequest] = {}
+        self._order: list[tuple[QueueKey, str]] = []
+        self._by_work: list[tuple[float, QueueKey, str]] = []
+        for request in requests:
+            self.add(request)
 
     def add(self, request: JobRequest) -> None:
         """Queue `request`, replacing a waiting job of the same key."""
@@ -55,11 +68,20 @@ class WaitQueue(Sequence[JobRequest]):
             self.remove(request.key)
         self._requests[request.key] = request
         bisect.insort(self._order, (queue_order(request), request.key))
+        if request.remaining_s:
+            bisect.insort(self._by_work, (-request.remaining_s, queue_order(request), request.key))
 
     def remove(self, key: str) -> JobRequest:
         request = self._requests.pop(key)
         del self._order[bisect.bisect_left(self._order, (queue_order(request), key))]
+        if request.remaining_s:
+            entry = (-request.remaining_s, queue_order(request), key)
+            del self._by_work[bisect.bisect_left(self._by_work, entry)]
         return request
+
+    def longest_remaining_s(self) -> float:
+        """The most remaining work of any waiting job (0 when none is known)."""
+        return -self._by_work[0][0] if self._by_work else 0.0
 
     def __contains__(self, item: object) -> bool:
         return isinstance(item, JobRequest) and self._requests.get(item.key) == item
@@ -112,6 +134,9 @@ class Cooldowns:
 @dataclass(frozen=True)
 class CycleResult:
     assignments: tuple[Assignment, ...] = ()
+    # The requests as placed, by key: maxSlowdown capped by the makespan guard. What the caller records
+    # as running, so later placements honour the cap.
+    placed: dict[str, JobRequest] = field(default_factory=dict)
     unsatisfiable: dict[str, Unsatisfiable] = field(default_factory=dict)  # to take off the queue for good
     explanations: dict[str, str] = field(default_factory=dict)  # key -> why it still waits
 
@@ -150,11 +175,19 @@ class SchedulingCycle:
         if not queue:
             return CycleResult()
         self._judge_against(snapshot)
-        walk = _Walk(queue, self.max_batch, self._judge)
         snapshot = self.cooldowns.apply(snapshot)
         given = snapshot.index
         borrowed = isinstance(given, ClusterIndex)
         index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
+        # Capping a job to a whole GPU pays only if one is free: otherwise it waits, and waiting delays
+        # it more than sharing would.
+        horizon = snapshot.horizon_s if index.empty_count() else None
+        walk = _Walk(
+            queue,
+            self.max_batch,
+            self._judge,
+            lambda request: guarded(request, snapshot.now, horizon),
+        )
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
         try:
@@ -166,7 +199,8 @@ class SchedulingCycle:
                     index.remove(key)
         if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
-        return CycleResult(tuple(placed.values()), walk.rejected, explanations)
+        requests = {key: walk.feasible_by_key[key] for key in placed}
+        return CycleResult(tuple(placed.values()), requests, walk.rejected, explanations)
 
     def _settle(
         self, view: ClusterSnapshot, index: ClusterIndex, walk: _Walk, placed: dict[str, Assignment]
@@ -215,14 +249,20 @@ class SchedulingCycle:
 class _Walk:
     """One cycle's walk down the queue in order, judging each job's feasibility when the walk first
     reaches it: a cycle costs what the policy reads (`scan_depth` jobs a call), not the queue's length.
-    At most `limit` feasible jobs are reached; unsatisfiable ones met on the way are `rejected`."""
+    At most `limit` feasible jobs are reached, each as `guard` returns it; unsatisfiable ones met on
+    the way are `rejected`."""
 
     def __init__(
-        self, queue: WaitQueue, limit: int, judge: Callable[[JobRequest], Unsatisfiable | None]
+        self,
+        queue: Iterable[JobRequest],
+        limit: int,
+        judge: Callable[[JobRequest], Unsatisfiable | None],
+        guard: Callable[[JobRequest], JobRequest],
     ) -> None:
         self._source = iter(queue)
         self._limit = limit
         self._judge = judge
+        self._guard = guard
         self._feasible: list[JobRequest] = []
         self.feasible_by_key: dict[str, JobRequest] = {}
         self.rejected: dict[str, Unsatisfiable] = {}
@@ -245,6 +285,7 @@ class _Walk:
         for request in self._source:
             problem = self._judge(request)
             if problem is None:
+                request = self._guard(request)
                 self._feasible.append(request)
                 self.feasible_by_key[request.key] = request
                 return True

@@ -60,6 +60,9 @@ class JobRequest:
     max_slowdown: float = 2.0  # 1.0: never share
     priority: int = 0
     submitted_at: float = 0.0  # seconds, on the caller's clock
+    # Seconds of work left if it ran alone (spec.totalSteps at the predicted or observed step rate; the
+    # simulator's trace durations); None when nobody knows. Longer work goes first among equals.
+    remaining_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,9 @@ class ClusterSnapshot:
     # it is authoritative and `running` may be left empty; policies return it unchanged. Typed `object`:
     # the index is built from these types, so naming it here would make the two modules import each other.
     index: object | None = field(default=None, compare=False, repr=False)
+    # The earliest time all known work could be done (`placement.makespan.horizon_s`), where the caller
+    # knows the jobs' remaining work; None: unknown, and no makespan guard applies.
+    horizon_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,10 @@ If truth says a placement cannot share the GPU (out of memory) the job fails to 
 crash, and goes back to the queue (at its arrival's place, ahead of later arrivals) asking for a whole
 GPU (maxSlowdown 1.0) — what an operator does after an OOM — and the restart is counted.
 
+Once the whole trace has arrived, each snapshot carries the makespan horizon (`sim/horizon.py`), so
+the cycle's makespan guard keeps the jobs that would set the makespan from being slowed; jobs start
+with their known remaining work (`JobRequest.remaining_s`: the trace's duration alone).
+
 The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
 run is a pure function of (scenario, policy, truth).
 """
@@ -26,6 +30,7 @@ from tqdm import tqdm
 from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
+from horus_operator.sim.horizon import Horizon
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
@@ -131,6 +136,7 @@ class Simulation:
         self.oom_restarts: dict[str, int] = {}
         self.records: list[JobRecord] = []
         self.totals = _Totals()
+        self.horizon = Horizon(scenario.gpu_count)
         self._completions: list[tuple[float, int, str, int]] = []
         self._sequence = itertools.count()
         self.now = 0.0
@@ -147,9 +153,9 @@ class Simulation:
                 self._advance_to(min(upcoming, completion))
                 bar.update(self._complete_due())
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
-                    self.queue.add(arrivals[next_arrival].request)
+                    self._arrive(arrivals[next_arrival])
                     next_arrival += 1
-                self.decide()
+                self.decide(all_arrived=next_arrival == len(arrivals))
                 self._sample()
                 if self.queue and next_arrival == len(arrivals) and not self._drop_stale_completions():
                     raise SimulationStuck(self._stuck_message())
@@ -170,6 +176,7 @@ class Simulation:
         elapsed = time_s - self.now
         self.totals.busy_gpu_s += self.totals.busy_gpus * elapsed
         self.totals.throughput_gpu_s += self.totals.throughput * elapsed
+        self.horizon.worked(self.totals.throughput * elapsed)  # isolated GPU-seconds done
         self.now = time_s
 
     def _sample(self) -> None:
@@ -177,11 +184,22 @@ class Simulation:
         totals.samples.append(Sample(self.now, totals.busy_gpus, totals.throughput, len(self.queue)))
 
     # -- decisions ---------------------------------------------------------------------------------
-    def decide(self) -> None:
+    def _arrive(self, job: SimJob) -> None:
+        self.queue.add(job.request)
+        self.horizon.arrived(job.isolated_duration_s * job.request.gpus)
+
+    def decide(self, all_arrived: bool = False) -> None:
         """One decision round at `self.now`: the scheduling cycle on the waiting jobs, then their starts."""
         if not self.queue:
             return
-        snapshot = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
+        horizon = (
+            self.horizon.at(self.now, self.queue.longest_remaining_s(), self._version_of)
+            if all_arrived
+            else None
+        )
+        snapshot = ClusterSnapshot(
+            nodes=self.scenario.nodes, now=self.now, index=self.index, horizon_s=horizon
+        )
         # A job that crashed out of memory is back in the queue at once, as the operator would see it:
         # run the cycle again until one starts everything it places (a restarted job wants a whole GPU,
         # and a job alone always fits, so this ends).
@@ -191,12 +209,21 @@ class Simulation:
             for key, problem in result.unsatisfiable.items():
                 self.queue.remove(key)
                 self.rejected[key] = problem.message
-            started = [self._start(assignment) for assignment in result.assignments]
+                job = self.jobs[key]
+                self.horizon.dropped(job.isolated_duration_s * job.request.gpus)
+            started = [
+                self._start(assignment, result.placed[assignment.job]) for assignment in result.assignments
+            ]
             crashed = not all(started)
 
-    def _start(self, assignment: Assignment) -> bool:
-        """Starts the assigned job; False if truth says it cannot share that GPU (it is re-queued)."""
-        request = self.queue.remove(assignment.job)
+    def _version_of(self, key: str) -> int | None:
+        active = self.active.get(key)
+        return None if active is None else active.version
+
+    def _start(self, assignment: Assignment, request: JobRequest) -> bool:
+        """Starts the assigned job as `request` (as placed: maxSlowdown maybe capped by the makespan
+        guard); False if truth says it cannot share that GPU (it is re-queued)."""
+        self.queue.remove(assignment.job)
         slots = [self.index.slots[(assignment.node, i)] for i in assignment.gpu_indices]
         together = [[t.request.workload for t in slot.tenants] + [request.workload] for slot in slots]
         if any(self.truth.slowdowns(self.scenario.gpu, ws).slowdowns is None for ws in together):
@@ -313,7 +340,9 @@ class Simulation:
         active.slowdown, active.measured, active.colocated = slowdown, measured, colocated
         active.worst_slowdown = max(active.worst_slowdown, slowdown)
         active.version += 1
-        finish_s = self.now + active.remaining_steps * slowdown / active.job.steps_per_s_alone
+        alone_s = active.remaining_steps / active.job.steps_per_s_alone
+        self.horizon.running(active.job.request.key, active.version, self.now + alone_s)
+        finish_s = self.now + alone_s * slowdown
         heapq.heappush(
             self._completions, (finish_s, next(self._sequence), active.job.request.key, active.version)
         )

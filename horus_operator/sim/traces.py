@@ -77,8 +77,9 @@ def _job(
     times, and slowdowns are ratios, so steps/s need not be known); clipped to one node keeping its
     GPU-time."""
     width = min(max(gpus, 1), GPUS_PER_NODE)
-    request = JobRequest(key, workload, width, max_slowdown, priority, arrival_s)
-    return SimJob(request, total_steps=duration_s * max(gpus, 1) / width, steps_per_s_alone=1.0)
+    run_s = duration_s * max(gpus, 1) / width
+    request = JobRequest(key, workload, width, max_slowdown, priority, arrival_s, remaining_s=run_s)
+    return SimJob(request, total_steps=run_s, steps_per_s_alone=1.0)
 
 
 def _scenario(name: str, jobs: list[SimJob], gpus: int, notes: tuple[str, ...]) -> Scenario:

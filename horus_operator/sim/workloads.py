@@ -12,6 +12,14 @@
   cluster can serve with whole GPUs, so a queue builds (the regime the Horus papers study).
 
 `synthetic --jobs N --gpus M` is the same generator at another size, for scale runs.
+
+`gavel-generator` (default 300 jobs on 32 V100s, `--jobs`/`--gpus` to change): the single-GPU jobs of
+Gavel's own job generator (stanford-futuredata/gavel, scheduler/utils.py `generate_job` with
+`_generate_duration`, commit c4fa400), as its makespan experiments use them: every job submitted at
+time 0; a configuration drawn uniformly from those the truth table measured alone on V100 (Gavel draws
+from its 26 job types, of which the training split has 23); duration alone 60·10^U(1.5, 3) s (32 min to
+17 h) with probability 0.8, else 60·10^U(3, 4) s (17 h to 167 h), Gavel's Philly fit; maxSlowdown from
+the mix above (Gavel has none).
 """
 
 from __future__ import annotations
@@ -86,6 +94,13 @@ def draw_duration_s(rng: random.Random) -> float:
     return math.exp(rng.uniform(math.log(low), math.log(high)))
 
 
+def draw_gavel_duration_s(rng: random.Random) -> float:
+    """Gavel's `_generate_duration`, draw for draw (the same two calls on the RNG)."""
+    if rng.random() >= 0.8:
+        return 60.0 * 10 ** rng.uniform(3, 4)
+    return 60.0 * 10 ** rng.uniform(1.5, 3)
+
+
 def draw_max_slowdown(rng: random.Random) -> float:
     pick = rng.random()
     for value, share in MAX_SLOWDOWN_MIX:
@@ -111,7 +126,7 @@ def philly_like(
     sim_jobs = []
     for key, model, batch, duration, max_slowdown in drawn:
         throughput = table.isolated[(gpu, model, batch)]
-        request = JobRequest(key, Workload(model, batch), 1, max_slowdown, 0, arrival)
+        request = JobRequest(key, Workload(model, batch), 1, max_slowdown, 0, arrival, remaining_s=duration)
         sim_jobs.append(SimJob(request, throughput * duration, throughput))
         arrival += rng.expovariate(rate)
     return Scenario(name, tuple(sim_jobs), cluster(gpus), gpu)
@@ -123,3 +138,17 @@ def horus_2500(table: TruthTable, rng: random.Random) -> Scenario:
 
 def synthetic(table: TruthTable, rng: random.Random, *, jobs: int, gpus: int) -> Scenario:
     return philly_like(table, rng, jobs=jobs, gpus=gpus, name=f"synthetic-{jobs}x{gpus}")
+
+
+def gavel_generator(table: TruthTable, rng: random.Random, *, jobs: int = 300, gpus: int = 32) -> Scenario:
+    configs = table.configs(DEFAULT_GPU)
+    sim_jobs = []
+    for i in range(jobs):
+        model, batch = rng.choice(configs)
+        duration = draw_gavel_duration_s(rng)
+        request = JobRequest(
+            f"job-{i:06d}", Workload(model, batch), 1, draw_max_slowdown(rng), 0, 0.0, remaining_s=duration
+        )
+        throughput = table.isolated[(DEFAULT_GPU, model, batch)]
+        sim_jobs.append(SimJob(request, throughput * duration, throughput))
+    return Scenario(f"gavel-generator-{jobs}x{gpus}", tuple(sim_jobs), cluster(gpus), DEFAULT_GPU)
