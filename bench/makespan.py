@@ -1,0 +1,91 @@
+"""Makespan against the lower bound, side by side in one run (issue #17's evaluation).
+
+For each trace and seed, horus, exclusive and binpack replay the same jobs (decisions from the shipped
+predictions, progress from Gavel's measured pairs) and the table reports
+- makespan / lower bound: the one-job-per-GPU bound, max(latest arrival + isolated duration, total
+  isolated GPU-work / GPUs) (`sim.metrics.lower_bound_makespan_s`); target <= 1.05 on every trace;
+- mean JCT / binpack's (target: no worse than before the makespan guard) and QoS violations (<= 1 %).
+
+Traces: `gavel-generator` (Gavel's job generator: 300 single-GPU jobs at time 0 on 32 V100s, seeds
+1-5) and `horus-2500` (2,500 jobs arriving at twice exclusive capacity on 64 V100s, seeds 1-3).
+
+    .venv/bin/python bench/makespan.py [--seeds N] [--out out/bench/makespan.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from horus_operator.placement.cycle import SchedulingCycle
+from horus_operator.placement.registry import make_policy
+from horus_operator.prediction.predictor import load_predictor
+from horus_operator.sim.engine import Simulation
+from horus_operator.sim.metrics import summarise
+from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
+
+REPO = Path(__file__).resolve().parents[1]
+TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
+POLICIES = ("horus", "exclusive", "binpack")
+TRACES = {"gavel-generator": (gavel_generator, 5), "horus-2500": (horus_2500, 3)}
+
+
+def run_trace(scenario: Scenario, truth: Truth, predictor: object, seed: int) -> dict[str, dict]:
+    summaries = {}
+    for name in POLICIES:
+        policy = make_policy(name, predictor=predictor, rng=random.Random(seed))
+        result = Simulation(scenario, SchedulingCycle(policy, predictor), truth).run()  # type: ignore[arg-type]
+        summaries[name] = summarise(result, scenario)
+    return summaries
+
+
+def row(trace: str, seed: int, summaries: dict[str, dict]) -> dict[str, float | int | str]:
+    horus, binpack = summaries["horus"], summaries["binpack"]
+    bound = horus["lower_bound_makespan_s"]
+    return {
+        "trace": trace,
+        "seed": seed,
+        "jobs": horus["jobs"],
+        "lower_bound_h": round(bound / 3600, 1),
+        **{
+            f"{name}_makespan_over_bound": round(summaries[name]["makespan_s"] / bound, 3)
+            for name in POLICIES
+        },
+        "horus_mean_jct_over_binpack": round(horus["mean_jct_s"] / binpack["mean_jct_s"], 3),
+        "horus_qos_violations": horus["qos_violations"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--seeds", type=int, help="seeds per trace (default: 5 gavel-generator, 3 horus-2500)"
+    )
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "bench" / "makespan.json")
+    args = parser.parse_args()
+    table = TruthTable.from_csv(TRUTH)
+    predictor = load_predictor()
+    truth = Truth(table, fallback=predictor)
+    rows = []
+    header = "trace            seed  bound h  horus/LB  excl/LB  binpack/LB  JCT/binpack  QoS"
+    print(header)
+    for trace, (generate, default_seeds) in TRACES.items():
+        for seed in range(1, (args.seeds or default_seeds) + 1):
+            scenario = generate(table, random.Random(seed))
+            r = row(trace, seed, run_trace(scenario, truth, predictor, seed))
+            rows.append(r)
+            print(
+                f"{trace:<16} {seed:>4} {r['lower_bound_h']:>8} {r['horus_makespan_over_bound']:>9}"
+                f" {r['exclusive_makespan_over_bound']:>8} {r['binpack_makespan_over_bound']:>11}"
+                f" {r['horus_mean_jct_over_binpack']:>12} {r['horus_qos_violations']:>4}/{r['jobs']}"
+            )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"written: {args.out}")
+
+
+if __name__ == "__main__":
+    main()
