@@ -2,24 +2,47 @@
 
 The API server stays the truth: the cache only saves re-listing on every decision. Each change marks the
 affected jobs dirty and wakes the scheduling loop.
+
+A full list (a resync) runs while the watches keep delivering, and its answer can be older than an event
+delivered while it was in flight (a node cordoned, a pod deleted). While `resyncing` (from before the
+lists are requested until `replace_all` has taken them) the cache therefore notes the resourceVersion of
+every object the watches write or delete, and the listing does not undo those writes unless its copy is
+provably newer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, TypeVar
 
 from horus_operator.operator import pods as pod_views
 from horus_operator.operator import telemetry
 from horus_operator.operator.pods import PodView
 from horus_operator.operator.telemetry import NodeTelemetry
 
+T = TypeVar("T")
+
 
 def job_key(body: Mapping[str, Any]) -> str:
     meta = body["metadata"]
     return f"{meta['namespace']}/{meta['name']}"
+
+
+def _version(body: Mapping[str, Any]) -> str:
+    return str(body["metadata"].get("resourceVersion") or "")
+
+
+def newer(version: str, than: str) -> bool:
+    """Whether `version` is provably later than `than`. resourceVersions are opaque to clients; those of an
+    etcd-backed API server are increasing integers, so two integers compare. Anything else proves nothing."""
+    return _integer(version) and _integer(than) and int(version) > int(than)
+
+
+def _integer(version: str) -> bool:
+    return version.isascii() and version.isdigit()
 
 
 class ClusterCache:
@@ -31,6 +54,23 @@ class ClusterCache:
         self.dirty: set[str] = set()
         self.nodes_changed = False
         self.wake = asyncio.Event()
+        # While a resync's lists are in flight: kind -> key -> the resourceVersion the watch last wrote or
+        # deleted. None outside a resync.
+        self._watched: dict[str, dict[str, str]] | None = None
+
+    @contextlib.contextmanager
+    def resyncing(self) -> Iterator[None]:
+        """Request the lists and call `replace_all` inside: watch events from the start on win over the
+        lists. Leaving (also when a list failed) stops noting them."""
+        self._watched = {"job": {}, "pod": {}, "node": {}}
+        try:
+            yield
+        finally:
+            self._watched = None
+
+    def _note(self, kind: str, key: str, body: Mapping[str, Any]) -> None:
+        if self._watched is not None:
+            self._watched[kind][key] = _version(body)
 
     def mark(self, keys: Iterable[str]) -> None:
         self.dirty.update(keys)
@@ -42,21 +82,30 @@ class ClusterCache:
         return taken
 
     def put_job(self, body: Mapping[str, Any]) -> None:
+        self.store_job(body)
+        self.mark([job_key(body)])
+
+    def store_job(self, body: Mapping[str, Any]) -> None:
+        """Keep `body` as the API server just returned it (a status write), without re-deciding it."""
         key = job_key(body)
+        self._note("job", key, body)
         self.jobs[key] = dict(body)
-        self.mark([key])
 
     def drop_job(self, body: Mapping[str, Any]) -> None:
-        self.jobs.pop(job_key(body), None)
+        key = job_key(body)
+        self._note("job", key, body)
+        self.jobs.pop(key, None)
 
     def put_pod(self, body: Mapping[str, Any]) -> PodView:
         pod = pod_views.view(body)
+        self._note("pod", job_key(body), body)
         self.pods[pod.job_key][pod.name] = pod
         self.mark([pod.job_key])
         return pod
 
     def drop_pod(self, body: Mapping[str, Any]) -> None:
         pod = pod_views.view(body)
+        self._note("pod", job_key(body), body)
         job_pods = self.pods.get(pod.job_key, {})
         job_pods.pop(pod.name, None)
         if not job_pods:
@@ -64,12 +113,15 @@ class ClusterCache:
         self.mark([pod.job_key])
 
     def put_node(self, body: Mapping[str, Any]) -> None:
-        self.nodes[body["metadata"]["name"]] = dict(body)
+        name = body["metadata"]["name"]
+        self._note("node", name, body)
+        self.nodes[name] = dict(body)
         self.nodes_changed = True
         self.wake.set()
 
     def drop_node(self, body: Mapping[str, Any]) -> None:
         name = body["metadata"]["name"]
+        self._note("node", name, body)
         self.nodes.pop(name, None)
         self.mark(
             key for key, job_pods in self.pods.items() if any(p.node == name for p in job_pods.values())
@@ -91,16 +143,50 @@ class ClusterCache:
         pods: Iterable[Mapping[str, Any]],
         nodes: Iterable[Mapping[str, Any]],
     ) -> None:
-        """Start from a full listing (truth after a restart or a lost lease)."""
+        """Start from full listings (truth after a restart or a lost lease), requested after
+        `resyncing`; what the watches wrote meanwhile stands unless the listing is provably newer."""
+        watched = self._watched or {"job": {}, "pod": {}, "node": {}}
+        stale_jobs = set(self.jobs) | set(self.pods)
+        pods_by_key = {f"{pod.namespace}/{pod.name}": pod for pod in self.all_pods()}
+        merged_jobs = _merge(self.jobs, _keyed(jobs, job_key, dict), watched["job"])
+        merged_pods = _merge(pods_by_key, _keyed(pods, job_key, pod_views.view), watched["pod"])
+        merged_nodes = _merge(
+            self.nodes, _keyed(nodes, lambda b: b["metadata"]["name"], dict), watched["node"]
+        )
         self.jobs.clear()
+        self.jobs.update(merged_jobs)
         self.pods.clear()
+        for pod in merged_pods.values():
+            self.pods[pod.job_key][pod.name] = pod
         self.nodes.clear()
-        for body in nodes:
-            self.put_node(body)
-        for body in pods:
-            self.put_pod(body)
-        for body in jobs:
-            self.put_job(body)
+        self.nodes.update(merged_nodes)
+        self.nodes_changed = True
+        self.mark(stale_jobs | set(self.jobs) | set(self.pods))
 
     def all_pods(self) -> list[PodView]:
         return [pod for job_pods in self.pods.values() for pod in job_pods.values()]
+
+
+def _keyed(
+    bodies: Iterable[Mapping[str, Any]],
+    key: Callable[[Mapping[str, Any]], str],
+    value: Callable[[Mapping[str, Any]], T],
+) -> dict[str, tuple[str, T]]:
+    return {key(body): (_version(body), value(body)) for body in bodies}
+
+
+def _merge(
+    current: Mapping[str, T], listed: Mapping[str, tuple[str, T]], watched: Mapping[str, str]
+) -> dict[str, T]:
+    """The listing, except for objects the watch wrote or deleted while it was in flight: those keep the
+    watch's state (`current`) unless the listed copy is provably newer. The watch delivers every later
+    change in order, so where the listing was in fact the newer one the cache still converges."""
+    merged = {
+        key: value
+        for key, (version, value) in listed.items()
+        if key not in watched or newer(version, watched[key])
+    }
+    for key in watched:
+        if key not in merged and key in current:
+            merged[key] = current[key]
+    return merged

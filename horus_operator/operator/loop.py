@@ -102,10 +102,13 @@ class SchedulingLoop:
     async def resync(self) -> None:
         """Rebuild the cache from full lists: the API server is the truth after (re)gaining the lease."""
         namespace = self._config.namespace
-        jobs, horus_pods, nodes = await asyncio.gather(
-            self._kube.list_dljobs(namespace), self._kube.list_horus_pods(namespace), self._kube.list_nodes()
-        )
-        self._cache.replace_all(jobs=jobs, pods=horus_pods, nodes=nodes)
+        with self._cache.resyncing():  # the watches keep running: their events meanwhile beat the lists
+            jobs, horus_pods, nodes = await asyncio.gather(
+                self._kube.list_dljobs(namespace),
+                self._kube.list_horus_pods(namespace),
+                self._kube.list_nodes(),
+            )
+            self._cache.replace_all(jobs=jobs, pods=horus_pods, nodes=nodes)
         self._pending.clear()
         log.info("resynced: %d DLJobs, %d Horus pods, %d nodes", len(jobs), len(horus_pods), len(nodes))
 

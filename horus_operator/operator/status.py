@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.kube import Kube
 
 OBSERVED = "observed"  # written by the telemetry handler (observing.py), carried over by the loop
@@ -35,5 +35,5 @@ async def write(
     meta = body["metadata"]
     stored = await kube.patch_status(meta["namespace"], meta["name"], patch)
     if stored is not None:
-        cache.jobs[job_key(body)] = stored
+        cache.store_job(stored)
     return stored

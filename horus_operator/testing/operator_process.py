@@ -126,8 +126,8 @@ class OperatorProcess:
     def _leading(self) -> bool:
         if not self.running:
             raise AssertionError(f"operator {self.identity} exited; log:\n{self.log_tail()}")
-        # Leading and through its first resync: a test that changes nodes before that races the
-        # resync's list against its own changes (a known gap: a list can overwrite newer watch events).
+        # Leading and through its first resync: only then does the operator place anything, so a test
+        # that expects placements (or times them) starts counting from a ready operator.
         if lease_holder(self.cluster, self.lease_namespace) != self.identity:
             return False
         return self.log_text().count(RESYNC_LINE) > self._resyncs_at_start

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
-from operator_builders import FakeKube, gpu_node
+from operator_builders import FakeKube, PodBuilder, gpu_node
 
 from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
@@ -54,10 +55,10 @@ def _catalog(name: str) -> str:
     return name
 
 
-def _loop(kube: FakeKube) -> SchedulingLoop:
+def _loop(kube: FakeKube, cache: ClusterCache | None = None) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
-        cache=ClusterCache(),
+        cache=cache or ClusterCache(),
         policy=FirstFreeGpu(),
         predictor=FixedPredictor(),
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
@@ -139,3 +140,80 @@ def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node() -> None:
     (moved,) = kube.pods.values()
     assert moved["metadata"]["name"] == "job-0-1"
     assert moved["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-1"
+
+
+class ListsInFlight(FakeKube):
+    """Lists that answer with the state at the moment they were requested, after `meanwhile` (the watch
+    delivering events) has run: what a slow list on a busy API server returns."""
+
+    def __init__(self, meanwhile: Callable[[], None]) -> None:
+        super().__init__()
+        self.meanwhile = meanwhile
+
+    async def list_nodes(self) -> list[dict[str, Any]]:
+        listed = await super().list_nodes()  # the job and pod lists were answered before this one
+        self.meanwhile()
+        return listed
+
+
+def _at(body: dict[str, Any], version: str) -> dict[str, Any]:
+    body["metadata"]["resourceVersion"] = version
+    return body
+
+
+def _resync_racing(kube: ListsInFlight, cache: ClusterCache, watch: Callable[[], None]) -> None:
+    """Resync while the watch delivers `watch`'s events to `cache` between the lists and their answer."""
+    kube.meanwhile = watch
+    asyncio.run(_loop(kube, cache).resync())
+
+
+def _stored_cluster() -> ListsInFlight:
+    kube = ListsInFlight(meanwhile=lambda: None)
+    kube.nodes["gpu-node-0"] = _at(gpu_node("gpu-node-0"), "10")
+    for name in ("kept", "deleted"):
+        kube.jobs[f"team-a/{name}"] = _at(DLJobBuilder.stored(name).obj(), "11")
+        kube.pods[f"team-a/{name}-0"] = _at(PodBuilder(name).bound().obj(), "12")
+    return kube
+
+
+def test_a_stale_list_does_not_undo_newer_watch_events() -> None:
+    kube, cache = _stored_cluster(), ClusterCache()
+    cordoned = _at(gpu_node("gpu-node-0"), "20")
+    cordoned["spec"]["unschedulable"] = True
+    late_job = _at(DLJobBuilder.stored("late").obj(), "21")
+
+    def watch() -> None:
+        cache.put_node(cordoned)
+        cache.drop_job(_at(DLJobBuilder.stored("deleted").obj(), "22"))
+        cache.drop_pod(_at(PodBuilder("deleted").bound().obj(), "23"))
+        cache.put_job(late_job)
+
+    _resync_racing(kube, cache, watch)
+    assert cache.nodes["gpu-node-0"]["spec"] == {"unschedulable": True}
+    assert set(cache.jobs) == {"team-a/kept", "team-a/late"}  # the deletion is not resurrected
+    assert set(cache.pods) == {"team-a/kept"}
+    assert {"team-a/kept", "team-a/late"} <= cache.dirty
+
+
+def test_a_listed_copy_newer_than_a_lagging_watch_event_wins() -> None:
+    kube, cache = _stored_cluster(), ClusterCache()
+    _resync_racing(kube, cache, lambda: cache.put_node(_at(gpu_node("gpu-node-0", count=1), "3")))
+    assert cache.nodes["gpu-node-0"]["metadata"]["resourceVersion"] == "10"
+
+
+def test_without_comparable_versions_the_watch_event_stands() -> None:
+    """resourceVersions are opaque: where they are not integers the watch, which delivers every later
+    change in order, is trusted over a list that may predate it."""
+    kube, cache = _stored_cluster(), ClusterCache()
+    kube.nodes["gpu-node-0"]["metadata"]["resourceVersion"] = "b7"
+    _resync_racing(kube, cache, lambda: cache.put_node(_at(gpu_node("gpu-node-0", count=1), "a3")))
+    assert cache.nodes["gpu-node-0"]["metadata"]["resourceVersion"] == "a3"
+
+
+def test_objects_gone_before_the_list_leave_the_cache() -> None:
+    kube, cache = _stored_cluster(), ClusterCache()
+    cache.put_node(_at(gpu_node("gpu-node-9"), "2"))  # deleted while this replica was not watching
+    cache.put_job(_at(DLJobBuilder.stored("gone").obj(), "2"))
+    _resync_racing(kube, cache, lambda: None)
+    assert set(cache.nodes) == {"gpu-node-0"}
+    assert set(cache.jobs) == {"team-a/kept", "team-a/deleted"}
