@@ -13,7 +13,11 @@ def as_invalid(job: JobSpec, problem: Unsatisfiable) -> InvalidJob:
     if problem.cause is Cause.GPUS:
         return InvalidJob("spec.gpus", job.gpus, problem.message)
     if problem.cause is Cause.MEMORY:
-        return InvalidJob("spec.batchSize", job.batch_size, problem.message)
+        # The batch is the one lever of a catalog model; a model of the user's own has a size too.
+        own = (
+            "" if job.architecture is not None else f"; the model's own size ({_model_field(job)}) counts too"
+        )
+        return InvalidJob("spec.batchSize", job.batch_size, problem.message + own)
     return InvalidJob(_model_field(job), _model_value(job), problem.message)
 
 

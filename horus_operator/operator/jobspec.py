@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,6 +113,7 @@ class WorkloadResolver:
         if job.onnx is not None:
             return self._from_onnx(job, job.onnx)
         if job.features is not None:
+            _check_features(job.features)
             return _custom(
                 job.features, job.batch_size, "features:" + _digest(repr(sorted(job.features.items())))
             )
@@ -134,6 +136,14 @@ class WorkloadResolver:
         except Exception as error:  # any parse failure of user data is the user's input error
             raise InvalidJob("spec.model.onnx", where, f"unreadable ONNX graph: {error}") from error
         return _custom(features, job.batch_size, "onnx:" + _digest(data))
+
+
+def _check_features(features: Mapping[str, float]) -> None:
+    """Counts and sizes: a negative one would predict negative memory and let co-tenants overfill a GPU
+    (the schema refuses it; a DLJob stored under an older CRD is checked here)."""
+    for name, value in sorted(features.items()):
+        if not math.isfinite(value) or value < 0:
+            raise InvalidJob(f"spec.model.features.{name}", value, "a count or size: finite and at least 0")
 
 
 def _custom(features: Mapping[str, float], batch_size: int, key: str) -> Workload:

@@ -133,6 +133,21 @@ def test_more_memory_than_any_gpu_has_is_unsatisfiable() -> None:
     assert _verdict(job, Workload("resnet50", 32), _snapshot(), 8000) is None
 
 
+def test_a_model_of_ones_own_too_large_for_any_gpu_names_its_size_too() -> None:
+    job = jobspec.parse(DLJobBuilder.stored("own").model(features={"param_bytes": 1e15}).obj())
+    problem = _verdict(job, Workload("custom", 32), _snapshot(), 1e9)
+    assert problem is not None and problem.field_path == "spec.batchSize"
+    assert problem.reason.endswith("the model's own size (spec.model.features) counts too")
+
+
 def test_an_empty_cluster_judges_nothing() -> None:
     job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
     assert _verdict(job, Workload("resnet50", 32), Capacity.of(ClusterSnapshot(nodes=())), 1e9) is None
+
+
+@pytest.mark.parametrize("value", [-1.0, float("inf"), float("nan")])
+def test_features_must_be_finite_counts(value: float) -> None:
+    job = jobspec.parse(DLJobBuilder.stored("f").model(features={"params": 1.0, "param_bytes": value}).obj())
+    with pytest.raises(jobspec.InvalidJob) as invalid:
+        _resolver().workload(job)
+    assert invalid.value.field_path == "spec.model.features.param_bytes"
