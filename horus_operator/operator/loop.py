@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from horus_operator.operator import cluster_view, jobspec, pods, reconcile, status
+from horus_operator.operator import cluster_view, jobspec, pods, reconcile, status, template
 from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import as_invalid
@@ -77,6 +77,7 @@ class SchedulingLoop:
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
         self._unsatisfiable: dict[str, InvalidJob] = {}
         self._explained_at: dict[str, datetime] = {}
+        self._allocatable: dict[str, float] = {}  # resource -> the most a GPU node offers, this cycle
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -126,6 +127,9 @@ class SchedulingLoop:
         now = self._clock()
         started = time.perf_counter()
         dirty = self._cache.take_dirty()
+        self._allocatable = template.largest_allocatable(
+            body for body in self._cache.nodes.values() if cluster_view.gpu_node(body) is not None
+        )
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
         await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
@@ -165,7 +169,9 @@ class SchedulingLoop:
                 nodes=self._cache.nodes.keys(),
                 unschedulable_grace=self._config.unschedulable_grace,
                 verdict=workload if isinstance(workload, InvalidJob) else None,
-                unsatisfiable=self._unsatisfiable.get(key),
+                # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
+                unsatisfiable=self._unsatisfiable.get(key)
+                or template.beyond_every_node(job.template, self._allocatable),
                 waiting_message=self._waiting.get(key, ""),
                 extra=status.owned_by_others(current),
             ),
@@ -194,6 +200,7 @@ class SchedulingLoop:
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
             try:  # an ONNX job reads its ConfigMap: off the event loop
+                template.check(job.template)
                 resolve = self._resolver.workload
                 self._workloads[cache_key] = await self._kube.call(resolve, job) if job.onnx else resolve(job)
             except InvalidJob as invalid:
@@ -247,13 +254,12 @@ class SchedulingLoop:
             hostname=cluster_view.hostname(self._cache.nodes[assignment.node]),
             gpu_uuids=_uuids(snapshot, assignment),
         )
+        pod = pods.build_pod(placement)
         try:
-            stored, created = await self._kube.create_pod(pods.build_pod(placement))
+            stored, created = await self._kube.create_pod(pod)
         except ApiError as error:
             if error.status in (400, 403, 422):  # the template itself is refused: the user must fix it
-                invalid = InvalidJob(
-                    "spec.template", pending.job.name, f"pod refused: {error.reason} {error.body}"
-                )
+                invalid = template.refused(pod, error.reason, error.body)
                 self._workloads[(pending.job.uid, pending.job.generation)] = invalid
                 self._cache.mark([assignment.job])
                 return

@@ -147,6 +147,6 @@ def summarise_reasons(reasons: Iterator[str]) -> str:
     """'waiting: A (12 GPUs); B (4 GPUs)' from one reason per GPU looked at."""
     counts = Counter(reasons)
     if not counts:
-        return "waiting: no usable GPU (all unhealthy or cordoned)"
+        return "waiting: no usable GPU (all unhealthy, cordoned or cooling down after refusing a pod)"
     parts = [f"{reason} ({count} GPU{'s' if count > 1 else ''})" for reason, count in counts.most_common(3)]
     return "waiting: " + "; ".join(parts)

@@ -217,3 +217,29 @@ def test_objects_gone_before_the_list_leave_the_cache() -> None:
     _resync_racing(kube, cache, lambda: None)
     assert set(cache.nodes) == {"gpu-node-0"}
     assert set(cache.jobs) == {"team-a/kept", "team-a/deleted"}
+
+
+def test_a_pod_no_gpu_node_can_hold_fails_without_cooling_the_nodes() -> None:
+    """Placed anyway, its pod would be unschedulable on each node in turn, and each would cool down for
+    everyone: one job could stop all placement."""
+    kube = _cluster(jobs=1, gpus=2)
+    hog = DLJobBuilder.stored("hog").obj()
+    hog["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000"}}
+    kube.jobs[job_key(hog)] = hog
+    asyncio.run(_settle(_loop(kube)))
+    status = kube.jobs["team-a/hog"]["status"]
+    assert status["phase"] == "Failed"
+    assert status["message"].startswith("spec.template.spec.containers[0].resources.requests.cpu='1000'")
+    assert [pod["metadata"]["name"] for pod in kube.pods.values()] == ["job-0-0"]
+
+
+def test_a_template_that_picks_its_own_node_fails_naming_it() -> None:
+    kube = _cluster(jobs=0, gpus=2)
+    pinned = DLJobBuilder.stored("pinned").obj()
+    pinned["spec"]["template"]["spec"]["nodeName"] = "gpu-node-0"
+    kube.jobs[job_key(pinned)] = pinned
+    asyncio.run(_settle(_loop(kube)))
+    assert kube.jobs["team-a/pinned"]["status"]["message"].startswith(
+        "spec.template.spec.nodeName='gpu-node-0'"
+    )
+    assert kube.creates == 0
