@@ -109,6 +109,8 @@ class PlacementCall:
             return "the job needs whole GPUs and none is free"
         if any(wants_whole_gpus(tenant.request) for tenant in slot.tenants):
             return "GPUs held whole by their jobs"
+        if any(tenant.request.share_scope != request.share_scope for tenant in slot.tenants):
+            return "GPUs shared under another namespace's ResourceClaim"
         observed_utilization = slot.gpu.observed_utilization
         if observed_utilization is not None and observed_utilization >= self.limits.busy_utilization:
             return f"GPUs measured busy (≥{self.limits.busy_utilization:.0%} utilization)"
@@ -147,6 +149,9 @@ def summarise_reasons(reasons: Iterator[str]) -> str:
     """'waiting: A (12 GPUs); B (4 GPUs)' from one reason per GPU looked at."""
     counts = Counter(reasons)
     if not counts:
-        return "waiting: no usable GPU (all unhealthy, cordoned or cooling down after refusing a pod)"
+        return (
+            "waiting: no usable GPU (all unhealthy, cordoned, claimed by others or cooling down after "
+            "refusing a pod)"
+        )
     parts = [f"{reason} ({count} GPU{'s' if count > 1 else ''})" for reason, count in counts.most_common(3)]
     return "waiting: " + "; ".join(parts)

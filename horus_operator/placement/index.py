@@ -72,7 +72,7 @@ class GpuSlot:
         self.gpu = gpu
         self.key: GpuKey = gpu.key
         self.node = gpu.node
-        self.usable = gpu.healthy and schedulable
+        self.usable = gpu.healthy and schedulable and not gpu.claimed_by
         self.tenants: list[RunningJob] = []
 
     @property

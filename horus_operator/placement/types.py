@@ -29,6 +29,8 @@ class Gpu:
     observed_memory_used_mib: float | None = None  # live telemetry, when an agent reports it
     observed_utilization: float | None = None  # 0..1, live telemetry
     product_label: str = ""  # as GPU Feature Discovery reported it ("" where no node did: the simulator)
+    # A DRA ResourceClaim that is not Horus's holds this GPU ("namespace/name"): never placed on.
+    claimed_by: str = ""
 
     @classmethod
     def labelled(cls, node: str, index: int, product_label: str, memory_mib: int) -> Gpu:
@@ -63,6 +65,10 @@ class JobRequest:
     # Seconds of work left if it ran alone (spec.totalSteps at the predicted or observed step rate; the
     # simulator's trace durations); None when nobody knows. Longer work goes first among equals.
     remaining_s: float | None = None
+    # Jobs share a GPU only with jobs of the same scope. "" for all in the simulator and for env-bound
+    # jobs; the operator gives DRA-bound jobs their namespace's: co-tenants share one ResourceClaim, and
+    # a pod can reference claims of its own namespace only.
+    share_scope: str = ""
 
 
 @dataclass(frozen=True)

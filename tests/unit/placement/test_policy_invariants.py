@@ -114,8 +114,23 @@ def test_unhealthy_gpus_and_cordoned_nodes_are_never_candidates(policy_name: str
     policy = make_policy(policy_name, predictor=predictor())
     sick = nodes(1, 2, healthy=False)
     cordoned = tuple(replace(node, schedulable=False) for node in nodes(1, 2))
-    for node_list in (sick, cordoned):
+    claimed = nodes(1, 2, claimed_by="team-b/their-own-claim")  # a DRA claim not Horus's holds them
+    for node_list in (sick, cordoned, claimed):
         assert policy.schedule(snapshot(node_list), [job("a", "good")]) == []
+
+
+@pytest.mark.parametrize("policy_name", ["horus", "binpack"])
+def test_jobs_share_a_gpu_only_within_their_share_scope(policy_name: str) -> None:
+    """DRA-bound co-tenants share one ResourceClaim, which only pods of its namespace can reference."""
+    policy = make_policy(policy_name, predictor=predictor())
+    tenant = running(replace(job("t", "good"), share_scope="dra/team-a"), "n0", 0)
+    state = snapshot(nodes(1, 1), tenant)
+    stranger = replace(job("b", "fair"), share_scope="dra/team-b")
+    neighbour = replace(job("a", "fair"), share_scope="dra/team-a")
+
+    assert policy.schedule(state, [stranger]) == []
+    assert "another namespace" in policy.explain_wait(state, stranger)
+    assert [a.gpu_indices for a in policy.schedule(state, [neighbour])] == [(0,)]
 
 
 @pytest.mark.parametrize("policy_name", sorted(POLICIES))
