@@ -61,6 +61,10 @@ class FakeBackend:
     def __init__(self, inventory: FakeInventory) -> None:
         self._inventory = inventory
 
+    @property
+    def inventory(self) -> FakeInventory:
+        return self._inventory
+
     def sample(self, pods: Sequence[PodInfo], now: float) -> Sample:
         demands = self._demands_by_gpu(pods)
         gpus: list[GpuReading] = []

@@ -1,5 +1,6 @@
 """The agent's only door to the API server (kubernetes client library): read its node and the pods
-bound to it, create its GPUNode and patch its status. Errors surface as `ApiUnavailableError`."""
+bound to it, create its GPUNode and patch its status, and (fake backend) publish its ResourceSlice.
+Errors surface as `ApiUnavailableError`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from horus_operator.agent import gpunode
+from horus_operator.agent import gpunode, resourceslice
 from horus_operator.agent.readings import PodInfo
 
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
@@ -79,6 +80,22 @@ class NodeApi:
                 self._create()
                 self._patch_status(status)
 
+    def publish_devices(self, body: Mapping[str, Any]) -> None:
+        """Creates the node's ResourceSlice `body`, or replaces the stored one when it differs."""
+        group, version, plural = resourceslice.GROUP, resourceslice.VERSION, resourceslice.PLURAL
+        name = body["metadata"]["name"]
+        with _translated_errors():
+            try:
+                self._custom.create_cluster_custom_object(group, version, plural, dict(body))
+                return
+            except ApiException as error:
+                if error.status != 409:
+                    raise
+            stored = self._custom.get_cluster_custom_object(group, version, plural, name)
+            if stored.get("spec") != body["spec"]:
+                replacement = {**body, "metadata": {**body["metadata"], **_version_of(stored)}}
+                self._custom.replace_cluster_custom_object(group, version, plural, name, replacement)
+
     def _create(self) -> None:
         body = gpunode.new_object(self._node.name, self._node.uid)
         try:
@@ -99,6 +116,11 @@ def _translated_errors() -> Iterator[None]:
         yield
     except (ApiException, HTTPError, OSError) as error:
         raise ApiUnavailableError(f"API server: {error}") from error
+
+
+def _version_of(stored: Mapping[str, Any]) -> dict[str, str]:
+    """A replace names the version it replaces: a concurrent writer makes it fail, not vanish."""
+    return {"resourceVersion": stored["metadata"]["resourceVersion"]}
 
 
 def _pod_info(pod: Any) -> PodInfo:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +28,8 @@ class NodeApi(Protocol):
 
     def publish(self, status: dict[str, Any]) -> None: ...
 
+    def publish_devices(self, body: Mapping[str, Any]) -> None: ...
+
 
 @dataclass
 class Agent:
@@ -38,6 +40,11 @@ class Agent:
     metrics: AgentMetrics
     pacer: PublishPacer  # its interval is also how often the pod list is refreshed
     sample_interval: float = 1.0
+    # The node's GPUs as a ResourceSlice, kept published (the fake backend stands in for NVIDIA's DRA
+    # driver on kwok nodes); None: the driver publishes them, or nobody does.
+    devices: Mapping[str, Any] | None = None
+    _devices_published: bool = False
+    _devices_error: str | None = None
     _pods: Sequence[PodInfo] = ()
     _pods_refreshed_at: float = float("-inf")
     # Bounded: while the API server is down the window would otherwise grow for as long as the outage.
@@ -108,3 +115,19 @@ class Agent:
         self.pacer.published(now, health)
         self.metrics.publishes.labels(result="ok").inc()
         self._window.clear()  # the next window starts with the next sample
+        self._publish_devices()
+
+    def _publish_devices(self) -> None:
+        """Once, retried with each publish until it lands. A cluster without resource.k8s.io/v1 (or an
+        agent not allowed to write ResourceSlices) is warned about once, not every publish."""
+        if self.devices is None or self._devices_published:
+            return
+        try:
+            self.api.publish_devices(self.devices)
+        except self.api_error as error:
+            if str(error) != self._devices_error:
+                log.warning("publishing the ResourceSlice of %s failed (retried): %s", self.node, error)
+            self._devices_error = str(error)
+            return
+        self._devices_published = True
+        log.info("ResourceSlice of %s published", self.node)

@@ -11,8 +11,9 @@ from typing import TextIO
 
 import click
 
-from horus_operator.agent import kube
+from horus_operator.agent import kube, resourceslice
 from horus_operator.agent.backend import BACKENDS
+from horus_operator.agent.fake import FakeBackend
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.agent.pacing import Backoff, PublishPacer
 from horus_operator.agent.runner import Agent
@@ -108,14 +109,16 @@ def _run(node: str, settings: _Settings, metrics: AgentMetrics, stop: threading.
     node_info = _read_node_until_available(node, stop)
     if node_info is None:
         return
+    backend = BACKENDS[settings.backend](node, node_info.labels)
     daemon = Agent(
         node=node,
-        backend=BACKENDS[settings.backend](node, node_info.labels),
+        backend=backend,
         api=kube.NodeApi(node_info),
         api_error=kube.ApiUnavailableError,
         metrics=metrics,
         pacer=PublishPacer(interval=settings.publish_interval, backoff=Backoff()),
         sample_interval=settings.sample_interval,
+        devices=_fake_devices(backend, node_info),
     )
     log.info(
         "agent for %s: backend %s, sample every %ss, publish every %ss",
@@ -125,6 +128,14 @@ def _run(node: str, settings: _Settings, metrics: AgentMetrics, stop: threading.
         settings.publish_interval,
     )
     daemon.run_forever(time.time, stop)
+
+
+def _fake_devices(backend: object, node: kube.NodeInfo) -> dict[str, object] | None:
+    """The fake backend's GPUs as the ResourceSlice NVIDIA's DRA driver would publish (kwok nodes have
+    no driver); the real backend's GPUs are the driver's to publish."""
+    if not isinstance(backend, FakeBackend):
+        return None
+    return resourceslice.fake_slice(backend.inventory, node.uid)
 
 
 @agent.command("export-observations")

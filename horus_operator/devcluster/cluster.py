@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from horus_operator.devcluster import components, nodes
-from horus_operator.devcluster.binaries import ControlPlane
+from horus_operator.devcluster.binaries import REPO_ROOT, ControlPlane
 from horus_operator.devcluster.processes import ProcessGroup, ProcessRecord
 
 START_TIMEOUT_SECONDS = 180.0
@@ -33,6 +33,9 @@ POLL_SECONDS = 0.25
 LOG_TAIL_LINES = 30
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kubectl")
+# NVIDIA's DRA driver creates this DeviceClass on real clusters; on kwok the fake agents stand in for
+# the driver, so the cluster carries it from the start.
+GPU_DEVICE_CLASS = REPO_ROOT / "hack" / "dra" / "deviceclass-gpu.yaml"
 
 
 class ClusterError(RuntimeError):
@@ -118,6 +121,7 @@ class LocalCluster:
         token = self._write_credentials()
         try:
             self._start_control_plane(ports, token)
+            self.kubectl("apply", "-f", str(GPU_DEVICE_CLASS))
             self.add_pools(self.pools)
         except BaseException:
             self.processes.stop_all()

@@ -17,8 +17,9 @@ NODE_LEASE_SECONDS = 40  # what kwokctl uses; kwok renews each fake node's lease
 
 # kube-controller-manager runs only what the project relies on: the garbage collector (owner
 # references cascade), namespace deletion, node lifecycle (lifts the not-ready taint admission puts
-# on new nodes), the workload controllers and pod GC. Controllers that need a cloud provider, a
-# kubelet, volumes or certificates stay off.
+# on new nodes), the workload controllers, pod GC and the ResourceClaim controller (it removes ended
+# pods from a claim's reservations, then deallocates the claim and lets a deleted one go). Controllers
+# that need a cloud provider, a kubelet, volumes or certificates stay off.
 CONTROLLERS = (
     "garbage-collector-controller",
     "namespace-controller",
@@ -29,6 +30,7 @@ CONTROLLERS = (
     "deployment-controller",
     "pod-garbage-collector-controller",
     "ttl-after-finished-controller",
+    "resourceclaim-controller",
 )
 
 

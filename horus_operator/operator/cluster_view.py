@@ -1,18 +1,22 @@
 """The cluster as a placement policy sees it, built only from what the API server shows.
 
-One function, `build_snapshot`, turns Node objects (GPU Feature Discovery labels) and the pods Horus
-placed (their GPU-assignment annotations) into a `ClusterSnapshot`. Node-agent telemetry (UUIDs, health,
-observed memory) is merged here too, so every decision sees one consistent view.
+One function, `build_snapshot`, turns Node objects (GPU Feature Discovery labels, or the ResourceSlices
+of NVIDIA's DRA driver where it runs: `slices.py`) and the pods Horus placed (their GPU-assignment
+annotations) into a `ClusterSnapshot`. Node-agent telemetry (UUIDs, health, observed memory) is merged
+here too, and GPUs that someone else's ResourceClaim holds are marked, so every decision sees one
+consistent view.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from horus_operator.operator import keys, telemetry
+from horus_operator.operator import keys, slices, telemetry
 from horus_operator.operator.pods import PodView
+from horus_operator.operator.slices import SliceGpu
 from horus_operator.placement.types import ClusterSnapshot, Gpu, Node, RunningJob
 from horus_operator.prediction.api import UnknownGpuError
 
@@ -26,16 +30,41 @@ def build_snapshot(
     now: float,
     gpunodes: Iterable[telemetry.NodeTelemetry] = (),
     telemetry_ttl: float = telemetry.DEFAULT_TTL_SECONDS,
+    slice_gpus: Iterable[SliceGpu] = (),
+    claimed: Mapping[str, str] | None = None,
 ) -> ClusterSnapshot:
-    """`gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now` in epoch seconds (their clock)."""
-    labelled = (node for node in (gpu_node(body) for body in nodes) if node is not None)
-    gpu_nodes = telemetry.merge(labelled, gpunodes, now=now, ttl=telemetry_ttl)
+    """`gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now` in epoch seconds (their clock);
+    `slice_gpus`: the GPUs ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not
+    Horus's that holds it (`claims.foreign_holders`)."""
+    listed = slices.by_node(slice_gpus)
+    inventory = (_inventory(body, listed.get(body["metadata"]["name"])) for body in nodes)
+    known = (node for node in inventory if node is not None)
+    gpu_nodes = telemetry.merge(known, gpunodes, now=now, ttl=telemetry_ttl)
+    if claimed:
+        gpu_nodes = tuple(_mark_claimed(node, claimed) for node in gpu_nodes)
     running = tuple(
         RunningJob(request=pod.request, node=pod.node, gpu_indices=pod.gpu_indices)
         for pod in pods
         if pod.holds_gpus and pod.request is not None
     )
     return ClusterSnapshot(nodes=gpu_nodes, running=running, now=now)
+
+
+def _inventory(body: Mapping[str, Any], listed: list[SliceGpu] | None) -> Node | None:
+    """From the node's ResourceSlices where the driver publishes them, else from its GFD labels."""
+    if listed:
+        return slices.node_from_slices(body["metadata"]["name"], listed, schedulable=is_schedulable(body))
+    return gpu_node(body)
+
+
+def _mark_claimed(node: Node, claimed: Mapping[str, str]) -> Node:
+    if not any(gpu.uuid in claimed for gpu in node.gpus):
+        return node
+    gpus = tuple(
+        dataclasses.replace(gpu, claimed_by=claimed[gpu.uuid]) if gpu.uuid in claimed else gpu
+        for gpu in node.gpus
+    )
+    return dataclasses.replace(node, gpus=gpus)
 
 
 def gpu_node(body: Mapping[str, Any]) -> Node | None:

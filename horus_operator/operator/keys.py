@@ -30,3 +30,20 @@ LABEL_HOSTNAME = "kubernetes.io/hostname"
 # kwok stage annotations (fake nodes only; see docs/local-cluster.md).
 KWOK_COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 KWOK_FAIL_DELAY = "pod-fail.stage.kwok.x-k8s.io/delay"
+
+# Dynamic Resource Allocation (resource.k8s.io/v1) and NVIDIA's DRA driver for GPUs (names as in the
+# driver's source: its driver name, DeviceClass and attribute domain are all "gpu.nvidia.com").
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSION = "v1"
+DRA_API_VERSION = f"{DRA_GROUP}/{DRA_VERSION}"
+GPU_DRIVER = "gpu.nvidia.com"
+GPU_DEVICE_CLASS = "gpu.nvidia.com"
+GPU_DEVICE_TYPE = "gpu"  # the driver's `type` attribute of a whole GPU ("mig" for MIG devices)
+GPU_CONFIG_API_VERSION = "resource.nvidia.com/v1beta1"  # the driver's opaque claim parameters
+GPU_CONFIG_KIND = "GpuConfig"
+LABEL_CLAIM_NODE = "horus.dev/node"  # on the ResourceClaims Horus owns: the node of their GPU
+ANNOTATION_CLAIM_UUID = "horus.dev/gpu-uuid"  # on Horus's claims: the GPU they select
+ANNOTATION_SHARING = "horus.dev/sharing"  # on Horus's claims: the sharing config they were created with
+ANNOTATION_DESIRED_SHARING = "horus.dev/desired-sharing"  # the config the claim's tenants now call for
+ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env or dra
+ANNOTATION_CLAIMS = "horus.dev/claims"  # on dra pods: the claims they reference, in GPU order

@@ -1,7 +1,7 @@
 """The agent and the operator cannot import each other (sibling shells); the strings they share are
 checked here instead."""
 
-from horus_operator.agent import fake, summary
+from horus_operator.agent import fake, resourceslice, summary
 from horus_operator.operator import keys
 
 
@@ -14,3 +14,9 @@ def test_the_agent_reads_the_pod_keys_the_operator_writes() -> None:
         keys.LABEL_GPU_PRODUCT,
         keys.LABEL_GPU_MEMORY,
     )
+
+
+def test_the_operator_reads_the_resource_slices_the_fake_agent_writes() -> None:
+    assert resourceslice.DRIVER == keys.GPU_DRIVER
+    assert resourceslice.GPU_DEVICE_TYPE == keys.GPU_DEVICE_TYPE
+    assert (resourceslice.GROUP, resourceslice.VERSION) == (keys.DRA_GROUP, keys.DRA_VERSION)
