@@ -37,6 +37,25 @@ import click
     envvar="HORUS_TELEMETRY_TTL_SECONDS",
     help="GPUs of a node whose agent has been silent longer are not used.",
 )
+@click.option(
+    "--binding",
+    type=click.Choice(["env", "dra"]),
+    default="env",
+    show_default=True,
+    envvar="HORUS_BINDING",
+    help="How pods get their GPU, for DLJobs without spec.binding: env (nodeSelector + "
+    "NVIDIA_VISIBLE_DEVICES) or dra (a ResourceClaim per GPU; needs resource.k8s.io/v1 and "
+    "NVIDIA's DRA driver).",
+)
+@click.option(
+    "--sharing",
+    type=click.Choice(["mps", "timeslicing"]),
+    default="mps",
+    show_default=True,
+    envvar="HORUS_SHARING",
+    help="How DRA-bound co-tenants share a GPU's claim: MPS with limits from their predictions (the "
+    "driver's MPSSupport feature gate) or the driver's time-slicing.",
+)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
@@ -52,6 +71,8 @@ def run(
     unschedulable_grace_seconds: float,
     api_workers: int,
     telemetry_ttl_seconds: float,
+    binding: str,
+    sharing: str,
     liveness: str,
     log_format: str,
     verbose: bool,
@@ -70,5 +91,7 @@ def run(
         unschedulable_grace_seconds=unschedulable_grace_seconds,
         api_workers=api_workers,
         telemetry_ttl_seconds=telemetry_ttl_seconds,
+        binding=binding,
+        sharing=sharing,
     )
     entry.run(config, liveness_endpoint=liveness or None, json_logs=log_format == "json", verbose=verbose)

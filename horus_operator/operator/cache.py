@@ -1,4 +1,5 @@
-"""In-memory view of DLJobs, Horus pods and nodes, fed by kopf watch events (and a full list on start).
+"""In-memory view of DLJobs, Horus pods and nodes (and, where DRA is served, ResourceClaims and
+ResourceSlices), fed by kopf watch events (and a full list on start).
 
 The API server stays the truth: the cache only saves re-listing on every decision. Each change marks the
 affected jobs dirty and wakes the scheduling loop.
@@ -18,9 +19,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from horus_operator.operator import claims as claim_views
+from horus_operator.operator import keys, slices, telemetry
 from horus_operator.operator import pods as pod_views
-from horus_operator.operator import telemetry
+from horus_operator.operator.claims import ClaimId, ClaimView, Device
 from horus_operator.operator.pods import PodView
+from horus_operator.operator.slices import SliceGpu
 from horus_operator.operator.telemetry import NodeTelemetry
 
 T = TypeVar("T")
@@ -51,6 +55,12 @@ class ClusterCache:
         self.pods: dict[str, dict[str, PodView]] = defaultdict(dict)  # job key -> pod name -> view
         self.nodes: dict[str, dict[str, Any]] = {}
         self.gpunodes: dict[str, NodeTelemetry] = {}  # node name -> its agent's GPUNode, parsed once
+        # DRA (when the API server serves resource.k8s.io/v1): every ResourceClaim, and the GPUs of each
+        # ResourceSlice of NVIDIA's driver, parsed once
+        self.claims: dict[ClaimId, ClaimView] = {}
+        self.slices: dict[str, list[SliceGpu]] = {}
+        self._claim_jobs: dict[ClaimId, set[str]] = defaultdict(set)  # claim -> jobs whose pods use it
+        self.claims_changed = False
         self.dirty: set[str] = set()
         self.nodes_changed = False
         self.wake = asyncio.Event()
@@ -62,7 +72,7 @@ class ClusterCache:
     def resyncing(self) -> Iterator[None]:
         """Request the lists and call `replace_all` inside: watch events from the start on win over the
         lists. Leaving (also when a list failed) stops noting them."""
-        self._watched = {"job": {}, "pod": {}, "node": {}}
+        self._watched = {kind: {} for kind in _KINDS}
         try:
             yield
         finally:
@@ -100,8 +110,13 @@ class ClusterCache:
         pod = pod_views.view(body)
         self._note("pod", job_key(body), body)
         self.pods[pod.job_key][pod.name] = pod
+        self._index_claims(pod)
         self.mark([pod.job_key])
         return pod
+
+    def _index_claims(self, pod: PodView) -> None:
+        for claim in pod.claims:
+            self._claim_jobs[(pod.namespace, claim)].add(pod.job_key)
 
     def drop_pod(self, body: Mapping[str, Any]) -> None:
         pod = pod_views.view(body)
@@ -136,16 +151,60 @@ class ClusterCache:
         self.gpunodes.pop(body["metadata"]["name"], None)
         self.nodes_changed = True
 
+    def put_claim(self, body: Mapping[str, Any]) -> None:
+        claim = claim_views.view(body)
+        self._note("claim", job_key(body), body)
+        previous = self.claims.get(claim.id)
+        self.claims[claim.id] = claim
+        self._claim_changed(claim, inventory=previous is None or previous.allocated != claim.allocated)
+
+    def drop_claim(self, body: Mapping[str, Any]) -> None:
+        self._note("claim", job_key(body), body)
+        claim = self.claims.pop(claim_views.view(body).id, None)
+        if claim is not None:
+            self._claim_changed(claim, inventory=bool(claim.allocated))
+
+    def _claim_changed(self, claim: ClaimView, *, inventory: bool) -> None:
+        """Its jobs are re-decided (their ClaimsAllocated condition); a GPU held by someone else's claim
+        leaves the inventory, or comes back."""
+        self.claims_changed = True
+        if inventory and not claim.managed:
+            self.nodes_changed = True
+        self.mark(self._claim_jobs.get(claim.id, ()))
+
+    def put_slice(self, body: Mapping[str, Any]) -> None:
+        name = body["metadata"]["name"]
+        self._note("slice", name, body)
+        self.slices[name] = slices.gpus([body])
+        self.nodes_changed = True
+        self.wake.set()
+
+    def drop_slice(self, body: Mapping[str, Any]) -> None:
+        name = body["metadata"]["name"]
+        self._note("slice", name, body)
+        self.slices.pop(name, None)
+        self.nodes_changed = True
+        self.wake.set()
+
+    def slice_gpus(self) -> list[SliceGpu]:
+        return [gpu for listed in self.slices.values() for gpu in listed]
+
+    def devices(self) -> dict[Device, str]:
+        """The UUID of each GPU the ResourceSlices list, by the name a claim's allocation gives it."""
+        return {Device(keys.GPU_DRIVER, gpu.pool, gpu.device): gpu.uuid for gpu in self.slice_gpus()}
+
     def replace_all(
         self,
         *,
         jobs: Iterable[Mapping[str, Any]],
         pods: Iterable[Mapping[str, Any]],
         nodes: Iterable[Mapping[str, Any]],
+        claims: Iterable[Mapping[str, Any]] = (),
+        resource_slices: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         """Start from full listings (truth after a restart or a lost lease), requested after
         `resyncing`; what the watches wrote meanwhile stands unless the listing is provably newer."""
-        watched = self._watched or {"job": {}, "pod": {}, "node": {}}
+        watched = self._watched or {kind: {} for kind in _KINDS}
         stale_jobs = set(self.jobs) | set(self.pods)
         pods_by_key = {f"{pod.namespace}/{pod.name}": pod for pod in self.all_pods()}
         merged_jobs = _merge(self.jobs, _keyed(jobs, job_key, dict), watched["job"])
@@ -153,18 +212,36 @@ class ClusterCache:
         merged_nodes = _merge(
             self.nodes, _keyed(nodes, lambda b: b["metadata"]["name"], dict), watched["node"]
         )
+        claims_by_key = {claim.key: claim for claim in self.claims.values()}
+        merged_claims = _merge(claims_by_key, _keyed(claims, job_key, claim_views.view), watched["claim"])
+        merged_slices = _merge(
+            self.slices,
+            _keyed(resource_slices, lambda b: b["metadata"]["name"], _slice_gpus),
+            watched["slice"],
+        )
         self.jobs.clear()
         self.jobs.update(merged_jobs)
         self.pods.clear()
+        self._claim_jobs.clear()
         for pod in merged_pods.values():
             self.pods[pod.job_key][pod.name] = pod
+            self._index_claims(pod)
         self.nodes.clear()
         self.nodes.update(merged_nodes)
-        self.nodes_changed = True
+        self.claims = {claim.id: claim for claim in merged_claims.values()}
+        self.slices = merged_slices
+        self.nodes_changed = self.claims_changed = True
         self.mark(stale_jobs | set(self.jobs) | set(self.pods))
 
     def all_pods(self) -> list[PodView]:
         return [pod for job_pods in self.pods.values() for pod in job_pods.values()]
+
+
+_KINDS = ("job", "pod", "node", "claim", "slice")
+
+
+def _slice_gpus(body: Mapping[str, Any]) -> list[SliceGpu]:
+    return slices.gpus([body])
 
 
 def _keyed(

@@ -19,6 +19,9 @@ class OperatorConfig:
     unschedulable_grace_seconds: float = 30.0
     api_workers: int = 32
     telemetry_ttl_seconds: float = 60.0  # a GPUNode older than this: its agent is silent, GPUs unusable
+    binding: str = "env"  # env | dra: for DLJobs that do not set spec.binding (docs/operator.md)
+    sharing: str = "mps"  # mps | timeslicing: how DRA-bound co-tenants share a GPU's claim
+    dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
 
     @property
     def unschedulable_grace(self) -> timedelta:

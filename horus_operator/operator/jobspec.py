@@ -19,6 +19,8 @@ from horus_operator.prediction.api import UnknownModelError, Workload
 from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS
 
 CUSTOM_MODEL = "custom"  # Workload.model of jobs described by their own graph features
+ENV, DRA = "env", "dra"  # spec.binding: how the pod gets its GPU (docs/operator.md compares them)
+BINDINGS = (ENV, DRA)
 
 
 class InvalidJob(ValueError):
@@ -55,6 +57,7 @@ class JobSpec:
     simulated_duration: str | None = None
     simulated_failure: bool = False
     template: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    binding: str | None = None  # None: the operator's default (`horus run --binding`)
 
     @property
     def key(self) -> str:
@@ -86,7 +89,25 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
         simulated_duration=simulation.get("duration"),
         simulated_failure=bool(simulation.get("fail", False)),
         template=spec.get("template", {}),
+        binding=spec.get("binding"),
     )
+
+
+def binding_of(job: JobSpec, *, default: str, dra_served: bool) -> str:
+    """The binding `job` runs under; `InvalidJob` for one this cluster cannot give (the schema's enum
+    may be bypassed, and DRA needs resource.k8s.io/v1)."""
+    chosen = job.binding or default
+    if chosen not in BINDINGS:
+        raise InvalidJob("spec.binding", chosen, f"expected one of {', '.join(BINDINGS)}")
+    if chosen == DRA and not dra_served:
+        raise InvalidJob("spec.binding", chosen, "the API server does not serve resource.k8s.io/v1 (DRA)")
+    return chosen
+
+
+def share_scope(binding: str, namespace: str) -> str:
+    """`JobRequest.share_scope`: DRA-bound jobs share a GPU only within their namespace, whose one
+    ResourceClaim for it they all reference (a pod can reference claims of its own namespace only)."""
+    return f"{DRA}/{namespace}" if binding == DRA else ""
 
 
 @dataclass(frozen=True)
@@ -155,7 +176,7 @@ def _digest(data: bytes | str) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def request(job: JobSpec, workload: Workload, submitted_at: float) -> JobRequest:
+def request(job: JobSpec, workload: Workload, submitted_at: float, binding: str = ENV) -> JobRequest:
     return JobRequest(
         key=job.key,
         workload=workload,
@@ -163,4 +184,5 @@ def request(job: JobSpec, workload: Workload, submitted_at: float) -> JobRequest
         max_slowdown=job.max_slowdown,
         priority=job.priority,
         submitted_at=submitted_at,
+        share_scope=share_scope(binding, job.namespace),
     )

@@ -80,6 +80,7 @@ class Kube:
     def __init__(
         self, client: kubernetes.client.ApiClient, *, workers: int, component: str = "horus"
     ) -> None:
+        self._client = client
         self._core = kubernetes.client.CoreV1Api(client)
         self._custom = kubernetes.client.CustomObjectsApi(client)
         self._coordination = kubernetes.client.CoordinationV1Api(client)
@@ -116,6 +117,23 @@ class Kube:
     async def list_nodes(self) -> list[dict[str, Any]]:
         return (await self.raw(self._core.list_node))["items"]
 
+    async def list_claims(self, namespace: str | None) -> list[dict[str, Any]]:
+        """ResourceClaims: Horus's, and everyone's (a GPU another claim holds is not Horus's to give)."""
+        group, version = keys.DRA_GROUP, keys.DRA_VERSION
+        if namespace:
+            listing = await self.raw(
+                self._custom.list_namespaced_custom_object, group, version, namespace, "resourceclaims"
+            )
+        else:
+            listing = await self.raw(
+                self._custom.list_cluster_custom_object, group, version, "resourceclaims"
+            )
+        return listing["items"]
+
+    async def list_slices(self) -> list[dict[str, Any]]:
+        fn = self._custom.list_cluster_custom_object
+        return (await self.raw(fn, keys.DRA_GROUP, keys.DRA_VERSION, "resourceslices"))["items"]
+
     # Writes.
     async def create_pod(self, pod: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
         """(the pod as stored, whether this call created it). A pod of the same name is returned as is."""
@@ -128,6 +146,54 @@ class Kube:
         """Immediate deletion: the pod's node may be gone and never confirm a graceful one."""
         with contextlib.suppress(apierrors.NotFound):
             await self.raw(self._core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+
+    async def create_claim(self, claim: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The claim as stored; None when one of the same name was there (it counts as created: its spec
+        is the same by its name).
+
+        Sent as YAML (JSON is YAML): the API server then stores the opaque driver parameters as it
+        re-encodes them. Sent as JSON, kube-apiserver v1.37 keeps their bytes as the client wrote them,
+        and every later merge patch of the claim (`kubectl annotate`, `annotate_claim`) fails with
+        "spec: field is immutable", as the patched copy re-encodes them differently."""
+        meta = claim["metadata"]
+        path = f"/apis/{keys.DRA_API_VERSION}/namespaces/{{namespace}}/resourceclaims"
+        with contextlib.suppress(apierrors.Conflict):
+            return await self.raw(
+                self._client.call_api,
+                path,
+                "POST",
+                {"namespace": meta["namespace"]},
+                [],
+                {"Content-Type": "application/yaml", "Accept": "application/json"},
+                body=json.dumps(claim),
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        return None
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        with contextlib.suppress(apierrors.NotFound):
+            await self.raw(
+                self._custom.delete_namespaced_custom_object,
+                keys.DRA_GROUP,
+                keys.DRA_VERSION,
+                namespace,
+                "resourceclaims",
+                name,
+            )
+
+    async def annotate_claim(self, namespace: str, name: str, annotations: Mapping[str, str | None]) -> None:
+        """Merge-patch a claim's annotations (None removes one); its spec is immutable."""
+        with contextlib.suppress(apierrors.NotFound):
+            await self.raw(
+                self._custom.patch_namespaced_custom_object,
+                keys.DRA_GROUP,
+                keys.DRA_VERSION,
+                namespace,
+                "resourceclaims",
+                name,
+                {"metadata": {"annotations": dict(annotations)}},
+            )
 
     async def patch_status(
         self, namespace: str, name: str, status: Mapping[str, Any]
@@ -244,6 +310,15 @@ class Kube:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def serves(client: kubernetes.client.ApiClient, api_version: str) -> bool:
+    """Whether the API server serves `api_version` ("group/version"), e.g. resource.k8s.io/v1."""
+    group, version = api_version.split("/")
+    groups = _json(kubernetes.client.ApisApi(client).get_api_versions)["groups"]
+    return any(
+        g["name"] == group and any(v["version"] == version for v in g.get("versions", [])) for g in groups
+    )
 
 
 def _lease_body(namespace: str, name: str, lease: Lease) -> kubernetes.client.V1Lease:

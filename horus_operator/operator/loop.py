@@ -1,10 +1,12 @@
 """The scheduling loop: one asyncio task that turns cache changes into status updates and placements.
 
 Each cycle (1) re-decides every job whose DLJob or pods changed (`reconcile.decide`), writing only the
-statuses that differ, and (2) runs the scheduling cycle (`placement.cycle`, the one the simulator runs)
-on a fresh `ClusterSnapshot` with every job waiting for a pod, then creates the pods concurrently. Pod
-creation is idempotent (deterministic names, 409 = done), so a crash between any two steps is repaired
-by the next cycle of any replica. Status writes and Events go through `reports.Reporter`.
+statuses that differ, (2) runs the scheduling cycle (`placement.cycle`, the one the simulator runs)
+on a fresh `ClusterSnapshot` with every job waiting for a pod, then creates the pods concurrently
+(DRA-bound ones after their ResourceClaims), and (3) brings Horus's claims in line with its pods
+(`binding.ClaimKeeper`). Creation is idempotent (deterministic names, 409 = done), so a crash between
+any two steps is repaired by the next cycle of any replica. Status writes and Events go through
+`reports.Reporter`.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from horus_operator.operator import cluster_view, jobspec, pods, reconcile, status, template
+from horus_operator.operator import claims, cluster_view, jobspec, pods, reconcile, status, template
 from horus_operator.operator.apierrors import ApiError
+from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import as_invalid
 from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
+from horus_operator.operator.keys import GPU_DRIVER
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
 from horus_operator.operator.reports import Reporter, needs_write
@@ -45,6 +49,9 @@ class LoopConfig:
     report_concurrency: int = 4
     batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
     telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
+    binding: str = jobspec.ENV  # for DLJobs that do not set spec.binding
+    sharing: str = claims.MPS  # how DRA-bound co-tenants share a GPU (claims.sharing)
+    dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
 
 
 @dataclass
@@ -52,6 +59,7 @@ class _Pending:
     attempt: int
     job: JobSpec
     workload: Workload
+    binding: str
 
 
 class SchedulingLoop:
@@ -72,6 +80,10 @@ class SchedulingLoop:
             policy, predictor, max_batch=config.max_batch, max_explanations=config.max_explanations
         )
         self._reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
+        self._claims = (
+            ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
+        )
+        self._foreign: dict[str, str] = {}  # GPU UUID -> the claim not Horus's that holds it
         self._pending: dict[str, _Pending] = {}
         self._waiting: dict[str, str] = {}  # job key -> why it still waits
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
@@ -103,15 +115,31 @@ class SchedulingLoop:
     async def resync(self) -> None:
         """Rebuild the cache from full lists: the API server is the truth after (re)gaining the lease."""
         namespace = self._config.namespace
+        dra = self._claims is not None
         with self._cache.resyncing():  # the watches keep running: their events meanwhile beat the lists
-            jobs, horus_pods, nodes = await asyncio.gather(
+            jobs, horus_pods, nodes, resource_claims, resource_slices = await asyncio.gather(
                 self._kube.list_dljobs(namespace),
                 self._kube.list_horus_pods(namespace),
                 self._kube.list_nodes(),
+                self._kube.list_claims(namespace) if dra else _nothing(),
+                self._kube.list_slices() if dra else _nothing(),
             )
-            self._cache.replace_all(jobs=jobs, pods=horus_pods, nodes=nodes)
+            self._cache.replace_all(
+                jobs=jobs,
+                pods=horus_pods,
+                nodes=nodes,
+                claims=resource_claims,
+                resource_slices=resource_slices,
+            )
         self._pending.clear()
-        log.info("resynced: %d DLJobs, %d Horus pods, %d nodes", len(jobs), len(horus_pods), len(nodes))
+        log.info(
+            "resynced: %d DLJobs, %d Horus pods, %d nodes, %d ResourceClaims, %d ResourceSlices",
+            len(jobs),
+            len(horus_pods),
+            len(nodes),
+            len(resource_claims),
+            len(resource_slices),
+        )
 
     async def _idle(self) -> None:
         if not self._cache.dirty:
@@ -130,6 +158,8 @@ class SchedulingLoop:
         self._allocatable = template.largest_allocatable(
             body for body in self._cache.nodes.values() if cluster_view.gpu_node(body) is not None
         )
+        if self._claims is not None:
+            self._foreign = claims.foreign_holders(self._cache.claims.values(), self._cache.devices())
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
         await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
@@ -139,6 +169,8 @@ class SchedulingLoop:
             placed = await self._place(now)
             for key in placed:
                 decisions[key] = await self._decide(key, now)
+        if self._claims is not None and (dirty or self._cache.claims_changed):
+            await self._claims.reconcile()
         writes = [d for d in decisions.values() if d is not None and needs_write(*d)]
         for body, decision in writes:
             self._reports.write_later(body, decision)
@@ -174,13 +206,15 @@ class SchedulingLoop:
                 or template.beyond_every_node(job.template, self._allocatable),
                 waiting_message=self._waiting.get(key, ""),
                 extra=status.owned_by_others(current),
+                claims=self._cache.claims,
+                foreign=self._foreign,
             ),
         )
         if decision.avoid_node:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
         if decision.place_attempt is not None and isinstance(workload, Workload):
-            self._pending[key] = _Pending(decision.place_attempt, job, workload)
+            self._pending[key] = _Pending(decision.place_attempt, job, workload, self._binding(job))
         else:
             self._pending.pop(key, None)
         return body, decision
@@ -196,11 +230,15 @@ class SchedulingLoop:
         """Wait for the status writes and Events in flight (tests, shutdown)."""
         await self._reports.settle()
 
+    def _binding(self, job: JobSpec) -> str:
+        return jobspec.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
+
     async def _workload(self, job: JobSpec) -> Workload | InvalidJob:
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
             try:  # an ONNX job reads its ConfigMap: off the event loop
                 template.check(job.template)
+                self._binding(job)  # a binding this cluster cannot give fails the job like a bad model
                 resolve = self._resolver.workload
                 self._workloads[cache_key] = await self._kube.call(resolve, job) if job.onnx else resolve(job)
             except InvalidJob as invalid:
@@ -221,9 +259,11 @@ class SchedulingLoop:
             now=now.timestamp(),
             gpunodes=self._cache.gpunodes.values(),
             telemetry_ttl=self._config.telemetry_ttl,
+            slice_gpus=self._cache.slice_gpus(),
+            claimed=self._foreign,
         )
         queue = WaitQueue(
-            jobspec.request(pending.job, pending.workload, _created(self._cache.jobs[key]))
+            jobspec.request(pending.job, pending.workload, _created(self._cache.jobs[key]), pending.binding)
             for key, pending in self._pending.items()
         )
         if not queue:
@@ -235,24 +275,50 @@ class SchedulingLoop:
         for key, problem in result.unsatisfiable.items():
             self._unsatisfiable[key] = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
-        await asyncio.gather(*(self._bind(a, snapshot) for a in result.assignments))
+        if self._claims is not None:
+            await self._claims.prepare(self._claim_holders(result.assignments, snapshot))
+        await asyncio.gather(*(self._bind(a, snapshot, now) for a in result.assignments))
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
         placed = {a.job for a in result.assignments}
         return placed | {r.key for r in queue if r.key in self._cache.dirty}
 
-    async def _bind(self, assignment: Assignment, snapshot: ClusterSnapshot) -> None:
+    def _claim_holders(self, assignments: list[Assignment], snapshot: ClusterSnapshot) -> list[claims.Holder]:
+        """The DRA-bound placements of this cycle as holders of their GPUs' claims."""
+        holders = []
+        for assignment in assignments:
+            pending = self._pending.get(assignment.job)
+            uuids = _uuids(snapshot, assignment)
+            if pending is None or pending.binding != jobspec.DRA or not all(uuids):
+                continue
+            request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
+            namespace, predicted = pending.job.namespace, pods.predicted(assignment)
+            holders.append(
+                claims.holder(namespace, assignment.node, [u or "" for u in uuids], request, predicted)
+            )
+        return holders
+
+    async def _bind(self, assignment: Assignment, snapshot: ClusterSnapshot, now: datetime) -> None:
         pending = self._pending.pop(assignment.job, None)
         body = self._cache.jobs.get(assignment.job)
         if pending is None or body is None:
             return
+        uuids = _uuids(snapshot, assignment)
+        if pending.binding == jobspec.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
+            self._pending[assignment.job] = pending
+            where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
+            self._note_waiting(
+                assignment.job, f"waiting: {where} is in no ResourceSlice of {GPU_DRIVER}", now
+            )
+            return
         placement = pods.Placement(
             job=pending.job,
-            request=jobspec.request(pending.job, pending.workload, _created(body)),
+            request=jobspec.request(pending.job, pending.workload, _created(body), pending.binding),
             assignment=assignment,
             attempt=pending.attempt,
             hostname=cluster_view.hostname(self._cache.nodes[assignment.node]),
-            gpu_uuids=_uuids(snapshot, assignment),
+            gpu_uuids=uuids,
+            claims=_claim_names(assignment, uuids) if pending.binding == jobspec.DRA else (),
         )
         pod = pods.build_pod(placement)
         try:
@@ -291,6 +357,14 @@ def _created(body: Mapping[str, Any]) -> float:
     if not stamp:
         return 0.0
     return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+
+
+async def _nothing() -> list[dict[str, Any]]:
+    return []
+
+
+def _claim_names(assignment: Assignment, uuids: tuple[str | None, ...]) -> tuple[str, ...]:
+    return tuple(claims.claim_name(assignment.node, uuid or "") for uuid in uuids)  # all known: see _bind
 
 
 def _uuids(snapshot: ClusterSnapshot, assignment: Assignment) -> tuple[str | None, ...]:

@@ -44,18 +44,27 @@ class Placement:
     attempt: int
     hostname: str
     gpu_uuids: tuple[str | None, ...] = ()
+    claims: tuple[str, ...] = ()  # DRA binding: the ResourceClaim of each GPU, in GPU order
+
+
+def claim_reference(position: int) -> str:
+    """The pod-level name of its `position`th GPU claim (what its containers' `resources.claims` name)."""
+    return f"gpu-{position}"
 
 
 def build_pod(placement: Placement) -> dict[str, Any]:
     job, assignment = placement.job, placement.assignment
     template = copy.deepcopy(dict(job.template))
     spec: dict[str, Any] = template.get("spec", {})
-    env = {
-        "name": "NVIDIA_VISIBLE_DEVICES",
-        "value": visible_devices(assignment.gpu_indices, placement.gpu_uuids),
-    }
-    for container in spec.get("containers", []):
-        container["env"] = [*container.get("env", []), env]
+    if placement.claims:
+        _reference_claims(spec, placement.claims)
+    else:
+        env = {
+            "name": "NVIDIA_VISIBLE_DEVICES",
+            "value": visible_devices(assignment.gpu_indices, placement.gpu_uuids),
+        }
+        for container in spec.get("containers", []):
+            container["env"] = [*container.get("env", []), env]
     spec["nodeSelector"] = {**spec.get("nodeSelector", {}), keys.LABEL_HOSTNAME: placement.hostname}
     spec.setdefault("restartPolicy", "Never")  # Horus counts attempts; "OnFailure" would hide failures
     return {
@@ -81,6 +90,17 @@ def build_pod(placement: Placement) -> dict[str, Any]:
     }
 
 
+def _reference_claims(spec: dict[str, Any], claims: Sequence[str]) -> None:
+    """DRA binding: the pod references its GPUs' claims and every container gets them all, as every
+    container gets NVIDIA_VISIBLE_DEVICES under env binding. The driver, not an environment variable,
+    then decides what the containers see."""
+    references = [{"name": claim_reference(i), "resourceClaimName": claim} for i, claim in enumerate(claims)]
+    spec["resourceClaims"] = [*spec.get("resourceClaims", []), *references]
+    for container in spec.get("containers", []):
+        resources = container.setdefault("resources", {})
+        resources["claims"] = [*resources.get("claims", []), *({"name": r["name"]} for r in references)]
+
+
 def _labels(job: JobSpec) -> dict[str, str]:
     return {keys.LABEL_JOB: job.name, keys.LABEL_MANAGED_BY: keys.MANAGER}
 
@@ -94,7 +114,10 @@ def _annotations(placement: Placement) -> dict[str, str]:
         keys.ANNOTATION_REQUEST: json.dumps(encode_request(placement.request), sort_keys=True),
         keys.ANNOTATION_PREDICTED: json.dumps(predicted(assignment), sort_keys=True),
         keys.ANNOTATION_COLOCATED: ",".join(assignment.colocated_with),
+        keys.ANNOTATION_BINDING: "dra" if placement.claims else "env",
     }
+    if placement.claims:
+        annotations[keys.ANNOTATION_CLAIMS] = ",".join(placement.claims)
     if placement.gpu_uuids and all(placement.gpu_uuids):
         annotations[keys.ANNOTATION_GPU_UUIDS] = ",".join(str(u) for u in placement.gpu_uuids)
     job = placement.job
@@ -125,6 +148,7 @@ def encode_request(request: JobRequest) -> dict[str, Any]:
         "maxSlowdown": request.max_slowdown,
         "priority": request.priority,
         "submittedAt": request.submitted_at,
+        "shareScope": request.share_scope,
     }
 
 
@@ -143,6 +167,7 @@ def decode_request(data: Mapping[str, Any]) -> JobRequest:
         max_slowdown=float(data.get("maxSlowdown", 2.0)),
         priority=int(data.get("priority", 0)),
         submitted_at=float(data.get("submittedAt", 0.0)),
+        share_scope=str(data.get("shareScope", "")),  # absent from pods made before DRA binding
     )
 
 
@@ -168,6 +193,9 @@ class PodView:
     started_at: datetime | None
     finished_at: datetime | None
     message: str
+    binding: str = "env"
+    claims: tuple[str, ...] = ()  # DRA binding: its GPUs' ResourceClaims, in GPU order
+    scheduling_message: str = ""  # kube-scheduler's word while it cannot schedule the pod
 
     @property
     def job_key(self) -> str:
@@ -201,6 +229,9 @@ def view(pod: Mapping[str, Any]) -> PodView:
         started_at=_time(status.get("startTime")),
         finished_at=_finished_at(status),
         message=_message(status),
+        binding=annotations.get(keys.ANNOTATION_BINDING, "env"),
+        claims=tuple(c for c in annotations.get(keys.ANNOTATION_CLAIMS, "").split(",") if c),
+        scheduling_message=_scheduling_message(status),
     )
 
 
@@ -224,11 +255,21 @@ def _time(value: str | datetime | None) -> datetime | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _unschedulable_since(status: Mapping[str, Any]) -> datetime | None:
+def _unschedulable(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
     for condition in status.get("conditions") or []:
         if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
-            return _time(condition.get("lastTransitionTime"))
+            return condition
     return None
+
+
+def _unschedulable_since(status: Mapping[str, Any]) -> datetime | None:
+    condition = _unschedulable(status)
+    return _time(condition.get("lastTransitionTime")) if condition else None
+
+
+def _scheduling_message(status: Mapping[str, Any]) -> str:
+    condition = _unschedulable(status)
+    return str(condition.get("message") or "") if condition else ""
 
 
 def _finished_at(status: Mapping[str, Any]) -> datetime | None:

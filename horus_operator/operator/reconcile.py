@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from horus_operator.operator import claims
+from horus_operator.operator.claims import ClaimId, ClaimView
 from horus_operator.operator.jobspec import InvalidJob, JobSpec
 from horus_operator.operator.pods import PodView
 
@@ -49,6 +51,8 @@ class Context:
     unsatisfiable: InvalidJob | None = None  # no GPU/node of this cluster can ever fit it
     waiting_message: str = ""  # why the scheduler left it queued
     extra: Mapping[str, Any] = field(default_factory=dict)  # status fields others own (e.g. observed)
+    claims: Mapping[ClaimId, ClaimView] = field(default_factory=dict)  # every ResourceClaim (DRA binding)
+    foreign: Mapping[str, str] = field(default_factory=dict)  # GPU UUID -> the claim not Horus's holding it
 
 
 def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
@@ -145,7 +149,7 @@ def _failed(
     job: JobSpec, current: Mapping[str, Any], ctx: Context, reason: str, message: str
 ) -> dict[str, Any]:
     status = _base(job, current, ctx, Phase.FAILED, int(current.get("attempts") or 0))
-    for name in ("node", "gpus", "gpuList", "predicted", "colocatedWith", "startTime"):
+    for name in ("node", "gpus", "gpuList", "predicted", "colocatedWith", "startTime", "binding", "claim"):
         if name in current:
             status[name] = current[name]
     status["message"] = message
@@ -170,12 +174,18 @@ def _from_pod(
         gpuList=",".join(str(i) for i in pod.gpu_indices),
         predicted=dict(pod.predicted),
         colocatedWith=list(pod.colocated_with),
+        binding=pod.binding,
     )
+    if pod.claims:
+        status["claim"] = ",".join(pod.claims)
     where = f"pod {pod.name} on {pod.node} GPU {status['gpuList']}"
     started = pod.started_at or (ctx.now if phase != Phase.SCHEDULED else None)
     if phase != Phase.SCHEDULED and started is not None:
         status["startTime"] = current.get("startTime") or _stamp(started)
     updates = {"Scheduled": ("True", "Placed", where)}
+    allocation = claims.allocation(pod, ctx.claims, ctx.foreign)
+    if allocation is not None:
+        updates["ClaimsAllocated"] = allocation
     if phase == Phase.SCHEDULED:
         status["message"] = f"{where}, waiting to start"
     elif phase == Phase.RUNNING:
@@ -212,7 +222,7 @@ def _conditions(
             ),
             "observedGeneration": job.generation,
         }
-    order = ["Scheduled", "Running", "Complete", "Failed"]
+    order = ["Scheduled", "ClaimsAllocated", "Running", "Complete", "Failed"]
     return [merged[k] for k in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))]
 
 

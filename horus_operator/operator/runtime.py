@@ -80,6 +80,9 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             resync_every=config.resync_seconds,
             unschedulable_grace=config.unschedulable_grace,
             telemetry_ttl=config.telemetry_ttl_seconds,
+            binding=config.binding,
+            sharing=config.sharing,
+            dra_served=config.dra_served,
         ),
         clock=clock,
     )

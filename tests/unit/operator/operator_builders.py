@@ -102,8 +102,11 @@ class FakeKube:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.claims: dict[str, dict[str, Any]] = {}  # "namespace/name" -> ResourceClaim
+        self.slices: list[dict[str, Any]] = []
         self.events: list[tuple[str, str, str]] = []
         self.creates = 0
+        self.claim_creates = 0
         self._uids = itertools.count()
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -117,6 +120,29 @@ class FakeKube:
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list(self.nodes.values()))
+
+    async def list_claims(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.claims.values()))
+
+    async def list_slices(self) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.slices)
+
+    async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
+        key = job_key(claim)
+        if key in self.claims:
+            return None
+        self.claim_creates += 1
+        self.claims[key] = copy.deepcopy(claim)
+        return copy.deepcopy(claim)
+
+    async def delete_claim(self, namespace: str, name: str) -> None:
+        self.claims.pop(f"{namespace}/{name}", None)
+
+    async def annotate_claim(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        claim = self.claims.get(f"{namespace}/{name}")
+        if claim is not None:
+            merged = {**claim["metadata"].get("annotations", {}), **annotations}
+            claim["metadata"]["annotations"] = {k: v for k, v in merged.items() if v is not None}
 
     async def create_pod(self, pod: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         key = job_key(pod)

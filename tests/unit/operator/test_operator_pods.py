@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from horus_operator.operator import jobspec, keys, pods
@@ -116,3 +117,38 @@ def test_request_round_trips_precision_and_old_pods_read_as_fp32() -> None:
     assert pods.decode_request(encoded) == request
     del encoded["precision"]  # a pod created before DLJobs had spec.precision
     assert pods.decode_request(encoded).workload.precision == "fp32"
+
+
+def test_a_dra_bound_pod_references_its_gpus_claims_instead_of_an_environment_variable() -> None:
+    body = DLJobBuilder.stored("cnn").spec(binding="dra").obj()
+    claims = ("horus-gpu-node-3-gpu-a", "horus-gpu-node-3-gpu-b")
+    placement = dataclasses.replace(_placement(body, uuids=("GPU-a", "GPU-b")), claims=claims)
+
+    pod = pods.build_pod(placement)
+
+    spec = pod["spec"]
+    assert spec["resourceClaims"] == [
+        {"name": "gpu-0", "resourceClaimName": claims[0]},
+        {"name": "gpu-1", "resourceClaimName": claims[1]},
+    ]
+    (container,) = spec["containers"]
+    assert container["resources"]["claims"] == [{"name": "gpu-0"}, {"name": "gpu-1"}]
+    assert "env" not in container  # the driver, not NVIDIA_VISIBLE_DEVICES, gives the GPUs
+    assert spec["nodeSelector"] == {"kubernetes.io/hostname": "gpu-node-3"}  # the claim's node too
+    view = pods.view(pod)
+    assert (view.binding, view.claims, view.gpu_uuids) == ("dra", claims, ("GPU-a", "GPU-b"))
+
+
+def test_an_env_bound_pod_says_so_and_references_no_claim() -> None:
+    view = pods.view(pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj())))
+    assert (view.binding, view.claims) == ("env", ())
+
+
+def test_the_share_scope_travels_with_the_request_and_old_pods_read_as_unscoped() -> None:
+    job = jobspec.parse(DLJobBuilder.stored("cnn", namespace="team-b").obj())
+    request = jobspec.request(job, Workload(model="resnet50", batch_size=32), 0.0, jobspec.DRA)
+    assert request.share_scope == "dra/team-b"
+    assert pods.decode_request(pods.encode_request(request)) == request
+    old = pods.encode_request(request)
+    del old["shareScope"]
+    assert pods.decode_request(old).share_scope == ""
