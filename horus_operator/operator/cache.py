@@ -102,9 +102,11 @@ class ClusterCache:
         self.jobs[key] = dict(body)
 
     def drop_job(self, body: Mapping[str, Any]) -> None:
+        """Marked, so the loop forgets the job: a queued one has no pod whose deletion would say so."""
         key = job_key(body)
         self._note("job", key, body)
         self.jobs.pop(key, None)
+        self.mark([key])
 
     def put_pod(self, body: Mapping[str, Any]) -> PodView:
         pod = pod_views.view(body)

@@ -243,3 +243,21 @@ def test_a_template_that_picks_its_own_node_fails_naming_it() -> None:
         "spec.template.spec.nodeName='gpu-node-0'"
     )
     assert kube.creates == 0
+
+
+def test_a_queued_job_deleted_meanwhile_is_forgotten_not_placed() -> None:
+    kube, cache = _cluster(jobs=2, gpus=1), ClusterCache()
+    loop = _loop(kube, cache)
+    asyncio.run(_settle(loop))
+    queued = next(body for body in kube.jobs.values() if body["status"]["phase"] == "Queued")
+    cache.drop_job(queued)  # fed as the kopf handlers feed it: a DELETED event, then a new node
+    kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=1)
+    cache.put_node(kube.nodes["gpu-node-1"])
+
+    async def cycles() -> None:
+        for _ in range(2):
+            await loop.cycle()
+            await loop.settle()
+
+    asyncio.run(cycles())  # used to fail on the deleted job still waiting for a GPU
+    assert kube.creates == 1
