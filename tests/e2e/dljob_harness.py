@@ -7,12 +7,26 @@ kubectl like a user would.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 from horus_operator import devcluster
 from horus_operator.testing.operator_process import wait_for
+
+
+@contextlib.contextmanager
+def only_nodes(cluster: devcluster.LocalCluster, keep: list[str]) -> Iterator[None]:
+    """Cordon every other node for the duration (the session's nodes are shared, so always uncordon)."""
+    names = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
+    others = [n for n in names if n not in keep]
+    cluster.kubectl("cordon", *others)
+    try:
+        yield
+    finally:
+        cluster.kubectl("uncordon", *others, check=False)
 
 
 def apply(cluster: devcluster.LocalCluster, namespace: str, *manifests: dict[str, Any]) -> None:
@@ -53,3 +67,33 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def predicted_pairs() -> tuple[list[tuple[str, int]], tuple[tuple[str, int], tuple[str, int], float]]:
+    """A pair the predictor says shares well, and one it says slows each other down more than a bound
+    set between 1 and their predicted slowdowns. Chosen with the operator's own predictor, so the test
+    checks that the operator acts on its predictions, not which models the predictor likes."""
+    from horus_operator.prediction.api import Workload
+    from horus_operator.prediction.predictor import load_predictor
+
+    predictor = load_predictor()
+    candidates = [
+        ("lstm-lm", 20),
+        ("resnet18", 32),
+        ("mobilenet_v2", 32),
+        ("resnet50", 32),
+        ("vgg16", 32),
+        ("transformer", 32),
+    ]
+    scored = []
+    for i, a in enumerate(candidates):
+        for b in candidates[i:]:
+            slowdowns = predictor.slowdowns("v100", [Workload(*a), Workload(*b)])
+            if slowdowns is not None:
+                scored.append((max(slowdowns), min(slowdowns), a, b))
+    best = min(scored)
+    assert 1 / best[0] + 1 / best[1] - 1 > 0.2, f"no compatible pair among {candidates}: {scored}"
+    worst = max(scored, key=lambda s: s[1])
+    bound = 1.0 + (worst[1] - 1.0) / 3  # below both predicted slowdowns by a margin
+    assert bound > 1.0
+    return [best[2], best[3]], (worst[2], worst[3], round(bound, 3))

@@ -75,8 +75,10 @@ def gpunode_crd(cluster: devcluster.LocalCluster) -> Iterator[None]:
     # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
     wait_for(lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="the CRDs")
     yield
-    # Stale GPUNodes would make later tests' GPUs look silent: leave no telemetry behind.
+    # Stale GPUNodes would make later tests' GPUs look silent: leave no telemetry behind, and no
+    # ResourceSlices either (the fake agents publish them; later tests read GPUs from GFD labels).
     cluster.kubectl("delete", "gpunodes", "--all", check=False)
+    cluster.kubectl("delete", "resourceslices", "--all", check=False)
 
 
 @pytest.fixture

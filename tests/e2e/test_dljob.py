@@ -6,17 +6,15 @@ the node Horus chose; the garbage collector cascades DLJob deletion.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dljob_harness import apply, condition, dljobs, horus_pods, wait_phases
+from dljob_harness import apply, condition, dljobs, horus_pods, only_nodes, predicted_pairs, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
@@ -26,18 +24,6 @@ pytestmark = pytest.mark.e2e
 
 PHASE_ORDER = ["Pending", "Queued", "Scheduled", "Running", "Succeeded"]
 HOLDING = {"Pending", "Running"}
-
-
-@contextlib.contextmanager
-def only_nodes(cluster: devcluster.LocalCluster, keep: list[str]) -> Iterator[None]:
-    """Cordon every other node for the duration (the session's nodes are shared, so always uncordon)."""
-    names = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
-    others = [n for n in names if n not in keep]
-    cluster.kubectl("cordon", *others)
-    try:
-        yield
-    finally:
-        cluster.kubectl("uncordon", *others, check=False)
 
 
 def _env(pod: dict[str, Any], name: str) -> str | None:
@@ -76,7 +62,7 @@ def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
 
     wait_for(all_finished, timeout=180, what="the examples to succeed", every=0.5)
     header = cluster.kubectl("get", "dljobs", "-n", namespace).stdout.splitlines()[0].split()
-    assert header == ["NAME", "PHASE", "NODE", "GPU", "UTIL", "SLOWDOWN", "AGE"]
+    assert header == ["NAME", "PHASE", "NODE", "GPU", "UTIL", "SLOWDOWN", "CLAIM", "AGE"]
     cluster.kubectl("wait", "--for=condition=Complete", "dljob", "--all", "-n", namespace, "--timeout=10s")
 
     jobs, pods = (
@@ -109,7 +95,7 @@ def test_compatible_jobs_share_a_gpu_and_an_incompatible_pair_does_not(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
     node = cluster.add_nodes(devcluster.GpuNodePool(count=1, gpus_per_node=1, name_prefix="share-node"))[0]
-    compatible, incompatible = _pairs()
+    compatible, incompatible = predicted_pairs()
     with only_nodes(cluster, [node]):
         first, second = (
             DLJobBuilder(f"fit-{i}").model(architecture=m).batch_size(b).obj()
@@ -151,36 +137,6 @@ def test_compatible_jobs_share_a_gpu_and_an_incompatible_pair_does_not(
         assert jobs["clash-1"]["status"]["phase"] == "Queued"
         assert jobs["clash-1"]["status"]["message"].startswith("waiting")
         assert [p["metadata"]["name"] for p in horus_pods(cluster, namespace)] == ["clash-0-0"]
-
-
-def _pairs() -> tuple[list[tuple[str, int]], tuple[tuple[str, int], tuple[str, int], float]]:
-    """A pair the predictor says shares well, and one it says slows each other down more than a bound
-    set between 1 and their predicted slowdowns. Chosen with the operator's own predictor, so the test
-    checks that the operator acts on its predictions, not which models the predictor likes."""
-    from horus_operator.prediction.api import Workload
-    from horus_operator.prediction.predictor import load_predictor
-
-    predictor = load_predictor()
-    candidates = [
-        ("lstm-lm", 20),
-        ("resnet18", 32),
-        ("mobilenet_v2", 32),
-        ("resnet50", 32),
-        ("vgg16", 32),
-        ("transformer", 32),
-    ]
-    scored = []
-    for i, a in enumerate(candidates):
-        for b in candidates[i:]:
-            slowdowns = predictor.slowdowns("v100", [Workload(*a), Workload(*b)])
-            if slowdowns is not None:
-                scored.append((max(slowdowns), min(slowdowns), a, b))
-    best = min(scored)
-    assert 1 / best[0] + 1 / best[1] - 1 > 0.2, f"no compatible pair among {candidates}: {scored}"
-    worst = max(scored, key=lambda s: s[1])
-    bound = 1.0 + (worst[1] - 1.0) / 3  # below both predicted slowdowns by a margin
-    assert bound > 1.0
-    return [best[2], best[3]], (worst[2], worst[3], round(bound, 3))
 
 
 def test_memory_is_never_oversubscribed_in_a_burst(

@@ -264,5 +264,9 @@ def test_the_agent_image_publishes_its_nodes_gpus_with_the_fake_backend(
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
             assert f'node="{NODE}"' in response.read().decode()
     finally:
-        # A GPUNode left behind would look silent to later tests' operators once its agent stops.
+        # A GPUNode left behind would look silent to later tests' operators once its agent stops; the
+        # fake backend's ResourceSlice (published if its role allows) goes too.
         cluster.kubectl("delete", "gpunode", NODE, check=False)
+        cluster.kubectl(
+            "delete", "resourceslice", f"{NODE}-gpu.nvidia.com", "--ignore-not-found", check=False
+        )

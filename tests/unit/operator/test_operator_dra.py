@@ -10,8 +10,9 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from operator_builders import FakeKube, gpu_node
-from test_operator_loop import FixedPredictor, _catalog
+from operator_builders import FakeKube
+from test_operator_loop import FixedPredictor, _catalog, _settle
+from test_operator_loop import _cluster as cluster
 
 from horus_operator.agent import resourceslice
 from horus_operator.agent.fake import FakeInventory
@@ -61,22 +62,11 @@ def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = jobspec.DRA
 
 
 def _cluster(jobs: int) -> FakeKube:
-    kube = FakeKube()
-    node = gpu_node(NODE, count=2)
-    kube.nodes[NODE] = node
-    inventory = FakeInventory.from_node_labels(NODE, node["metadata"]["labels"])
-    kube.slices = [resourceslice.fake_slice(inventory, "uid")]
-    for i in range(jobs):
-        body = DLJobBuilder.stored(f"job-{i}").obj()
-        kube.jobs[job_key(body)] = body
+    """`jobs` DLJobs and one node of 2 GPUs, which a fake agent published as a ResourceSlice."""
+    kube = cluster(jobs=jobs, gpus=2)
+    labels = kube.nodes[NODE]["metadata"]["labels"]
+    kube.slices = [resourceslice.fake_slice(FakeInventory.from_node_labels(NODE, labels), "uid")]
     return kube
-
-
-async def _settle(loop: SchedulingLoop, cycles: int = 3) -> None:
-    await loop.resync()
-    for _ in range(cycles):
-        await loop.cycle()
-        await loop.settle()
 
 
 def _claim_of(pod: dict) -> list[str]:
