@@ -3,11 +3,14 @@
 # of jobs that, with them, outnumbers the GPUs (so Horus has to choose who shares with whom), a live view of
 # `kubectl get dljobs` until all finish, then a summary.
 # Reuses a running local cluster; `make cluster-down` (or `horus cluster down`) stops it.
+# HORUS_BINDING=dra binds the pods through DRA ResourceClaims (one per GPU, shared by its co-tenants, MPS
+# limits from the predictions; allocated by kube-scheduler) instead of NVIDIA_VISIBLE_DEVICES.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 horus=.venv/bin/horus
 python=.venv/bin/python
 NAMESPACE=${HORUS_DEMO_NAMESPACE:-horus-demo}
+export HORUS_BINDING=${HORUS_BINDING:-env}  # read by `horus run --binding`
 
 if ! "$horus" cluster status >/dev/null 2>&1; then
   "$horus" cluster up
@@ -19,7 +22,7 @@ echo "== fake GPU nodes (labels as NVIDIA GPU Feature Discovery writes them)"
 kubectl get nodes -L nvidia.com/gpu.product,nvidia.com/gpu.count,nvidia.com/gpu.memory
 echo
 
-echo "== CRDs and the operator (horus run, in the background; log in $(dirname "$KUBECONFIG")/operator.log)"
+echo "== CRDs and the operator (horus run --binding $HORUS_BINDING, in the background; log in $(dirname "$KUBECONFIG")/operator.log)"
 kubectl apply -k crds/
 kubectl wait --for=condition=Established crd/dljobs.horus.dev --timeout=60s >/dev/null
 operator_log="$(dirname "$KUBECONFIG")/operator.log"
@@ -27,7 +30,8 @@ HORUS_LEASE_NAMESPACE=default HORUS_IDENTITY=demo HORUS_RESYNC_SECONDS=2 \
   "$horus" run -A --liveness "" --log-format plain >"$operator_log" 2>&1 &
 operator_pid=$!
 # The node agents with the fake NVML backend (kwok nodes have no GPUs): GPUNode telemetry, and
-# status.observed beside status.predicted (`kubectl get gpunodes`, `kubectl get dljobs -o wide`).
+# status.observed beside status.predicted (`kubectl get gpunodes`, `kubectl get dljobs -o wide`); they
+# also publish each node's GPUs as a ResourceSlice, as NVIDIA's DRA driver would (DRA binding).
 "$horus" agent --backend fake --all-nodes --metrics-port 0 >"$(dirname "$KUBECONFIG")/agent.log" 2>&1 &
 agent_pid=$!
 trap 'kill "$operator_pid" "$agent_pid" 2>/dev/null || true' EXIT
@@ -64,6 +68,12 @@ until finished; do
   clear 2>/dev/null || true
   echo "== kubectl get dljobs -n $NAMESPACE   ($(date +%T); refreshes every 2 s)"
   kubectl get dljobs -n "$NAMESPACE" --sort-by=.status.node
+  if [[ $HORUS_BINDING == dra ]]; then
+    echo
+    echo "== kubectl get resourceclaims -n $NAMESPACE   (allocated by kube-scheduler; reserved for the pods sharing them)"
+    kubectl get resourceclaims -n "$NAMESPACE" \
+      -o custom-columns='NAME:.metadata.name,DEVICE:.status.allocation.devices.results[0].device,RESERVED FOR:.status.reservedFor[*].name,MPS:.metadata.annotations.horus\.dev/sharing'
+  fi
   sleep 2
 done
 echo "== final state"
@@ -95,4 +105,9 @@ echo
 echo "== GPU telemetry from the node agents (fake NVML backend)"
 kubectl get gpunodes
 echo
+if [[ $HORUS_BINDING == dra ]]; then
+  echo "== ResourceClaims left in $NAMESPACE (each is deleted once its last job ended)"
+  kubectl get resourceclaims -n "$NAMESPACE"
+  echo
+fi
 echo "KUBECONFIG=$KUBECONFIG   (stop it with: make cluster-down)"
