@@ -16,29 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from horus_operator.operator import keys
+from horus_operator.operator import keys, template
 from horus_operator.placement.types import Gpu, Node
 from horus_operator.prediction.api import UnknownGpuError
 
 log = logging.getLogger(__name__)
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([KMGTPE]i?|[kmM]|)$")
-_FACTORS = {
-    "": 1,
-    "k": 10**3,
-    "K": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-}
 _MINOR = re.compile(r"^gpu-([0-9]+)$")
 
 
@@ -61,10 +44,10 @@ class SliceGpu:
 
 def quantity_mib(text: str) -> int | None:
     """A Kubernetes quantity of bytes ("16Gi", "17179869184", "16G") in whole MiB; None if unreadable."""
-    match = _QUANTITY.match(str(text).strip())
-    if not match:
+    try:
+        return int(template.quantity(text)) // 2**20
+    except (ValueError, OverflowError):
         return None
-    return int(float(match.group(1)) * _FACTORS[match.group(2)]) // 2**20
 
 
 def gpus(slices: Iterable[Mapping[str, Any]]) -> list[SliceGpu]:

@@ -32,6 +32,12 @@ def check(template: Mapping[str, Any]) -> None:
     for name in NODE_FIELDS:
         if spec.get(name):
             raise InvalidJob(f"{FIELD}.{name}", spec[name], "Horus picks the node (by its GPUs); remove it")
+    if spec.get("resourceClaims"):  # a claim of its own could name any GPU, outside Horus's books
+        raise InvalidJob(
+            f"{FIELD}.resourceClaims",
+            spec["resourceClaims"],
+            "Horus assigns the GPU (under DRA binding through its own ResourceClaim); remove it",
+        )
     for where, container in _containers(spec):
         _check_container(where, container)
 

@@ -33,6 +33,10 @@ def _with_spec(**spec: Any) -> dict[str, Any]:
         (_with_spec(nodeSelector={"kubernetes.io/hostname": "a"}), "spec.template.spec.nodeSelector"),
         (_with_spec(affinity={"nodeAffinity": {}}), "spec.template.spec.affinity"),
         (
+            _with_spec(resourceClaims=[{"name": "gpu", "resourceClaimName": "my-own-gpu"}]),
+            "spec.template.spec.resourceClaims",
+        ),
+        (
             _template(env=[{"name": "A", "value": "1"}, {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
             "spec.template.spec.containers[0].env[1].name",
         ),
