@@ -17,8 +17,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 
-from horus_operator.operator import claims
-from horus_operator.operator import keys as names
+from horus_operator.operator import claims, keys
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.claims import ClaimId, DesiredClaim, Holder
 from horus_operator.operator.kube import Kube
@@ -71,5 +70,5 @@ class ClaimKeeper:
                 desired,
             )
         await self._kube.annotate_claim(
-            claim.namespace, claim.name, {names.ANNOTATION_DESIRED_SHARING: desired or None}
+            claim.namespace, claim.name, {keys.ANNOTATION_DESIRED_SHARING: desired or None}
         )

@@ -27,7 +27,6 @@ from horus_operator.placement.index import wants_whole_gpus
 from horus_operator.placement.types import JobRequest
 
 MPS, TIMESLICING = "mps", "timeslicing"
-SHARINGS = (MPS, TIMESLICING)
 # Each MPS client may pin this much more than the largest predicted memory on the GPU: the memory
 # prediction is an envelope over measured peaks, and held out at most 8 % of peaks (H100) are more than
 # 10 % above it (docs/prediction.md, "Memory and feasibility").
