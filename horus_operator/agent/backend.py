@@ -24,13 +24,16 @@ class NvmlBackend(Protocol):
     def close(self) -> None: ...
 
 
-def _fake(node: str, node_labels: Mapping[str, str]) -> NvmlBackend:
-    return FakeBackend(FakeInventory.from_node_labels(node, node_labels))
+def _fake(node: str, node_labels: Mapping[str, str], unhealthy: frozenset[int]) -> NvmlBackend:
+    return FakeBackend(FakeInventory.from_node_labels(node, node_labels, unhealthy))
 
 
-def _nvml(node: str, node_labels: Mapping[str, str]) -> NvmlBackend:
-    return PynvmlBackend()
+def _nvml(node: str, node_labels: Mapping[str, str], unhealthy: frozenset[int]) -> NvmlBackend:
+    return PynvmlBackend()  # real GPUs say themselves whether they are healthy (`horus agent` refuses both)
 
 
-# name -> factory(node name, node labels)
-BACKENDS: dict[str, Callable[[str, Mapping[str, str]], NvmlBackend]] = {"nvml": _nvml, "fake": _fake}
+# name -> factory(node name, node labels, GPU indices the fake reports unhealthy)
+BACKENDS: dict[str, Callable[[str, Mapping[str, str], frozenset[int]], NvmlBackend]] = {
+    "nvml": _nvml,
+    "fake": _fake,
+}

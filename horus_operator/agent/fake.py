@@ -5,7 +5,9 @@ its NVIDIA_VISIBLE_DEVICES (indices or UUIDs; without it, the operator's GPU-ind
 utilization and memory the operator predicted for it (pod annotation). When the predicted utilizations
 on one GPU add up to more than 1, the GPU is time-sliced: it is fully busy and each pod gets its
 proportional share. Pods without a prediction are left out. Deterministic: the same pods give the same
-readings. GPU inventory comes from the node's GPU Feature Discovery labels.
+readings. GPU inventory comes from the node's GPU Feature Discovery labels; GPUs named unhealthy (`horus
+agent --fake-unhealthy-gpu NODE:INDEX`) read as a failing GPU would, so placement around a bad GPU can be
+tested without one.
 """
 
 from __future__ import annotations
@@ -33,14 +35,18 @@ class FakeInventory:
     count: int
     product: str
     memory_mib: int
+    unhealthy: frozenset[int] = frozenset()  # GPU indices that report unhealthy
 
     @classmethod
-    def from_node_labels(cls, node: str, labels: Mapping[str, str]) -> FakeInventory:
+    def from_node_labels(
+        cls, node: str, labels: Mapping[str, str], unhealthy: frozenset[int] = frozenset()
+    ) -> FakeInventory:
         return cls(
             node=node,
             count=int(labels.get(GFD_COUNT_LABEL, "0")),
             product=labels.get(GFD_PRODUCT_LABEL, "unknown"),
             memory_mib=int(labels.get(GFD_MEMORY_LABEL, "0")),
+            unhealthy=unhealthy,
         )
 
     def uuid(self, index: int) -> str:
@@ -85,6 +91,7 @@ class FakeBackend:
                     memory_utilization=memory_used / self._inventory.memory_mib
                     if self._inventory.memory_mib
                     else 0.0,
+                    healthy=index not in self._inventory.unhealthy,
                 )
             )
             processes.extend(

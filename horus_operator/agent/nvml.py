@@ -91,6 +91,7 @@ class PynvmlBackend:
             memory_used_mib=memory.used / _MIB,
             utilization=rates.gpu / 100.0,
             memory_utilization=rates.memory / 100.0,
+            healthy=_healthy(nvml, handle),
         )
 
     def _processes(self, nvml: ModuleType, index: int, handle: Any) -> list[ProcessReading]:
@@ -119,6 +120,22 @@ class PynvmlBackend:
             return []
         except nvml.NVMLError_NotSupported:  # older GPUs: memory per process still comes through
             return []
+
+
+def _healthy(nvml: ModuleType, handle: Any) -> bool:
+    """False when the GPU must be reset before it is trusted again: a memory row remapping is pending or
+    failed (Ampere and later), or retired pages wait for the reset (Volta and earlier). NVIDIA's advice
+    for both is to drain the GPU. A check the GPU does not support counts as passed."""
+    try:
+        _corrected, _uncorrected, pending, failed = nvml.nvmlDeviceGetRemappedRows(handle)
+        if pending or failed:
+            return False
+    except nvml.NVMLError_NotSupported:
+        pass
+    try:
+        return nvml.nvmlDeviceGetRetiredPagesPendingStatus(handle) != nvml.NVML_FEATURE_ENABLED
+    except nvml.NVMLError_NotSupported:
+        return True
 
 
 def _text(value: str | bytes) -> str:

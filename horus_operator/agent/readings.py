@@ -15,6 +15,7 @@ class GpuReading:
     memory_used_mib: float
     utilization: float  # SM busy fraction over NVML's last sample period, 0..1
     memory_utilization: float  # memory-controller busy fraction, 0..1
+    healthy: bool = True  # False: the GPU needs a reset or is failing (no new job should go there)
 
 
 @dataclass(frozen=True)

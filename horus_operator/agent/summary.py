@@ -1,8 +1,9 @@
 """Aggregation of a publish window's samples into one per-node summary. Pure.
 
 Per GPU: mean utilization over the window and peak memory (placement must see the worst case of memory,
-the typical case of utilization). Per pod and GPU: mean utilization (a sample where the pod ran nothing
-counts as 0) and peak memory, plus the progress the job last reported on its pod.
+the typical case of utilization), and health as the newest sample says. Per pod and GPU: mean
+utilization (a sample where the pod ran nothing counts as 0) and peak memory, plus the progress the job
+last reported on its pod.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class NodeSummary:
 
 
 def summarize(*, node: str, backend: str, samples: Sequence[Sample], pods: Sequence[PodInfo]) -> NodeSummary:
-    """The healthy summary of a non-empty window of successful samples."""
+    """The summary of a non-empty window of successful samples (NVML answered)."""
     if not samples:
         raise ValueError("summarize needs at least one sample")
     pods_by_uid = {p.uid: p for p in pods}
@@ -110,7 +111,7 @@ def _gpu_summary(
         memory_used_mib=max(r.memory_used_mib for r in readings),
         utilization=fmean(r.utilization for r in readings),
         memory_utilization=fmean(r.memory_utilization for r in readings),
-        healthy=True,
+        healthy=gpu.healthy,  # as the newest sample says: a health change is published at once
         pods=_pod_usages(gpu.index, samples, pods_by_uid),
     )
 

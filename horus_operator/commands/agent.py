@@ -6,7 +6,8 @@ import logging
 import signal
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TextIO
 
 import click
@@ -65,6 +66,15 @@ log = logging.getLogger(__name__)
     help="Port of the Prometheus /metrics endpoint; 0 turns it off.",
 )
 @click.option(
+    "--fake-unhealthy-gpu",
+    "fake_unhealthy_gpus",
+    envvar="HORUS_FAKE_UNHEALTHY_GPUS",
+    show_envvar=True,
+    multiple=True,
+    metavar="NODE:INDEX",
+    help="With --backend fake: report this GPU unhealthy, as a GPU that needs a reset reads (repeatable).",
+)
+@click.option(
     "--all-nodes",
     is_flag=True,
     help="Run one agent loop per node labelled nvidia.com/gpu.present=true, in this process (for kwok "
@@ -78,6 +88,7 @@ def agent(
     sample_interval: float,
     publish_interval: float,
     metrics_port: int,
+    fake_unhealthy_gpus: tuple[str, ...],
     all_nodes: bool,
 ) -> None:
     """Sample this node's GPUs and publish them as its GPUNode (horus.dev) and on /metrics."""
@@ -85,31 +96,55 @@ def agent(
         return
     if bool(node) == all_nodes:
         raise click.UsageError("give --node (or HORUS_NODE_NAME), or --all-nodes")
+    if fake_unhealthy_gpus and backend != "fake":
+        raise click.UsageError("--fake-unhealthy-gpu needs --backend fake: real GPUs report their own health")
+    settings = AgentSettings(
+        backend, sample_interval, publish_interval, _unhealthy_by_node(fake_unhealthy_gpus)
+    )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kube.load_config()
     stop = _stop_on_signals()
-    settings = _Settings(backend, sample_interval, publish_interval)
     if all_nodes:
         _run_all(kube.gpu_node_names(), settings, stop)
         return
     metrics = AgentMetrics()
     if metrics_port:
         metrics.serve(metrics_port)
-    _run(node or "", settings, metrics, stop)
+    run_node(node or "", settings, metrics, stop)
 
 
 @dataclass(frozen=True)
-class _Settings:
+class AgentSettings:
     backend: str
     sample_interval: float
     publish_interval: float
+    fake_unhealthy: Mapping[str, frozenset[int]] = field(default_factory=dict)  # node -> GPU indices
 
 
-def _run(node: str, settings: _Settings, metrics: AgentMetrics, stop: threading.Event) -> None:
+def _unhealthy_by_node(entries: tuple[str, ...]) -> dict[str, frozenset[int]]:
+    by_node: dict[str, set[int]] = {}
+    for entry in entries:
+        node, _, index = entry.rpartition(":")
+        if not node or not index.isdigit():
+            raise click.BadParameter(f"{entry!r} is not NODE:INDEX", param_hint="--fake-unhealthy-gpu")
+        by_node.setdefault(node, set()).add(int(index))
+    return {node: frozenset(indices) for node, indices in by_node.items()}
+
+
+def run_node(
+    node: str,
+    settings: AgentSettings,
+    metrics: AgentMetrics,
+    stop: threading.Event,
+    clock: Callable[[], float] = time.time,
+) -> None:
+    """One node's agent until `stop` (`clock`: the node's wall clock; tests skew it)."""
     node_info = _read_node_until_available(node, stop)
     if node_info is None:
         return
-    backend = BACKENDS[settings.backend](node, node_info.labels)
+    backend = BACKENDS[settings.backend](
+        node, node_info.labels, settings.fake_unhealthy.get(node, frozenset())
+    )
     daemon = Agent(
         node=node,
         backend=backend,
@@ -127,7 +162,7 @@ def _run(node: str, settings: _Settings, metrics: AgentMetrics, stop: threading.
         settings.sample_interval,
         settings.publish_interval,
     )
-    daemon.run_forever(time.time, stop)
+    daemon.run_forever(clock, stop)
 
 
 def _fake_devices(backend: object, node: kube.NodeInfo) -> dict[str, object] | None:
@@ -154,9 +189,9 @@ def export_observations(out: TextIO, namespace: str) -> None:
     out.write(observed_store.export_from_cluster(namespace))
 
 
-def _run_all(nodes: list[str], settings: _Settings, stop: threading.Event) -> None:
+def _run_all(nodes: list[str], settings: AgentSettings, stop: threading.Event) -> None:
     threads = [
-        threading.Thread(target=_run, args=(node, settings, AgentMetrics(), stop), name=f"agent-{node}")
+        threading.Thread(target=run_node, args=(node, settings, AgentMetrics(), stop), name=f"agent-{node}")
         for node in nodes
     ]
     for thread in threads:

@@ -24,3 +24,16 @@ def test_backend_and_intervals_come_from_the_environment_too() -> None:
         "HORUS_PUBLISH_INTERVAL",
     ):
         assert variable in result.output
+
+
+def test_fake_unhealthy_gpus_need_the_fake_backend_and_node_colon_index() -> None:
+    runner = CliRunner()
+
+    with_nvml = runner.invoke(main, ["agent", "--node", "n1", "--fake-unhealthy-gpu", "n1:0"])
+    malformed = runner.invoke(
+        main, ["agent", "--node", "n1", "--backend", "fake", "--fake-unhealthy-gpu", "n1-gpu0"]
+    )
+
+    assert with_nvml.exit_code == malformed.exit_code == 2
+    assert "--backend fake" in with_nvml.output
+    assert "--fake-unhealthy-gpu" in malformed.output and "n1-gpu0" in malformed.output

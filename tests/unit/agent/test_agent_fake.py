@@ -22,6 +22,16 @@ def test_a_pod_alone_shows_its_predicted_utilization_and_memory_on_its_gpu() -> 
     assert [(p.gpu_index, p.pod_uid, p.utilization) for p in sample.processes] == [(1, "uid-a", 0.4)]
 
 
+def test_gpus_named_unhealthy_read_unhealthy_and_keep_their_pods_readings() -> None:
+    failing = FakeInventory(
+        node="node-a", count=2, product="Tesla-V100-SXM2-16GB", memory_mib=16384, unhealthy=frozenset({1})
+    )
+
+    sample = FakeBackend(failing).sample([pod("a", devices=("1",), utilization=0.4)], now=0.0)
+
+    assert [(g.index, g.healthy, g.utilization) for g in sample.gpus] == [(0, True, 0.0), (1, False, 0.4)]
+
+
 def test_pods_that_oversubscribe_a_gpu_time_slice_it_in_proportion_to_their_demand() -> None:
     pods = [pod("a", utilization=0.9, memory_mib=4000), pod("b", utilization=0.6, memory_mib=2000)]
 

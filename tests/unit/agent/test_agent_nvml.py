@@ -32,7 +32,11 @@ def test_a_host_process_has_no_pod() -> None:
 
 
 class FakeNvml:
-    """Stands in for the pynvml module: two GPUs, one pod process on GPU 1."""
+    """Stands in for the pynvml module: two GPUs, one pod process on GPU 1. Row remapping (Ampere and
+    later) and page retirement (Volta and earlier) report per GPU what `remapped` and `retiring` hold;
+    None: the GPU does not support that check."""
+
+    NVML_FEATURE_ENABLED = 1
 
     class NVMLError(Exception):
         pass
@@ -46,6 +50,8 @@ class FakeNvml:
     def __init__(self) -> None:
         self.failing = False
         self.inits = 0
+        self.remapped: dict[int, tuple[int, int, int, int] | None] = {0: None, 1: None}
+        self.retiring: dict[int, int | None] = {0: 0, 1: 0}
 
     def nvmlInit(self) -> None:
         self.inits += 1
@@ -75,6 +81,18 @@ class FakeNvml:
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[Any]:
         return [SimpleNamespace(pid=4242, usedGpuMemory=900 * MIB)] if handle == 1 else []
+
+    def nvmlDeviceGetRemappedRows(self, handle: int) -> tuple[int, int, int, int]:
+        rows = self.remapped[handle]
+        if rows is None:
+            raise self.NVMLError_NotSupported()
+        return rows
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: int) -> int:
+        pending = self.retiring[handle]
+        if pending is None:
+            raise self.NVMLError_NotSupported()
+        return pending
 
     def nvmlDeviceGetProcessUtilization(self, handle: int, since_us: int) -> list[Any]:
         if handle == 0:
@@ -106,6 +124,27 @@ def test_gpus_and_pod_processes_are_read_through_nvml() -> None:
         900.0,
         0.35,
     )
+
+
+@pytest.mark.parametrize(
+    ("remapped", "retiring", "healthy"),
+    [
+        (None, 0, True),  # Volta: no row remapping, no page waiting for retirement
+        (None, 1, False),  # Volta: a page waits for retirement at the next reset
+        ((3, 0, 0, 0), None, True),  # Ampere: corrected rows remapped already are fine
+        ((0, 1, 1, 0), None, False),  # Ampere: a remapping waits for the next reset
+        ((0, 0, 0, 1), None, False),  # Ampere: a remapping failed
+        (None, None, True),  # neither check supported
+    ],
+)
+def test_a_gpu_that_needs_a_reset_reads_unhealthy(
+    remapped: tuple[int, int, int, int] | None, retiring: int | None, healthy: bool
+) -> None:
+    nvml = FakeNvml()
+    nvml.remapped[1], nvml.retiring[1] = remapped, retiring
+    backend = PynvmlBackend(nvml=nvml, read_cgroup=cgroups)  # type: ignore[arg-type]
+
+    assert [g.healthy for g in backend.sample([], now=0.0).gpus] == [True, healthy]
 
 
 def test_an_nvml_failure_is_reported_and_nvml_is_initialised_again_on_the_next_sample() -> None:

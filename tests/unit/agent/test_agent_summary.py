@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 from agent_builders import gpu, pod, process, sample
 
@@ -17,6 +19,19 @@ def test_gpu_utilization_is_the_window_mean_and_memory_the_window_peak() -> None
     assert only.utilization == pytest.approx(0.4)
     assert only.memory_used_mib == 3000
     assert (node.taken_at, node.window_seconds, node.nvml_available, only.healthy) == (2.0, 2.0, True, True)
+
+
+def test_a_gpus_health_is_the_newest_samples() -> None:
+    failing = dataclasses.replace(gpu(0), healthy=False)
+
+    went_bad = summary.summarize(
+        node="n", backend="fake", samples=[sample(0.0, gpu(0)), sample(1.0, failing)], pods=[]
+    )
+    recovered = summary.summarize(
+        node="n", backend="fake", samples=[sample(0.0, failing), sample(1.0, gpu(0))], pods=[]
+    )
+
+    assert (went_bad.gpus[0].healthy, recovered.gpus[0].healthy) == (False, True)
 
 
 def test_a_pod_idle_in_some_samples_counts_as_zero_there() -> None:
