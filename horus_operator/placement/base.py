@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -124,6 +124,18 @@ class PlacementCall:
             return f"not enough GPU memory (needs {needed:.0f} MiB predicted)"
         return None
 
+    def unusable(self) -> Iterator[str]:
+        """One reason per GPU no job may use: its node is not schedulable, it is not healthy, or another's
+        DRA claim holds it."""
+        for node in self.snapshot.nodes:
+            for gpu in node.gpus:
+                if not node.schedulable:
+                    yield NODE_UNSCHEDULABLE
+                elif not gpu.healthy:
+                    yield GPU_UNHEALTHY
+                elif gpu.claimed_by:
+                    yield GPU_CLAIMED
+
     def has_room(self) -> bool:
         """Some GPU could still take a job: an empty one, or a shared one below the co-location limit."""
         if self.index.empty_count():
@@ -145,13 +157,24 @@ class PlacementCall:
                 yield request
 
 
-def summarise_reasons(reasons: Iterator[str]) -> str:
-    """'waiting: A (12 GPUs); B (4 GPUs)' from one reason per GPU looked at."""
+# Why a GPU is out of every placement, whatever the job (`PlacementCall.unusable`).
+NODE_UNSCHEDULABLE = "node not schedulable (cordoned, NotReady or cooling down)"
+GPU_UNHEALTHY = "GPU unhealthy or its agent silent"
+GPU_CLAIMED = "GPU held by another's ResourceClaim"
+
+
+def summarise_reasons(reasons: Iterable[str], unusable: Iterable[str] = ()) -> str:
+    """'waiting: A (12 GPUs); B (4 GPUs); not usable: C (1 GPU)' from one reason per usable GPU looked
+    at (the three most common) and one per GPU no job may use (all of them: a user looking for the GPU
+    their job did not get must find it named)."""
     counts = Counter(reasons)
-    if not counts:
-        return (
-            "waiting: no usable GPU (all unhealthy, cordoned, claimed by others or cooling down after "
-            "refusing a pod)"
-        )
-    parts = [f"{reason} ({count} GPU{'s' if count > 1 else ''})" for reason, count in counts.most_common(3)]
-    return "waiting: " + "; ".join(parts)
+    out = Counter(unusable)
+    parts = [_counted(reason, count) for reason, count in counts.most_common(3)]
+    if out:
+        not_usable = ", ".join(_counted(reason, count) for reason, count in out.most_common())
+        parts.append(f"not usable: {not_usable}" if counts else f"no usable GPU: {not_usable}")
+    return "waiting: " + ("; ".join(parts) if parts else "no usable GPU")
+
+
+def _counted(reason: str, count: int) -> str:
+    return f"{reason} ({count} GPU{'s' if count > 1 else ''})"

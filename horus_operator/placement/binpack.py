@@ -71,8 +71,9 @@ class BinpackPolicy:
             )
             if fits:
                 return "waiting: a GPU fits; earlier jobs in the queue go first"
-            reasons = [call.room(request, slot) for slot in call.index.slots.values() if slot.usable]
-            # No usable GPU at all leaves `reasons` empty: summarise_reasons says so (unhealthy/cordoned).
-            if reasons and all(reason is None for reason in reasons):
-                return f"waiting: fewer than {request.gpus} free GPUs on one node"
-            return summarise_reasons(reason for reason in reasons if reason is not None)
+            reasons = (
+                call.room(request, slot) or f"fewer than {request.gpus} free GPUs on one node"
+                for slot in call.index.slots.values()
+                if slot.usable
+            )
+            return summarise_reasons(reasons, call.unusable())

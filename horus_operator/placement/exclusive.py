@@ -43,4 +43,4 @@ class ExclusivePolicy:
                 for slot in call.index.slots.values()
                 if slot.usable
             )
-            return summarise_reasons(reasons)
+            return summarise_reasons(reasons, call.unusable())

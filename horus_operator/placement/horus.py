@@ -305,7 +305,7 @@ class HorusPolicy:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             if self._alone(call, request, set()) is not None:
                 return "waiting: an empty GPU fits; jobs ahead in the queue go first"
-            return summarise_reasons(self._rejections(call, request))
+            return summarise_reasons(self._rejections(call, request), call.unusable())
 
     def _rejections(self, call: PlacementCall, request: JobRequest) -> Iterator[str]:
         for slot in call.index.slots.values():

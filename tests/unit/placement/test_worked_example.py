@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from placement_builders import job, nodes, predictor, running, snapshot
 
+from horus_operator.placement.base import GPU_UNHEALTHY, NODE_UNSCHEDULABLE
 from horus_operator.placement.registry import make_policy
 
 # One node, two empty V100s; the queue in arrival order.
@@ -104,3 +107,25 @@ def test_every_policy_says_no_gpu_is_usable_when_all_are_unhealthy() -> None:
     for name in ("horus", "exclusive", "binpack"):
         reason = make_policy(name, predictor=predictor()).explain_wait(snapshot(sick), job("j", "good"))
         assert "unhealthy" in reason, (name, reason)
+
+
+def test_every_policy_names_the_gpus_no_job_may_use_beside_the_full_ones() -> None:
+    # n0: two GPUs, each held whole by a job; n1: one GPU reported unhealthy, one fine but taken whole;
+    # n2: cordoned (or NotReady), two GPUs.
+    (n0,) = nodes(1, 2)
+    sick = dataclasses.replace(n0.gpus[0], node="n1", healthy=False)
+    n1 = dataclasses.replace(n0, name="n1", gpus=(sick, dataclasses.replace(n0.gpus[1], node="n1")))
+    n2 = dataclasses.replace(
+        n0, name="n2", gpus=tuple(dataclasses.replace(g, node="n2") for g in n0.gpus), schedulable=False
+    )
+    whole = [job(f"w{i}", "good", max_slowdown=1.0) for i in range(3)]
+    busy = snapshot(
+        (n0, n1, n2), running(whole[0], "n0", 0), running(whole[1], "n0", 1), running(whole[2], "n1", 1)
+    )
+    for name in ("horus", "exclusive", "binpack"):
+        reason = make_policy(name, predictor=predictor()).explain_wait(busy, job("j", "good"))
+        assert reason.endswith(f"; not usable: {NODE_UNSCHEDULABLE} (2 GPUs), {GPU_UNHEALTHY} (1 GPU)"), (
+            name,
+            reason,
+        )
+        assert reason.startswith("waiting: ") and "(3 GPUs)" in reason, (name, reason)
