@@ -144,10 +144,14 @@ class ClusterCache:
             key for key, job_pods in self.pods.items() if any(p.node == name for p in job_pods.values())
         )
 
-    def put_gpunode(self, body: Mapping[str, Any]) -> None:
-        self.gpunodes[body["metadata"]["name"]] = telemetry.parse(body)
+    def put_gpunode(self, body: Mapping[str, Any], *, received_at: float) -> NodeTelemetry:
+        """`received_at`: the operator's clock now (freshness is judged by receipt, operator/telemetry.py)."""
+        name = body["metadata"]["name"]
+        parsed = telemetry.parse(body, received_at=received_at, previous=self.gpunodes.get(name))
+        self.gpunodes[name] = parsed
         self.nodes_changed = True
         self.wake.set()
+        return parsed
 
     def drop_gpunode(self, body: Mapping[str, Any]) -> None:
         self.gpunodes.pop(body["metadata"]["name"], None)

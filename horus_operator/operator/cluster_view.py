@@ -33,9 +33,10 @@ def build_snapshot(
     slice_gpus: Iterable[SliceGpu] = (),
     claimed: Mapping[str, str] | None = None,
 ) -> ClusterSnapshot:
-    """`gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now` in epoch seconds (their clock);
-    `slice_gpus`: the GPUs ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not
-    Horus's that holds it (`claims.foreign_holders`)."""
+    """`gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now`: epoch seconds on the operator's
+    clock, the one the GPUNodes were heard on; `slice_gpus`: the GPUs ResourceSlices list
+    (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
+    (`claims.foreign_holders`)."""
     listed = slices.by_node(slice_gpus)
     inventory = (_inventory(body, listed.get(body["metadata"]["name"])) for body in nodes)
     known = (node for node in inventory if node is not None)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import cluster_view, observed, status, telemetry
+from horus_operator.operator import cluster_view, observed, status
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.observed_store import ObservationStore
@@ -52,17 +52,16 @@ class ObservedTelemetry:
         if event_type == "DELETED":
             self.cache.drop_gpunode(gpunode)
             return
-        self.cache.put_gpunode(gpunode)
-        if not self.leading.is_set():
+        now = self.clock()
+        parsed = self.cache.put_gpunode(gpunode, received_at=now.timestamp())
+        if not self.leading.is_set() or not parsed.fresh(now.timestamp(), self.telemetry_ttl_seconds):
             return
         try:
-            await self._update_jobs(gpunode, self.clock())
+            await self._update_jobs(gpunode, now)
         except Exception as error:  # telemetry is best effort: never let it disturb the watch
             log.warning("observed status from GPUNode %s not updated: %s", gpunode["metadata"]["name"], error)
 
     async def _update_jobs(self, gpunode: Mapping[str, Any], now: datetime) -> None:
-        if not telemetry.parse(gpunode).fresh(now.timestamp(), self.telemetry_ttl_seconds):
-            return
         gpu_type = _gpu_type(self.cache.nodes.get(gpunode["metadata"]["name"]))
         updated: dict[str, Mapping[str, Any]] = {}
         for key, observation in observed.observe_jobs(observed.pods_on_gpus(gpunode)).items():

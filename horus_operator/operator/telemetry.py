@@ -6,7 +6,15 @@ carry their UUID, health and observed memory/utilization. Rules:
 - a GPUNode older than the TTL (a silent agent), or one whose NVML is unavailable, makes every GPU of
   its node unhealthy;
 - a GPU the labels promise but the agent does not list is unhealthy (it fell off the bus).
-`lastUpdate` is the agent's wall clock: the TTL must exceed the clock skew between nodes (default 60 s).
+
+Freshness is judged on the operator's clock alone, by when a publish was *received*: an agent's
+`lastUpdate` is its own wall clock, which may run minutes ahead (its data would look fresh long after
+it fell silent) or behind (fresh data would look stale forever). `parse` takes the receipt time and the
+node's previous parse: a new `lastUpdate` (a publish) is heard now; an unchanged one (a re-list, a
+metadata change) keeps the time it was first heard; a GPUNode seen for the first time (the operator
+started) counts from the older of its `lastUpdate` and now, so a long-silent agent is stale at once
+when the clocks agree, an agent ahead is trusted one TTL at most, and an agent behind is stale only
+until its next publish.
 """
 
 from __future__ import annotations
@@ -38,26 +46,43 @@ class GpuTelemetry:
 @dataclass(frozen=True)
 class NodeTelemetry:
     node: str
-    updated_at: float | None  # epoch seconds; None: never published
+    updated_at: float | None  # the agent's `lastUpdate`, epoch seconds on its clock; None: never published
     nvml_available: bool
     gpus: Mapping[int, GpuTelemetry]
+    heard_at: float | None = None  # when that publish reached the operator, on the operator's clock
     # (labelled node, usable) -> merged node: the operator merges the same pair every scheduling cycle
     # until the GPUNode changes (then a new NodeTelemetry replaces this one, and its memo).
     _merged: dict[tuple[Node, bool], Node] = field(default_factory=dict, compare=False, repr=False)
 
     def fresh(self, now: float, ttl: float) -> bool:
-        return self.updated_at is not None and now - self.updated_at <= ttl
+        """`now`: the operator's clock, the one `heard_at` was taken on."""
+        return self.heard_at is not None and now - self.heard_at <= ttl
 
 
-def parse(body: Mapping[str, Any]) -> NodeTelemetry:
+def parse(
+    body: Mapping[str, Any], *, received_at: float, previous: NodeTelemetry | None = None
+) -> NodeTelemetry:
+    """`received_at`: the operator's time now; `previous`: this node's last parse, if any."""
     status = body.get("status") or {}
     gpus = (_gpu(g) for g in status.get("gpus") or [] if "index" in g)
+    updated_at = _epoch(status.get("lastUpdate"))
     return NodeTelemetry(
         node=body["metadata"]["name"],
-        updated_at=_epoch(status.get("lastUpdate")),
+        updated_at=updated_at,
         nvml_available=bool(status.get("nvmlAvailable", False)),
         gpus={g.index: g for g in gpus},
+        heard_at=_heard_at(updated_at, received_at, previous),
     )
+
+
+def _heard_at(updated_at: float | None, received_at: float, previous: NodeTelemetry | None) -> float | None:
+    if updated_at is None:
+        return None
+    if previous is None:
+        return min(updated_at, received_at)
+    if previous.updated_at == updated_at:
+        return previous.heard_at
+    return received_at
 
 
 def merge(

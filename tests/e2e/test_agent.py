@@ -102,9 +102,10 @@ def gpu_entry(cluster: devcluster.LocalCluster, index: int, node: str = NODE) ->
 
 
 def reported(cluster: devcluster.LocalCluster, node: str = NODE) -> list[telemetry.NodeTelemetry]:
-    """The node's GPUNode as the operator's cache holds it (none before the agent's first publish)."""
+    """The node's GPUNode as an operator seeing it for the first time parses it (none before the agent's
+    first publish)."""
     body = gpunode(cluster, node)
-    return [telemetry.parse(body)] if body else []
+    return [telemetry.parse(body, received_at=time.time())] if body else []
 
 
 def test_the_fake_agent_publishes_what_the_pods_on_its_node_use(

@@ -35,7 +35,13 @@ def gpunode(
 
 
 def parsed(name: str = "n1", **fields: Any) -> telemetry.NodeTelemetry:
-    return telemetry.parse(gpunode(name, **fields))
+    """As the operator parses a GPUNode it sees for the first time, at NOW."""
+    return telemetry.parse(gpunode(name, **fields), received_at=NOW)
+
+
+def usable_at(report: telemetry.NodeTelemetry, now: float) -> bool:
+    (merged,) = telemetry.merge([node()], [report], now=now, ttl=60)
+    return all(g.healthy for g in merged.gpus)
 
 
 def test_fresh_telemetry_gives_uuids_health_and_observed_usage() -> None:
@@ -104,7 +110,7 @@ def test_what_the_agent_writes_is_what_the_operator_reads() -> None:
     )
     body = {"metadata": {"name": "n1"}, **agent_gpunode.status_body(node_summary, sample_interval=1.0)}
 
-    parsed = telemetry.parse(body)
+    parsed = telemetry.parse(body, received_at=NOW)
 
     assert (parsed.updated_at, parsed.nvml_available) == (NOW, True)
     assert parsed.gpus[0] == telemetry.GpuTelemetry(
@@ -144,3 +150,41 @@ def test_a_merge_is_reused_until_the_telemetry_changes_or_goes_stale() -> None:
 
     assert again[0] is first[0]
     assert [g.healthy for g in stale[0].gpus] == [False, False]
+
+
+# Clock skew: the agent stamps `lastUpdate` with its own clock; the operator judges by receipt.
+SKEW = 300.0  # five minutes
+
+
+def test_an_agent_minutes_ahead_is_trusted_one_ttl_after_it_falls_silent_not_five_minutes_more() -> None:
+    ahead = parsed(age=-SKEW)  # published just now, stamped five minutes in the future
+
+    assert usable_at(ahead, NOW + 60)
+    assert not usable_at(ahead, NOW + 61)
+
+
+def test_an_agent_minutes_behind_is_fresh_from_its_next_publish_on() -> None:
+    first = parsed(age=SKEW)  # the operator starts: the agent's stamp is all it knows of the publish
+    second = telemetry.parse(gpunode(age=SKEW - 10), received_at=NOW + 10, previous=first)
+
+    assert not usable_at(first, NOW)
+    assert usable_at(second, NOW + 10)
+    assert usable_at(second, NOW + 70) and not usable_at(second, NOW + 71)
+
+
+def test_the_same_publish_seen_again_keeps_the_time_it_was_first_heard() -> None:
+    heard = parsed(age=0)
+    relisted = telemetry.parse(gpunode(age=0), received_at=NOW + 50, previous=heard)  # a watch re-list
+
+    assert relisted.heard_at == heard.heard_at == NOW
+    assert not usable_at(relisted, NOW + 61)
+
+
+def test_a_long_silent_agent_is_stale_at_once_when_the_operator_starts() -> None:
+    assert not usable_at(parsed(age=600), NOW)
+
+
+def test_a_gpunode_never_published_is_never_fresh() -> None:
+    never = telemetry.parse({"metadata": {"name": "n1"}, "status": {}}, received_at=NOW)
+
+    assert never.heard_at is None and not never.fresh(NOW, ttl=60)
