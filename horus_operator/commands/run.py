@@ -28,6 +28,14 @@ import click
     envvar="HORUS_UNSCHEDULABLE_GRACE_SECONDS",
     help="Re-place a pod unschedulable for longer.",
 )
+@click.option(
+    "--not-ready-grace-seconds",
+    type=float,
+    default=300.0,
+    show_default=True,
+    envvar="HORUS_NOT_READY_GRACE_SECONDS",
+    help="Re-place a pod whose node has been NotReady for longer.",
+)
 @click.option("--api-workers", type=int, default=32, show_default=True, envvar="HORUS_API_WORKERS")
 @click.option(
     "--telemetry-ttl-seconds",
@@ -69,6 +77,7 @@ def run(
     identity: str | None,
     resync_seconds: float,
     unschedulable_grace_seconds: float,
+    not_ready_grace_seconds: float,
     api_workers: int,
     telemetry_ttl_seconds: float,
     binding: str,
@@ -89,6 +98,7 @@ def run(
         identity=identity or OperatorConfig().identity,
         resync_seconds=resync_seconds,
         unschedulable_grace_seconds=unschedulable_grace_seconds,
+        not_ready_grace_seconds=not_ready_grace_seconds,
         api_workers=api_workers,
         telemetry_ttl_seconds=telemetry_ttl_seconds,
         binding=binding,

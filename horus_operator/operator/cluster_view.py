@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from horus_operator.operator import keys, slices, telemetry
@@ -91,6 +92,20 @@ def is_schedulable(body: Mapping[str, Any]) -> bool:
         return False
     conditions = (body.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def not_ready_since(bodies: Iterable[Mapping[str, Any]]) -> dict[str, datetime]:
+    """Nodes whose Ready condition is not True, and since when: its last transition, which the kubelet
+    and the node lifecycle controller always set (a node without one is left out: for how long it has
+    not been ready is unknown)."""
+    since = {}
+    for body in bodies:
+        conditions = (body.get("status") or {}).get("conditions") or []
+        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+        if ready is not None and ready.get("status") != "True" and ready.get("lastTransitionTime"):
+            stamp = str(ready["lastTransitionTime"]).replace("Z", "+00:00")
+            since[body["metadata"]["name"]] = datetime.fromisoformat(stamp)
+    return since
 
 
 def hostname(body: Mapping[str, Any]) -> str:

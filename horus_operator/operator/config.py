@@ -17,6 +17,7 @@ class OperatorConfig:
     identity: str = socket.gethostname()
     resync_seconds: float = 10.0
     unschedulable_grace_seconds: float = 30.0
+    not_ready_grace_seconds: float = 300.0  # Kubernetes' default toleration of a NotReady node
     api_workers: int = 32
     telemetry_ttl_seconds: float = 60.0  # a GPUNode older than this: its agent is silent, GPUs unusable
     binding: str = "env"  # env | dra: for DLJobs that do not set spec.binding (docs/operator.md)
@@ -26,3 +27,7 @@ class OperatorConfig:
     @property
     def unschedulable_grace(self) -> timedelta:
         return timedelta(seconds=self.unschedulable_grace_seconds)
+
+    @property
+    def not_ready_grace(self) -> timedelta:
+        return timedelta(seconds=self.not_ready_grace_seconds)

@@ -41,6 +41,7 @@ class LoopConfig:
     namespace: str | None = None  # None: all namespaces
     resync_every: float = 10.0  # seconds; re-decides every job (timers such as unschedulable pods)
     unschedulable_grace: timedelta = timedelta(seconds=30)
+    not_ready_grace: timedelta = timedelta(minutes=5)  # a pod on a node NotReady longer is re-placed
     max_batch: int = 1000  # most waiting jobs considered per cycle
     max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
     node_cooldown: timedelta = timedelta(minutes=2)  # a node that left a Horus pod unschedulable is skipped
@@ -90,6 +91,7 @@ class SchedulingLoop:
         self._unsatisfiable: dict[str, InvalidJob] = {}
         self._explained_at: dict[str, datetime] = {}
         self._allocatable: dict[str, float] = {}  # resource -> the most a GPU node offers, this cycle
+        self._not_ready: dict[str, datetime] = {}  # node -> NotReady since, as of this cycle
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -160,6 +162,7 @@ class SchedulingLoop:
         )
         if self._claims is not None:
             self._foreign = claims.foreign_holders(self._cache.claims.values(), self._cache.devices())
+        self._not_ready = cluster_view.not_ready_since(self._cache.nodes.values())
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
         await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
@@ -200,6 +203,8 @@ class SchedulingLoop:
                 now=now,
                 nodes=self._cache.nodes.keys(),
                 unschedulable_grace=self._config.unschedulable_grace,
+                not_ready_since=self._not_ready,
+                not_ready_grace=self._config.not_ready_grace,
                 verdict=workload if isinstance(workload, InvalidJob) else None,
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=self._unsatisfiable.get(key)

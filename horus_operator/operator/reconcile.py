@@ -47,6 +47,9 @@ class Context:
     now: datetime
     nodes: Collection[str]  # names of nodes that exist
     unschedulable_grace: timedelta = timedelta(seconds=30)
+    # Existing nodes that are not Ready, and since when (their Ready condition's last transition).
+    not_ready_since: Mapping[str, datetime] = field(default_factory=dict)
+    not_ready_grace: timedelta = timedelta(minutes=5)  # Kubernetes' default before it evicts such pods
     verdict: InvalidJob | None = None  # the job cannot run as written
     unsatisfiable: InvalidJob | None = None  # no GPU/node of this cluster can ever fit it
     waiting_message: str = ""  # why the scheduler left it queued
@@ -80,7 +83,9 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
             avoid_node=avoid,
         )
     phase = Phase.RUNNING if latest.phase == "Running" else Phase.SCHEDULED
-    return Decision(_from_pod(job, current, latest, ctx, phase, next_attempt))
+    status = _from_pod(job, current, latest, ctx, phase, next_attempt)
+    status["message"] += _not_ready_note(latest, ctx)
+    return Decision(status)
 
 
 def _without_live_pod(
@@ -119,7 +124,20 @@ def _stuck_reason(pod: PodView, ctx: Context) -> str:
     if pod.unschedulable_since is not None and ctx.now - pod.unschedulable_since > ctx.unschedulable_grace:
         grace = int(ctx.unschedulable_grace.total_seconds())
         return f"pod {pod.name} unschedulable on {pod.node} for over {grace}s"
+    not_ready_since = ctx.not_ready_since.get(node)
+    if not_ready_since is not None and ctx.now - not_ready_since > ctx.not_ready_grace:
+        return f"node {node} NotReady for over {int(ctx.not_ready_grace.total_seconds())}s"
     return ""
+
+
+def _not_ready_note(pod: PodView, ctx: Context) -> str:
+    """While its node is NotReady but not yet for the grace period, a job says so, and when it moves."""
+    node = pod.bound_node or pod.node
+    since = ctx.not_ready_since.get(node)
+    if since is None:
+        return ""
+    grace = int(ctx.not_ready_grace.total_seconds())
+    return f"; node {node} NotReady since {_stamp(since)}: re-placed if still so {grace}s after"
 
 
 def _base(

@@ -79,6 +79,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             namespace=config.namespace,
             resync_every=config.resync_seconds,
             unschedulable_grace=config.unschedulable_grace,
+            not_ready_grace=config.not_ready_grace,
             telemetry_ttl=config.telemetry_ttl_seconds,
             binding=config.binding,
             sharing=config.sharing,

@@ -33,6 +33,23 @@ def test_not_ready_or_cordoned_nodes_are_not_schedulable() -> None:
     assert cluster_view.gpu_node(cordoned).schedulable is False
 
 
+def test_not_ready_nodes_are_timed_from_their_ready_conditions_last_transition() -> None:
+    down, unknown, untimed = (
+        gpu_node("down", ready=False),
+        gpu_node("unknown"),
+        gpu_node("untimed", ready=False),
+    )
+    down["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-02T10:00:00Z"
+    unknown["status"]["conditions"][0].update(status="Unknown", lastTransitionTime="2026-12-02T10:05:00Z")
+
+    since = cluster_view.not_ready_since([gpu_node("up"), down, unknown, untimed])
+
+    assert {name: moment.isoformat() for name, moment in since.items()} == {
+        "down": "2026-12-02T10:00:00+00:00",
+        "unknown": "2026-12-02T10:05:00+00:00",
+    }
+
+
 def test_only_pods_still_holding_gpus_count_as_running() -> None:
     views = [
         pods.view(PodBuilder("a").on("gpu-node-0", 1).bound().phase("Running").obj()),

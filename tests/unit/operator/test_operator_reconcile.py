@@ -149,3 +149,41 @@ def test_fields_written_by_others_are_carried_over() -> None:
     job = DLJobBuilder.stored("cnn").status(observed={"utilization": 0.7}).obj()
     decision = _decide(job, PodBuilder("cnn").bound(), extra={"observed": {"utilization": 0.7}})
     assert decision.status["observed"] == {"utilization": 0.7}
+
+
+def test_a_pod_on_a_node_not_ready_past_the_grace_period_is_re_placed_and_says_so_before() -> None:
+    running = PodBuilder("cnn").on("gpu-node-1", 0).bound().phase("Running")
+    grace = timedelta(seconds=60)
+
+    within = _decide(
+        DLJobBuilder.stored("cnn").obj(),
+        running,
+        not_ready_since={"gpu-node-1": NOW - timedelta(seconds=50)},
+        not_ready_grace=grace,
+    )
+    past = _decide(
+        DLJobBuilder.stored("cnn").obj(),
+        running,
+        not_ready_since={"gpu-node-1": NOW - timedelta(seconds=70)},
+        not_ready_grace=grace,
+    )
+
+    assert (within.status["phase"], within.place_attempt, within.delete_pods) == ("Running", None, ())
+    assert within.status["message"].endswith(
+        "; node gpu-node-1 NotReady since 2026-12-02T10:09:10Z: re-placed if still so 60s after"
+    )
+    assert (past.status["phase"], past.place_attempt, past.delete_pods) == ("Queued", 1, ("cnn-0",))
+    assert past.delete_reason == "node gpu-node-1 NotReady for over 60s"
+    assert past.avoid_node == "gpu-node-1"
+
+
+def test_a_not_ready_node_leaves_pods_elsewhere_alone() -> None:
+    elsewhere = PodBuilder("cnn").on("gpu-node-0", 0).bound().phase("Running")
+
+    decision = _decide(
+        DLJobBuilder.stored("cnn").obj(),
+        elsewhere,
+        not_ready_since={"gpu-node-1": NOW - timedelta(hours=1)},
+    )
+
+    assert (decision.delete_pods, decision.status["message"]) == ((), "pod cnn-0 on gpu-node-0 GPU 0 running")
