@@ -1,8 +1,9 @@
 """Reliability under faults on the local control plane: a DLJob burst while the operator, the API server
-or etcd die (`horus_operator.testing.chaos` says what is injected and measured).
+or etcd die, or GPU nodes are deleted or fail (`horus_operator.testing.chaos` says what is injected
+and measured).
 
     .venv/bin/python bench/chaos.py [--jobs 1000] [--nodes 100] [--gpus-per-node 8]
-                                    [--scenario operator-kills,control-plane-restarts,two-replicas]
+                    [--scenario operator-kills,control-plane-restarts,two-replicas,node-faults]
 
 One fresh cluster per scenario. Prints a table and writes out/chaos/<scenario>.json. Targets: 0 lost,
 0 duplicated, 0 oversubscribed, failover <= 15 s.

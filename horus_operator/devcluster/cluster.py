@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,21 @@ class LocalCluster:
             self._progress(f"creating {pool.count} nodes × {pool.gpus_per_node} {pool.gpu_product}")
             names += self.add_nodes(pool)
         return names
+
+    def fail_node(self, name: str) -> None:
+        """The node's kubelet dies: kwok stops heartbeating it (its annotation goes) and it reports
+        NotReady at once (the node lifecycle controller would mark it so once its lease lapsed, ~40 s
+        later); the not-ready taint keeps new pods off it. Unlike a dead node's, its pods still play
+        their kwok stages (kwok's pod controller keeps the nodes it once served): one that carries a
+        completion delay still finishes on time unless something deletes it first."""
+        self.kubectl("annotate", "node", name, f"{nodes.KWOK_NODE_ANNOTATION}-")
+        patch = json.dumps(nodes.not_ready_status(datetime.now(UTC)))
+        self.kubectl("patch", "node", name, "--subresource=status", "--type=strategic", "-p", patch)
+
+    def revive_node(self, name: str) -> None:
+        """Undo `fail_node`: kwok serves the node again and marks it Ready."""
+        self.kubectl("annotate", "--overwrite", "node", name, f"{nodes.KWOK_NODE_ANNOTATION}=fake")
+        self._wait_until(lambda: self._nodes_ready([name]), f"node {name} Ready again", "kwok")
 
     def restart(self, component: str) -> None:
         """Kill one control-plane process (SIGKILL: a crash) and start it again with the same flags,

@@ -8,6 +8,7 @@ labels and the capacity given here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -67,6 +68,21 @@ def node_manifest(pool: GpuNodePool, name: str) -> dict[str, Any]:
         },
         "status": {"capacity": resources, "allocatable": resources},
     }
+
+
+def not_ready_status(at: datetime) -> dict[str, Any]:
+    """A strategic-merge status patch: the node's kubelet reports it NotReady since `at` (conditions
+    merge by type, so the others stay)."""
+    stamp = at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ready = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "container runtime is down (horus devcluster fault injection)",
+        "lastHeartbeatTime": stamp,
+        "lastTransitionTime": stamp,
+    }
+    return {"status": {"conditions": [ready]}}
 
 
 def pool_manifests(pool: GpuNodePool, first_index: int = 0) -> list[dict[str, Any]]:

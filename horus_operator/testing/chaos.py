@@ -3,7 +3,11 @@ etcd die, and what a platform team would check afterwards (`bench/chaos.py`, `te
 
 A scenario submits `jobs` DLJobs in batches every two seconds through `fault_window_s` (a pipeline's
 burst: work keeps arriving while the faults hit) and injects its faults at moments drawn from a
-seeded RNG inside that window. A watcher polls the pods Horus created (kubectl, every `poll_s`) and records:
+seeded RNG inside that window. Node faults hit the node running the most Horus pods at that moment:
+deleted (its Node object gone, as a scaled-down cloud node), or failed (`LocalCluster.fail_node`: it
+turns NotReady; kwok still finishes its pods on time, so only pods with longer to run than the
+operator's NotReady grace show the re-placement); `stranded` counts the live pods they held.
+A watcher polls the pods Horus created (kubectl, every `poll_s`) and records:
 - duplicated: a job with more than one live pod at the same time (replicas are one pod each here);
 - oversubscribed: a GPU whose live pods' predicted memory (their `horus.dev/predicted` annotation)
   exceeds the node's `nvidia.com/gpu.memory`;
@@ -47,13 +51,17 @@ class Scenario:
     etcd_restarts: int = 0
     replicas: int = 1  # operators running at once, competing for the Lease
     leader_kills: int = 0  # with replicas > 1: kill whichever replica holds the Lease
+    node_deletions: int = 0
+    node_failures: int = 0  # nodes turned NotReady for good
 
 
 SCENARIOS = {
     "operator-kills": Scenario("operator-kills", operator_kills=10),
     "control-plane-restarts": Scenario("control-plane-restarts", apiserver_restarts=2, etcd_restarts=1),
     "two-replicas": Scenario("two-replicas", replicas=2, leader_kills=5),
+    "node-faults": Scenario("node-faults", node_deletions=2, node_failures=2),
 }
+NODE_FAULTS = ("node-delete", "node-fail")
 
 
 @dataclass
@@ -66,6 +74,7 @@ class Outcome:
     failover_s: list[float | None] = field(default_factory=list)  # None: no placement after it
     drain_s: float = 0.0
     faults: list[str] = field(default_factory=list)
+    stranded: int = 0  # live pods on nodes when they were deleted or failed
     polls: int = 0
     failed_polls: int = 0
 
@@ -123,6 +132,7 @@ class ChaosRun:
         self._watch = _Watch()
         self._stop = threading.Event()
         self._generation = 0  # replacement replicas so far
+        self.faulted_nodes: dict[str, str] = {}  # node -> "node-delete" or "node-fail", for clean-up
 
     def run(
         self,
@@ -183,6 +193,8 @@ class ChaosRun:
             + ["kube-apiserver"] * scenario.apiserver_restarts
             + ["etcd"] * scenario.etcd_restarts
             + ["leader"] * scenario.leader_kills
+            + ["node-delete"] * scenario.node_deletions
+            + ["node-fail"] * scenario.node_failures
         )
         # Not in the last batches' seconds: each death must have work arriving after it.
         moments = sorted(self.rng.uniform(1.0, window - 2 * SUBMIT_EVERY_S) for _ in faults)
@@ -196,15 +208,35 @@ class ChaosRun:
                 replicas[0].start(wait_for_lease=False)
             elif fault == "leader":
                 self._kill_leader(replicas)
+            elif fault in NODE_FAULTS:
+                fault = self._fault_node(fault, outcome)
             else:
                 self.cluster.restart(fault)
             outcome.faults.append(f"{moment:.1f}s {fault}")
-            self.log(
-                f"{moment:6.1f}s  {fault} {'restarted' if fault in ('kube-apiserver', 'etcd') else 'killed'}"
-            )
+            self.log(f"{moment:6.1f}s  {fault}")
             if fault in ("operator", "leader"):
                 deaths.append(at)
         return deaths
+
+    def _fault_node(self, fault: str, outcome: Outcome) -> str:
+        """Delete or fail the node with the most live Horus pods; says which, and how many it held."""
+        live = [pod for pod in self._get("pods", "-l", keys.LABEL_JOB) if _live(pod)]
+        by_node: dict[str, int] = defaultdict(int)
+        for pod in live:
+            by_node[pod["spec"].get("nodeName") or ""] += 1
+        candidates = [
+            node["metadata"]["name"]
+            for node in self._get("nodes", "-l", devcluster.nodes.FAKE_NODE_LABEL)
+            if node["metadata"]["name"] not in self.faulted_nodes
+        ]
+        node = max(sorted(candidates), key=lambda name: by_node[name])
+        if fault == "node-delete":
+            self.cluster.kubectl("delete", "node", node, "--wait=false")
+        else:
+            self.cluster.fail_node(node)
+        self.faulted_nodes[node] = fault
+        outcome.stranded += by_node[node]
+        return f"{fault} {node} ({by_node[node]} live pods)"
 
     def _kill_leader(self, replicas: list[OperatorProcess]) -> None:
         """SIGKILL the replica holding the Lease; once another replica holds it, the dead one comes back
@@ -306,10 +338,7 @@ class ChaosRun:
         memory_by_gpu: dict[tuple[str, str], float] = defaultdict(float)
         for pod in pods:
             meta = pod["metadata"]
-            if meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in (
-                "Succeeded",
-                "Failed",
-            ):
+            if not _live(pod):
                 continue
             live_by_job[meta["labels"][keys.LABEL_JOB]] += 1
             annotations = meta.get("annotations") or {}
@@ -324,6 +353,12 @@ class ChaosRun:
         self._watch.oversubscribed_gpus.update(
             gpu for gpu, used in memory_by_gpu.items() if used > capacity.get(gpu[0], float("inf"))
         )
+
+
+def _live(pod: dict[str, Any]) -> bool:
+    """Not being deleted and not ended: it holds (or is about to hold) its GPUs."""
+    ended = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+    return not ended and not pod["metadata"].get("deletionTimestamp")
 
 
 def _epoch(timestamp: str) -> float:

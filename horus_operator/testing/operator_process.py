@@ -20,8 +20,12 @@ from horus_operator import devcluster
 REPO = Path(__file__).resolve().parents[2]
 LEASE_NAME = "horus-operator"
 RESYNC_LINE = "resynced: "  # operator/loop.py logs it when a resync after taking the Lease is done
-# Tests want a restarted operator to catch up and give up on unplaceable jobs quickly.
-FAST_SETTINGS = {"HORUS_RESYNC_SECONDS": "2", "HORUS_UNSCHEDULABLE_GRACE_SECONDS": "10"}
+# Tests want a restarted operator to catch up, give up on unplaceable jobs and leave dead nodes quickly.
+FAST_SETTINGS = {
+    "HORUS_RESYNC_SECONDS": "2",
+    "HORUS_UNSCHEDULABLE_GRACE_SECONDS": "10",
+    "HORUS_NOT_READY_GRACE_SECONDS": "10",
+}
 T = TypeVar("T")
 
 

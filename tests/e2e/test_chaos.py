@@ -1,9 +1,10 @@
-"""Faults during a burst, on a control plane of this module's own (its API server and etcd get killed):
-no job lost, no job with two live pods, no GPU's memory oversubscribed. `bench/chaos.py` runs the same
-scenarios at 1,000 jobs and reports failover and drain times."""
+"""Faults during a burst, on a control plane of this module's own (its API server and etcd get killed,
+its nodes deleted or failed): no job lost, no job with two live pods, no GPU's memory oversubscribed.
+`bench/chaos.py` runs the same scenarios at 1,000 jobs and reports failover and drain times."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,3 +50,33 @@ def test_a_burst_survives_the_faults(
     )
     assert outcome.polls >= 10, outcome.as_dict()  # the zeros below were watched, not assumed
     assert (outcome.lost, outcome.duplicated, outcome.oversubscribed) == (0, 0, 0), outcome.as_dict()
+
+
+def test_a_burst_survives_losing_a_node_and_another_turning_not_ready(
+    chaos_cluster: devcluster.LocalCluster, tmp_path: Path
+) -> None:
+    """Each fault hits the node running the most Horus pods at that moment: the deleted node's jobs are
+    placed again at once, the NotReady node's after the operator's grace (10 s in tests; the jobs run
+    30 s, longer than the grace, since kwok would still finish them on the failed node)."""
+    scenario = chaos.Scenario("node-faults", node_deletions=1, node_failures=1)
+    run = chaos.ChaosRun(chaos_cluster, "chaos-node-faults", tmp_path, seed=7)
+    try:
+        outcome = run.run(scenario, 48, duration="30s", fault_window_s=16.0, deadline_s=300.0)
+    finally:  # the module's cluster gets its capacity back for whatever runs after
+        for node, fault in run.faulted_nodes.items():
+            if fault == "node-fail":
+                chaos_cluster.revive_node(node)
+        deleted = sum(fault == "node-delete" for fault in run.faulted_nodes.values())
+        chaos_cluster.add_nodes(dataclasses.replace(POOL, count=deleted))
+
+    assert len(outcome.faults) == 2 and outcome.stranded > 0, outcome.as_dict()  # the faults hit jobs
+    assert outcome.polls >= 10, outcome.as_dict()
+    assert (outcome.lost, outcome.duplicated, outcome.oversubscribed) == (0, 0, 0), outcome.as_dict()
+    replacing = chaos_cluster.kubectl(
+        "get", "events", "-n", "chaos-node-faults", "--field-selector", "reason=Replacing",
+        "-o", "jsonpath={.items[*].message}",
+    ).stdout  # fmt: skip
+    (deleted_node,) = [node for node, fault in run.faulted_nodes.items() if fault == "node-delete"]
+    (failed_node,) = [node for node, fault in run.faulted_nodes.items() if fault == "node-fail"]
+    assert f"node {deleted_node} is gone" in replacing, replacing
+    assert f"node {failed_node} NotReady for over 10s" in replacing, replacing

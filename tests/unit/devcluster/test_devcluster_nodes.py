@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from horus_operator.devcluster import nodes
@@ -39,3 +41,15 @@ def test_pool_numbers_nodes_after_existing_ones_of_its_prefix() -> None:
 def test_invalid_pool_is_refused() -> None:
     with pytest.raises(ValueError):
         nodes.GpuNodePool(count=-1)
+
+
+def test_a_failed_node_reports_not_ready_since_the_moment_given() -> None:
+    at = datetime(2026, 12, 3, 12, 0, 5, tzinfo=UTC)
+
+    (ready,) = nodes.not_ready_status(at)["status"]["conditions"]
+
+    assert (ready["type"], ready["status"], ready["lastTransitionTime"]) == (
+        "Ready",
+        "False",
+        "2026-12-03T12:00:05Z",
+    )
