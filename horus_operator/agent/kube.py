@@ -32,12 +32,13 @@ class NodeInfo:
     labels: Mapping[str, str]
 
 
-def load_config() -> None:
-    """In-cluster credentials (the DaemonSet's ServiceAccount), else the local kubeconfig."""
+def load_config(kubeconfig: str | None = None) -> None:
+    """In-cluster credentials (the DaemonSet's ServiceAccount), else `kubeconfig` (default: $KUBECONFIG
+    as this process started, else ~/.kube/config)."""
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        config.load_kube_config(config_file=kubeconfig)
 
 
 def read_node(name: str, api_client: client.ApiClient | None = None) -> NodeInfo:

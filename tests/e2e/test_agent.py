@@ -11,9 +11,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ import yaml
 from dljob_harness import apply, dljobs, free_port, get_json, horus_pods
 
 from horus_operator import devcluster
+from horus_operator.agent import kube as agent_kube
+from horus_operator.agent.metrics import AgentMetrics
+from horus_operator.commands.agent import AgentSettings, run_node
 from horus_operator.operator import cluster_view, telemetry
 from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
@@ -47,9 +51,10 @@ class Agents:
             self._spawn(node, ["--node", node, "--metrics-port", str(port)], backend, kubeconfig)
             self.metrics_ports[node] = port
 
-    def start_all(self) -> None:
-        """One process running the agents of every GPU node (`--all-nodes`)."""
-        self._spawn("all", ["--all-nodes", "--metrics-port", "0"], "fake", None)
+    def start_all(self, *, unhealthy: Sequence[str] = ()) -> None:
+        """One process running the agents of every GPU node (`--all-nodes`); `unhealthy`: NODE:INDEX."""
+        flags = [arg for gpu in unhealthy for arg in ("--fake-unhealthy-gpu", gpu)]
+        self._spawn("all", ["--all-nodes", "--metrics-port", "0", *flags], "fake", None)
 
     def _spawn(self, key: str, args: list[str], backend: str, kubeconfig: Path | None) -> None:
         argv = [sys.executable, "-c", "from horus_operator.cli import main; main()", "agent", *args]
@@ -435,3 +440,148 @@ def test_the_operator_places_nothing_on_gpus_whose_agents_went_silent(
         lambda: running(cluster, namespace, "job-c"), timeout=60, what="job-c placed once agents report"
     )
     assert placed["node"] in nodes
+
+
+def queued_message(cluster: devcluster.LocalCluster, namespace: str, job: str) -> str:
+    status = dljobs(cluster, namespace).get(job, {}).get("status") or {}
+    return status.get("message", "") if status.get("phase") == "Queued" else ""
+
+
+def test_nothing_is_placed_on_a_gpu_its_agent_reports_unhealthy_and_the_waiting_job_says_why(
+    cluster: devcluster.LocalCluster, namespace: str, agents: Agents, operator: OperatorProcess
+) -> None:
+    # Every GPU but gpu-node-0's 0, 2 and 3 reads unhealthy: four jobs that each want a GPU whole.
+    nodes = fake_nodes(cluster)
+    counts = {
+        n: int(get_json(cluster, "default", "node", n)["metadata"]["labels"]["nvidia.com/gpu.count"])
+        for n in nodes
+    }
+    sick = [f"{n}:{i}" for n in nodes for i in range(counts[n]) if n != NODE] + [f"{NODE}:1"]
+    agents.start_all(unhealthy=sick)
+    wait_for(
+        lambda: gpu_entry(cluster, 1).get("healthy") is False, timeout=60, what="GPU 1 reported unhealthy"
+    )
+    names = [f"whole-{i}" for i in range(4)]
+    apply(
+        cluster,
+        namespace,
+        *(
+            DLJobBuilder(n).model(architecture="resnet50").batch_size(32).spec(maxSlowdown=1.0).obj()
+            for n in names
+        ),
+    )
+
+    not_usable = f"not usable: GPU unhealthy or its agent silent ({len(sick)} GPUs)"
+    wait_for(
+        lambda: (
+            sum(running(cluster, namespace, n) is not None for n in names) == 3
+            and any(not_usable in queued_message(cluster, namespace, n) for n in names)
+        ),
+        timeout=60,
+        what="three jobs running, the fourth told the unhealthy GPUs are not usable",
+    )
+    placed = [running(cluster, namespace, n) for n in names]
+    assert sorted((s["node"], s["gpuList"]) for s in placed if s) == [(NODE, "0"), (NODE, "2"), (NODE, "3")]
+    events = cluster.kubectl(
+        "get",
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        "reason=Waiting",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ).stdout
+    assert not_usable in events, events
+
+    # The GPU recovers (a reset): the waiting job takes it.
+    agents.stop()
+    agents.start_all(unhealthy=sick[:-1])
+    (waiting,) = [n for n, s in zip(names, placed, strict=True) if s is None]
+    moved = wait_for(
+        lambda: running(cluster, namespace, waiting), timeout=60, what="the job on the healthy GPU 1"
+    )
+    assert (moved["node"], moved["gpuList"]) == (NODE, "1")
+
+
+class SkewedAgents:
+    """The real agent loop (fake backend) of every GPU node, run in this process on a wall clock `skew`
+    seconds off this machine's, which is the operator's."""
+
+    def __init__(self, cluster: devcluster.LocalCluster) -> None:
+        self.cluster = cluster
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self, skew: float) -> None:
+        agent_kube.load_config(str(self.cluster.kubeconfig))
+        self._stop = threading.Event()
+        settings = AgentSettings("fake", sample_interval=0.25, publish_interval=1.0)
+        for node in fake_nodes(self.cluster):
+            args = (node, settings, AgentMetrics(), self._stop, lambda: time.time() + skew)
+            self._threads.append(threading.Thread(target=run_node, args=args, daemon=True))
+            self._threads[-1].start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        self._threads.clear()
+
+
+@pytest.fixture
+def skewed_agents(cluster: devcluster.LocalCluster, gpunode_crd: None) -> Iterator[SkewedAgents]:
+    running_agents = SkewedAgents(cluster)
+    try:
+        yield running_agents
+    finally:
+        running_agents.stop()
+        cluster.kubectl("delete", "gpunodes", "--all", check=False)
+
+
+SKEW_SECONDS = 300.0  # five minutes, far beyond the operator's TTL (4 s here, 60 s by default)
+
+
+def agent_clock_offset(cluster: devcluster.LocalCluster) -> float | None:
+    """How far ahead of this machine's clock the agent stamped its latest publish (< 0: behind)."""
+    body = gpunode(cluster)
+    updated_at = telemetry.parse(body, received_at=time.time()).updated_at if body else None
+    return None if updated_at is None else updated_at - time.time()
+
+
+def test_agents_minutes_behind_the_operator_still_count_as_fresh(
+    cluster: devcluster.LocalCluster, namespace: str, skewed_agents: SkewedAgents, operator: OperatorProcess
+) -> None:
+    skewed_agents.start(-SKEW_SECONDS)
+    wait_for(
+        lambda: (agent_clock_offset(cluster) or 0.0) < 30 - SKEW_SECONDS,
+        timeout=60,
+        what="publishes 5 min old",
+    )
+
+    apply(cluster, namespace, dljob("job-late-clock", "resnet50", 32))
+
+    placed = wait_for(
+        lambda: running(cluster, namespace, "job-late-clock"), timeout=60, what="the job placed"
+    )
+    assert placed["gpus"][0].get("uuid", "").startswith("GPU-")  # the agents' telemetry was used
+
+
+def test_agents_minutes_ahead_of_the_operator_go_stale_one_ttl_after_they_fall_silent(
+    cluster: devcluster.LocalCluster, namespace: str, skewed_agents: SkewedAgents, operator: OperatorProcess
+) -> None:
+    skewed_agents.start(SKEW_SECONDS)
+    wait_for(
+        lambda: (agent_clock_offset(cluster) or 0.0) > SKEW_SECONDS - 30,
+        timeout=60,
+        what="publishes 5 min ahead",
+    )
+    skewed_agents.stop()
+    time.sleep(TTL_SECONDS + 1)  # their last lastUpdate still lies minutes in the future
+
+    apply(cluster, namespace, dljob("job-after-silence", "resnet50", 32))
+
+    assert "GPU unhealthy or its agent silent" in wait_for(
+        lambda: queued_message(cluster, namespace, "job-after-silence"), timeout=60, what="the job queued"
+    )
+    assert running(cluster, namespace, "job-after-silence") is None
