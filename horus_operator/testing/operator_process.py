@@ -73,6 +73,7 @@ class OperatorProcess:
         liveness: str = "",
         settings: Mapping[str, str] = FAST_SETTINGS,
         nice: int = 0,
+        kubeconfig: Path | None = None,
     ) -> None:
         self.cluster = cluster
         self.log_path = log_path
@@ -81,13 +82,14 @@ class OperatorProcess:
         self.liveness = liveness  # "" serves no health endpoint
         self.settings = dict(settings)  # HORUS_* environment settings (`horus run --help` lists them)
         self.nice = nice  # one small machine: the operator competes with the API server for CPU
+        self.kubeconfig = kubeconfig or cluster.kubeconfig  # whose rights it runs with (default: admin)
         self.process: subprocess.Popen[bytes] | None = None
         self._resyncs_at_start = 0
 
     def start(self, *, wait_for_lease: bool = True) -> None:
         env = {
             **os.environ,
-            "KUBECONFIG": str(self.cluster.kubeconfig),
+            "KUBECONFIG": str(self.kubeconfig),
             "HORUS_LEASE_NAMESPACE": self.lease_namespace,
             "HORUS_IDENTITY": self.identity,
             **self.settings,

@@ -11,7 +11,10 @@ import contextlib
 import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from horus_operator import devcluster
 from horus_operator.testing.operator_process import wait_for
@@ -60,6 +63,20 @@ def wait_phases(
         return jobs if done else None
 
     return wait_for(reached, timeout=timeout, what=f"{names} to reach {phases}")
+
+
+def service_account_kubeconfig(
+    cluster: devcluster.LocalCluster, account: str, namespace: str, path: Path
+) -> Path:
+    """A kubeconfig at `path` that acts as ServiceAccount `namespace/account` (a token, as its pod would
+    get), so a process run with it has exactly the account's RBAC."""
+    token = cluster.kubectl("create", "token", account, "-n", namespace).stdout.strip()
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    config["users"] = [{"name": account, "user": {"token": token}}]
+    for context in config["contexts"]:
+        context["context"]["user"] = account
+    path.write_text(yaml.safe_dump(config))
+    return path
 
 
 def free_port() -> int:

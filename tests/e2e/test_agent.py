@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from dljob_harness import apply, dljobs, free_port, get_json, horus_pods
+from dljob_harness import apply, dljobs, free_port, get_json, horus_pods, service_account_kubeconfig
 
 from horus_operator import devcluster
 from horus_operator.agent import kube as agent_kube
@@ -215,13 +214,9 @@ def test_the_agent_needs_no_more_than_its_manifest_rbac(
 ) -> None:
     cluster.kubectl("apply", "-f", str(REPO / "manifests" / "namespace.yaml"))
     cluster.kubectl("apply", "-f", str(REPO / "manifests" / "agent-rbac.yaml"))
-    token = cluster.kubectl("create", "token", "horus-agent", "-n", "horus-system").stdout.strip()
-    as_agent = tmp_path / "agent.kubeconfig"
-    config = yaml.safe_load(cluster.kubeconfig.read_text())
-    config["users"] = [{"name": "horus-agent", "user": {"token": token}}]
-    for context in config["contexts"]:
-        context["context"]["user"] = "horus-agent"
-    as_agent.write_text(yaml.safe_dump(config))
+    as_agent = service_account_kubeconfig(
+        cluster, "horus-agent", "horus-agent", tmp_path / "agent.kubeconfig"
+    )
 
     agents.start(NODE, kubeconfig=as_agent)
 

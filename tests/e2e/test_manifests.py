@@ -3,14 +3,19 @@ apiserver (admission, schema and RBAC validation), plus static checks of what th
 
 from __future__ import annotations
 
+import json
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from dljob_harness import apply, dljobs, get_json, service_account_kubeconfig, wait_phases
 
 from horus_operator import devcluster
+from horus_operator.testing.builders import IMAGE, DLJobBuilder
+from horus_operator.testing.operator_process import OperatorProcess, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -28,18 +33,147 @@ def _kind(kind: str) -> list[dict[str, Any]]:
     return [d for d in _documents() if d["kind"] == kind]
 
 
+@pytest.fixture(scope="module")
+def installed_basics(cluster: devcluster.LocalCluster) -> None:
+    """What a dry run cannot stand in for, applied for real: the namespaces (a dry run's objects must
+    live in namespaces that exist, and their Pod Security labels are what admission reads) and the CRDs
+    (the DLJobs and GPUNodes of later steps need them established)."""
+    cluster.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    established = ("--for=condition=Established", "crd/dljobs.horus.dev", "crd/gpunodes.horus.dev")
+    cluster.kubectl("wait", *established, "--timeout=60s")
+    # What the NVIDIA container toolkit installs on a GPU cluster; the agent's pods name it.
+    runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({**runtime_class, "handler": "nvidia"}))
+
+
 @pytest.mark.e2e
-def test_server_side_dry_run_accepts_the_install(cluster: devcluster.LocalCluster) -> None:
-    # A dry run creates nothing, so the namespace its objects live in must exist for real.
-    cluster.kubectl("create", "namespace", "horus-system", check=False)
+def test_server_side_dry_run_accepts_the_install(
+    cluster: devcluster.LocalCluster, installed_basics: None
+) -> None:
     result = cluster.kubectl("apply", "-k", str(MANIFESTS), "--dry-run=server")
     for expected in (
         "customresourcedefinition.apiextensions.k8s.io/dljobs.horus.dev",
+        "namespace/horus-system",
+        "namespace/horus-agent",
         "serviceaccount/horus-operator",
+        "serviceaccount/horus-agent",
         "clusterrole.rbac.authorization.k8s.io/horus-operator",
+        "clusterrole.rbac.authorization.k8s.io/horus-agent",
+        "role.rbac.authorization.k8s.io/horus-operator-leader-election",
+        "role.rbac.authorization.k8s.io/horus-operator-observations",
         "deployment.apps/horus-operator",
+        "daemonset.apps/horus-agent",
     ):
         assert expected in result.stdout, result.stdout
+    assert "PodSecurity" not in result.stderr, result.stderr  # no workload violates its namespace's level
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(
+    "manifest", sorted(p.name for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
+)
+def test_each_manifest_passes_a_server_side_dry_run_alone(
+    cluster: devcluster.LocalCluster, installed_basics: None, manifest: str
+) -> None:
+    result = cluster.kubectl("apply", "-f", str(MANIFESTS / manifest), "--dry-run=server", check=False)
+    assert result.returncode == 0 and "Warning" not in result.stderr, result.stderr
+
+
+def pod_of(manifest: str, name: str) -> dict[str, Any]:
+    """The Pod a workload's controller would create from `manifest`'s template."""
+    (workload,) = [d for d in yaml.safe_load_all((MANIFESTS / manifest).read_text()) if d]
+    template = workload["spec"]["template"]
+    metadata = {**template["metadata"], "name": name, "namespace": workload["metadata"]["namespace"]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+
+
+def dry_run_pod(cluster: devcluster.LocalCluster, pod: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    return cluster.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+
+
+@pytest.mark.e2e
+def test_the_operators_pod_is_admitted_under_pod_security_restricted(
+    cluster: devcluster.LocalCluster, installed_basics: None
+) -> None:
+    labels = get_json(cluster, "default", "namespace", "horus-system")["metadata"]["labels"]
+    assert labels["pod-security.kubernetes.io/enforce"] == "restricted"
+
+    admitted = dry_run_pod(cluster, pod_of("operator.yaml", "horus-operator-dry-run"))
+
+    assert admitted.returncode == 0 and "Warning" not in admitted.stderr, admitted.stderr
+
+
+@pytest.mark.e2e
+def test_the_agents_pod_breaks_pod_security_restricted_by_host_pid_alone(
+    cluster: devcluster.LocalCluster, installed_basics: None
+) -> None:
+    agent = pod_of("agent-daemonset.yaml", "horus-agent-dry-run")
+    in_restricted = {**agent, "metadata": {**agent["metadata"], "namespace": "horus-system"}}
+
+    admitted = dry_run_pod(cluster, agent)  # in horus-agent, which enforces "privileged"
+    refused = dry_run_pod(cluster, in_restricted)
+
+    assert admitted.returncode == 0, admitted.stderr
+    assert refused.returncode != 0
+    assert refused.stderr.strip().endswith(
+        'violates PodSecurity "restricted:latest": host namespaces (hostPID=true)'
+    ), refused.stderr
+
+
+@pytest.mark.e2e
+def test_the_operator_works_with_no_more_than_its_manifest_rbac(
+    cluster: devcluster.LocalCluster, installed_basics: None, namespace: str, tmp_path: Path
+) -> None:
+    """`horus run` with the horus-operator ServiceAccount's token: it leads (Lease), places a job and
+    writes its status and Events, reads an ONNX ConfigMap, deletes and re-places a pod no node takes,
+    and is never refused (a missing verb would be logged as Forbidden)."""
+    for manifest in ("serviceaccount.yaml", "rbac.yaml"):
+        cluster.kubectl("apply", "-f", str(MANIFESTS / manifest))
+    as_operator = service_account_kubeconfig(
+        cluster, "horus-operator", "horus-system", tmp_path / "operator.config"
+    )
+    operator = OperatorProcess(
+        cluster,
+        tmp_path / "operator.log",
+        identity="rbac-e2e",
+        lease_namespace="horus-system",
+        kubeconfig=as_operator,
+    )
+    cluster.kubectl(
+        "create", "configmap", "garbage", "-n", namespace, "--from-literal=model.onnx=not protobuf"
+    )
+    too_big = {"containers": [{"name": "train", "image": IMAGE, "resources": {"requests": {"cpu": "1000"}}}]}
+    operator.start()
+    try:
+        apply(
+            cluster,
+            namespace,
+            DLJobBuilder("placed").obj(),
+            DLJobBuilder("bad-onnx").model(onnx={"configMap": "garbage"}).obj(),
+            DLJobBuilder("no-node-fits").spec(template={"spec": too_big}).obj(),
+        )
+        jobs = wait_phases(cluster, namespace, ["placed"], {"Running"}, timeout=60)
+        wait_phases(cluster, namespace, ["bad-onnx"], {"Failed"}, timeout=60)
+        replaced = wait_for(
+            lambda: (
+                cluster.kubectl(
+                    "get", "events", "-n", namespace, "--field-selector", "reason=Replacing", "-o", "name"
+                ).stdout
+            ),
+            timeout=60,
+            what="the unschedulable pod deleted and its job re-placed",
+        )
+    finally:
+        operator.stop()
+
+    assert "unreadable ONNX graph" in dljobs(cluster, namespace)["bad-onnx"]["status"]["message"]
+    assert jobs["placed"]["status"]["node"] and replaced
+    events = cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector", "reason=Placed", "-o", "name"
+    )
+    assert events.stdout.strip(), "no Placed event"
+    assert "forbidden" not in operator.log_text().lower(), operator.log_tail()
 
 
 @pytest.mark.e2e
