@@ -143,7 +143,9 @@ def test_the_operator_works_with_no_more_than_its_manifest_rbac(
     cluster.kubectl(
         "create", "configmap", "garbage", "-n", namespace, "--from-literal=model.onnx=not protobuf"
     )
-    too_big = {"containers": [{"name": "train", "image": IMAGE, "resources": {"requests": {"cpu": "1000"}}}]}
+    # A claim that does not exist: no node can take the pod, which the operator cannot judge in advance.
+    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "absent"}}
+    no_node = {"containers": [{"name": "train", "image": IMAGE}], "volumes": [claim]}
     operator.start()
     try:
         apply(
@@ -151,7 +153,7 @@ def test_the_operator_works_with_no_more_than_its_manifest_rbac(
             namespace,
             DLJobBuilder("placed").obj(),
             DLJobBuilder("bad-onnx").model(onnx={"configMap": "garbage"}).obj(),
-            DLJobBuilder("no-node-fits").spec(template={"spec": too_big}).obj(),
+            DLJobBuilder("no-node-fits").spec(template={"spec": no_node}).obj(),
         )
         jobs = wait_phases(cluster, namespace, ["placed"], {"Running"}, timeout=60)
         wait_phases(cluster, namespace, ["bad-onnx"], {"Failed"}, timeout=60)
