@@ -446,6 +446,11 @@ def test_nothing_is_placed_on_a_gpu_its_agent_reports_unhealthy_and_the_waiting_
     cluster: devcluster.LocalCluster, namespace: str, agents: Agents, operator: OperatorProcess
 ) -> None:
     # Every GPU but gpu-node-0's 0, 2 and 3 reads unhealthy: four jobs that each want a GPU whole.
+    # Earlier tests' namespaces may still be going away, their pods holding GPUs of the node.
+    on_node = ("pods", "-A", "-l", "horus.dev/dljob", "--field-selector", f"spec.nodeName={NODE}")
+    wait_for(
+        lambda: not get_json(cluster, "default", *on_node)["items"], timeout=60, what="earlier pods gone"
+    )
     nodes = fake_nodes(cluster)
     counts = {
         n: int(get_json(cluster, "default", "node", n)["metadata"]["labels"]["nvidia.com/gpu.count"])
