@@ -26,7 +26,7 @@ def _fake_agent(node_body: dict) -> tuple[dict, telemetry.NodeTelemetry]:
         summary.summarize(node=name, backend="fake", samples=[sample], pods=[]), sample_interval=1.0
     )
     return resourceslice.fake_slice(backend.inventory, "uid"), telemetry.parse(
-        {"metadata": {"name": name}, **status}
+        {"metadata": {"name": name}, **status}, received_at=NOW
     )
 
 
