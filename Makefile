@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HORUS := $(BIN)/horus
 PYTEST_ARGS ?=
 
-.PHONY: setup control-plane image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench clean
+.PHONY: setup control-plane image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench chaos clean
 
 setup: $(VENV)/.installed
 
@@ -53,6 +53,11 @@ cluster-down: setup
 
 reproduce: setup
 	$(HORUS) simulate --workload horus-2500 --policy horus,exclusive,binpack --seed 1 --output out/reproduce
+
+# The reliability table (docs/reliability.md): 1,000 DLJobs while the operator, the API server, etcd or
+# GPU nodes die; prints it and writes out/chaos/*.json. About 15 minutes.
+chaos: setup control-plane
+	$(BIN)/python bench/chaos.py
 
 bench: setup control-plane
 	for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
