@@ -21,10 +21,11 @@ from pathlib import Path
 
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import make_policy
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.prediction.predictor import load_predictor
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import summarise
-from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
 
 REPO = Path(__file__).resolve().parents[1]

@@ -28,7 +28,7 @@ from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction import predictor as prediction
 from horus_operator.prediction.api import Workload
-from horus_operator.sim.truth import TruthTable
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.workloads import cluster, draw_max_slowdown
 
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "colocation" / "gavel_pairs_train.csv"

@@ -19,8 +19,9 @@ from pathlib import Path
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import predictor as prediction
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.engine import Simulation
-from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, horus_2500, synthetic
 
 TRUTH = Path(__file__).resolve().parents[1] / "data" / "colocation" / "gavel_pairs_train.csv"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from horus_operator.agent.fake import FakeBackend, FakeInventory
+from horus_operator.agent.fake import FakeBackend, FakeInventory, FakeOptions
 from horus_operator.agent.nvml import PynvmlBackend
 from horus_operator.agent.readings import PodInfo, Sample
 
@@ -24,16 +24,16 @@ class NvmlBackend(Protocol):
     def close(self) -> None: ...
 
 
-def _fake(node: str, node_labels: Mapping[str, str], unhealthy: frozenset[int]) -> NvmlBackend:
-    return FakeBackend(FakeInventory.from_node_labels(node, node_labels, unhealthy))
+def _fake(node: str, node_labels: Mapping[str, str], options: FakeOptions) -> NvmlBackend:
+    return FakeBackend(FakeInventory.from_node_labels(node, node_labels, options.unhealthy), options.truth)
 
 
-def _nvml(node: str, node_labels: Mapping[str, str], unhealthy: frozenset[int]) -> NvmlBackend:
-    return PynvmlBackend()  # real GPUs say themselves whether they are healthy (`horus agent` refuses both)
+def _nvml(node: str, node_labels: Mapping[str, str], options: FakeOptions) -> NvmlBackend:
+    return PynvmlBackend()  # real GPUs say how they are and run as they run (`horus agent` refuses options)
 
 
-# name -> factory(node name, node labels, GPU indices the fake reports unhealthy)
-BACKENDS: dict[str, Callable[[str, Mapping[str, str], frozenset[int]], NvmlBackend]] = {
+# name -> factory(node name, node labels, what only the fake reads)
+BACKENDS: dict[str, Callable[[str, Mapping[str, str], FakeOptions], NvmlBackend]] = {
     "nvml": _nvml,
     "fake": _fake,
 }

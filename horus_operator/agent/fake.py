@@ -8,6 +8,14 @@ proportional share. Pods without a prediction are left out. Deterministic: the s
 readings. GPU inventory comes from the node's GPU Feature Discovery labels; GPUs named unhealthy (`horus
 agent --fake-unhealthy-gpu NODE:INDEX`) read as a failing GPU would, so placement around a bad GPU can be
 tested without one.
+
+With a truth table (`horus agent --backend fake --truth FILE`, the measured pairs `horus simulate
+--truth` reads) it reports what the measurements say instead of echoing the predictions: a pod whose
+(model, batch size) the table knows (the operator's request annotation) runs at its measured isolated
+throughput divided by its measured slowdown next to its co-tenants, and reports that rate as its
+progress; its utilization is its predicted one divided by that slowdown (it does 1/slowdown of its
+work alone per second). A GPU whose co-tenants the table has not measured together (or says cannot
+share) falls back to the echo, without a progress rate: the fake never invents a measurement.
 """
 
 from __future__ import annotations
@@ -18,10 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from horus_operator.agent.readings import GpuReading, PodInfo, ProcessReading, Sample
+from horus_operator.prediction.api import UnknownGpuError
+from horus_operator.prediction.gpus import normalize_gpu
+from horus_operator.prediction.measured import TruthTable, Unmeasured
 
 # Written by the operator on the pods it creates (same strings as operator/keys.py; a unit test checks).
 PREDICTED_ANNOTATION = "horus.dev/predicted"  # JSON {"utilization": 0..1, "memoryMiB": ..., ...}
 GPUS_ANNOTATION = "horus.dev/gpus"  # "0,1": GPU indices, used when the pod has no NVIDIA_VISIBLE_DEVICES
+REQUEST_ANNOTATION = "horus.dev/request"  # JSON {"model": ..., "batchSize": ..., ...}: what the pod trains
 
 # GPU Feature Discovery labels describing a node's GPUs (kwok nodes carry them too)
 GFD_COUNT_LABEL = "nvidia.com/gpu.count"
@@ -59,13 +71,36 @@ class _Demand:
     pod_uid: str
     utilization: float
     memory_mib: float
+    config: tuple[str, int] | None  # (model, batch size), from the operator's request annotation
+
+
+@dataclass(frozen=True)
+class _Run:
+    """How one pod runs on one GPU."""
+
+    demand: _Demand
+    utilization: float
+    steps_per_second: float | None  # None: no measurement says
+
+
+@dataclass(frozen=True)
+class FakeOptions:
+    """What `horus agent` tells the fake backend alone (it refuses both with the real one)."""
+
+    unhealthy: frozenset[int] = frozenset()  # GPU indices to report unhealthy
+    truth: TruthTable | None = None  # measured pairs to report instead of the predictions
 
 
 class FakeBackend:
     name = "fake"
 
-    def __init__(self, inventory: FakeInventory) -> None:
+    def __init__(self, inventory: FakeInventory, truth: TruthTable | None = None) -> None:
         self._inventory = inventory
+        self._truth = truth
+        try:
+            self._gpu_type = normalize_gpu(inventory.product)
+        except UnknownGpuError:
+            self._gpu_type = inventory.product  # the truth table will simply not know it
 
     @property
     def inventory(self) -> FakeInventory:
@@ -77,8 +112,7 @@ class FakeBackend:
         processes: list[ProcessReading] = []
         for index in range(self._inventory.count):
             on_gpu = demands.get(index, [])
-            total_demand = sum(d.utilization for d in on_gpu)
-            share = 1.0 / total_demand if total_demand > 1.0 else 1.0
+            runs = self._measured(on_gpu) or _echoed(on_gpu)
             memory_used = min(float(self._inventory.memory_mib), sum(d.memory_mib for d in on_gpu))
             gpus.append(
                 GpuReading(
@@ -87,7 +121,7 @@ class FakeBackend:
                     product=self._inventory.product,
                     memory_total_mib=self._inventory.memory_mib,
                     memory_used_mib=memory_used,
-                    utilization=min(1.0, total_demand),
+                    utilization=min(1.0, sum(run.utilization for run in runs)),
                     memory_utilization=memory_used / self._inventory.memory_mib
                     if self._inventory.memory_mib
                     else 0.0,
@@ -98,16 +132,36 @@ class FakeBackend:
                 ProcessReading(
                     gpu_index=index,
                     pid=0,
-                    pod_uid=d.pod_uid,
-                    memory_mib=d.memory_mib,
-                    utilization=d.utilization * share,
+                    pod_uid=run.demand.pod_uid,
+                    memory_mib=run.demand.memory_mib,
+                    utilization=run.utilization,
+                    steps_per_second=run.steps_per_second,
                 )
-                for d in on_gpu
+                for run in runs
             )
         return Sample(taken_at=now, gpus=tuple(gpus), processes=tuple(processes))
 
     def close(self) -> None:
         pass
+
+    def _measured(self, on_gpu: Sequence[_Demand]) -> list[_Run] | None:
+        """The runs the truth table measured; None without a table or where it has no measurement."""
+        configs = [d.config for d in on_gpu]
+        if self._truth is None or not on_gpu or None in configs:
+            return None
+        known = [c for c in configs if c is not None]
+        try:
+            slowdowns = self._truth.slowdowns(self._gpu_type, known)
+        except Unmeasured:
+            return None
+        if slowdowns is None:  # measured as unable to share: a real pair would crash, the fake cannot
+            return None
+        runs = []
+        for demand, config, slowdown in zip(on_gpu, known, slowdowns, strict=True):
+            alone = self._truth.isolated.get((self._gpu_type, *config))
+            rate = alone / slowdown if alone else None
+            runs.append(_Run(demand, demand.utilization / slowdown, rate))
+        return runs
 
     def _demands_by_gpu(self, pods: Sequence[PodInfo]) -> dict[int, list[_Demand]]:
         by_uuid = {self._inventory.uuid(i): i for i in range(self._inventory.count)}
@@ -122,6 +176,13 @@ class FakeBackend:
         return demands
 
 
+def _echoed(on_gpu: Sequence[_Demand]) -> list[_Run]:
+    """Predictions as readings: demands above a whole GPU time-slice it in proportion."""
+    total_demand = sum(d.utilization for d in on_gpu)
+    share = 1.0 / total_demand if total_demand > 1.0 else 1.0
+    return [_Run(d, d.utilization * share, None) for d in on_gpu]
+
+
 def _predicted_demand(pod: PodInfo) -> _Demand | None:
     try:
         predicted = json.loads(pod.annotations[PREDICTED_ANNOTATION])
@@ -129,7 +190,20 @@ def _predicted_demand(pod: PodInfo) -> _Demand | None:
         memory_mib = float(predicted["memoryMiB"])
     except (KeyError, ValueError, TypeError):
         return None
-    return _Demand(pod_uid=pod.uid, utilization=max(0.0, utilization), memory_mib=max(0.0, memory_mib))
+    return _Demand(
+        pod_uid=pod.uid,
+        utilization=max(0.0, utilization),
+        memory_mib=max(0.0, memory_mib),
+        config=_requested_config(pod),
+    )
+
+
+def _requested_config(pod: PodInfo) -> tuple[str, int] | None:
+    try:
+        request = json.loads(pod.annotations[REQUEST_ANNOTATION])
+        return str(request["model"]), int(request["batchSize"])
+    except (KeyError, ValueError, TypeError):
+        return None
 
 
 def _gpu_indices(visible_devices: Sequence[str], by_uuid: Mapping[str, int], count: int) -> list[int]:

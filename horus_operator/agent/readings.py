@@ -27,6 +27,8 @@ class ProcessReading:
     pod_uid: str | None
     memory_mib: float
     utilization: float  # this process's SM share, 0..1
+    # Training progress the backend itself knows (the fake with a truth table); NVML knows none
+    steps_per_second: float | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Per GPU: mean utilization over the window and peak memory (placement must see the worst case of memory,
 the typical case of utilization), and health as the newest sample says. Per pod and GPU: mean
 utilization (a sample where the pod ran nothing counts as 0) and peak memory, plus the progress the job
-last reported on its pod.
+last reported on its pod (or, where it reports none, the latest the backend itself knows: the fake's
+measured rate).
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def _pod_usages(
 ) -> tuple[PodUsage, ...]:
     utilization_sums: dict[str, float] = {}
     memory_peaks: dict[str, float] = {}
+    backend_rates: dict[str, float] = {}  # the latest progress the backend reported per pod
     for sample in samples:
         utilization_now: dict[str, float] = {}
         memory_now: dict[str, float] = {}
@@ -129,16 +131,23 @@ def _pod_usages(
                 uid = process.pod_uid
                 utilization_now[uid] = utilization_now.get(uid, 0.0) + process.utilization
                 memory_now[uid] = memory_now.get(uid, 0.0) + process.memory_mib
+                if process.steps_per_second:
+                    backend_rates[uid] = process.steps_per_second
         for uid, utilization in utilization_now.items():
             utilization_sums[uid] = utilization_sums.get(uid, 0.0) + utilization
             memory_peaks[uid] = max(memory_peaks.get(uid, 0.0), memory_now[uid])
     return tuple(
-        _pod_usage(pods_by_uid[uid], utilization_sums.get(uid, 0.0) / len(samples), memory_peaks[uid])
+        _pod_usage(
+            pods_by_uid[uid],
+            utilization_sums.get(uid, 0.0) / len(samples),
+            memory_peaks[uid],
+            backend_rates.get(uid),
+        )
         for uid in sorted(memory_peaks, key=lambda u: pods_by_uid[u].key)
     )
 
 
-def _pod_usage(pod: PodInfo, utilization: float, memory_mib: float) -> PodUsage:
+def _pod_usage(pod: PodInfo, utilization: float, memory_mib: float, backend_rate: float | None) -> PodUsage:
     return PodUsage(
         namespace=pod.namespace,
         name=pod.name,
@@ -146,7 +155,7 @@ def _pod_usage(pod: PodInfo, utilization: float, memory_mib: float) -> PodUsage:
         job=pod.labels.get(JOB_LABEL),
         utilization=utilization,
         memory_mib=memory_mib,
-        steps_per_second=reported_progress(pod),
+        steps_per_second=reported_progress(pod) or backend_rate,
     )
 
 

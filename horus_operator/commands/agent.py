@@ -8,16 +8,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TextIO
 
 import click
 
 from horus_operator.agent import kube, resourceslice
 from horus_operator.agent.backend import BACKENDS
-from horus_operator.agent.fake import FakeBackend
+from horus_operator.agent.fake import FakeBackend, FakeOptions
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.agent.pacing import Backoff, PublishPacer
 from horus_operator.agent.runner import Agent
+from horus_operator.prediction.measured import TruthTable
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,15 @@ log = logging.getLogger(__name__)
     default="nvml",
     show_default=True,
     help="nvml: the GPUs through NVIDIA's driver; fake: readings derived from the pods Horus placed here.",
+)
+@click.option(
+    "--truth",
+    "truth_path",
+    envvar="HORUS_FAKE_TRUTH",
+    show_envvar=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --backend fake: a measured-pairs CSV (the format `horus simulate --truth` reads); pods "
+    "then report measured slowdowns, rates and utilizations instead of their predictions.",
 )
 @click.option(
     "--sample-interval",
@@ -85,6 +96,7 @@ def agent(
     ctx: click.Context,
     node: str | None,
     backend: str,
+    truth_path: Path | None,
     sample_interval: float,
     publish_interval: float,
     metrics_port: int,
@@ -98,8 +110,14 @@ def agent(
         raise click.UsageError("give --node (or HORUS_NODE_NAME), or --all-nodes")
     if fake_unhealthy_gpus and backend != "fake":
         raise click.UsageError("--fake-unhealthy-gpu needs --backend fake: real GPUs report their own health")
+    if truth_path is not None and backend != "fake":
+        raise click.UsageError("--truth is for --backend fake: real GPUs measure themselves")
     settings = AgentSettings(
-        backend, sample_interval, publish_interval, _unhealthy_by_node(fake_unhealthy_gpus)
+        backend,
+        sample_interval,
+        publish_interval,
+        _unhealthy_by_node(fake_unhealthy_gpus),
+        _truth_table(truth_path) if truth_path else None,
     )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kube.load_config()
@@ -119,6 +137,18 @@ class AgentSettings:
     sample_interval: float
     publish_interval: float
     fake_unhealthy: Mapping[str, frozenset[int]] = field(default_factory=dict)  # node -> GPU indices
+    truth: TruthTable | None = None  # the fake reports these measured pairs
+
+
+def _truth_table(path: Path) -> TruthTable:
+    try:
+        table = TruthTable.from_csv(path)
+    except (KeyError, ValueError) as error:
+        problem = f"{path}: not a measured-pairs CSV ({type(error).__name__}: {error})"
+        raise click.BadParameter(problem, param_hint="--truth") from error
+    if not table.isolated:
+        raise click.BadParameter(f"{path}: no measurements", param_hint="--truth")
+    return table
 
 
 def _unhealthy_by_node(entries: tuple[str, ...]) -> dict[str, frozenset[int]]:
@@ -142,9 +172,8 @@ def run_node(
     node_info = _read_node_until_available(node, stop)
     if node_info is None:
         return
-    backend = BACKENDS[settings.backend](
-        node, node_info.labels, settings.fake_unhealthy.get(node, frozenset())
-    )
+    options = FakeOptions(settings.fake_unhealthy.get(node, frozenset()), settings.truth)
+    backend = BACKENDS[settings.backend](node, node_info.labels, options)
     daemon = Agent(
         node=node,
         backend=backend,
@@ -156,9 +185,10 @@ def run_node(
         devices=_fake_devices(backend, node_info),
     )
     log.info(
-        "agent for %s: backend %s, sample every %ss, publish every %ss",
+        "agent for %s: backend %s%s, sample every %ss, publish every %ss",
         node,
         settings.backend,
+        " reporting measured truth" if settings.truth else "",
         settings.sample_interval,
         settings.publish_interval,
     )

@@ -17,12 +17,13 @@ import click
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import details, summarise
 from horus_operator.sim.oracle import OraclePredictor
 from horus_operator.sim.report import table, write_outputs
 from horus_operator.sim.traces import load_trace
-from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500, synthetic
 
 DEFAULT_TRUTH = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
-from horus_operator.sim.truth import TruthTable
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, SimJob, cluster, draw_max_slowdown
 
 GPUS_PER_NODE = 8

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from horus_operator.placement.types import Gpu, JobRequest, Node
 from horus_operator.prediction.api import Workload
-from horus_operator.sim.truth import TruthTable
+from horus_operator.prediction.measured import TruthTable
 
 DEFAULT_GPU = "v100"
 DEFAULT_GPU_MEMORY_MIB = 16 * 1024

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from horus_operator.agent.fake import PREDICTED_ANNOTATION, FakeInventory
+from horus_operator.agent.fake import PREDICTED_ANNOTATION, REQUEST_ANNOTATION, FakeInventory
 from horus_operator.agent.readings import GpuReading, PodInfo, ProcessReading, Sample
 from horus_operator.agent.summary import JOB_LABEL, PROGRESS_ANNOTATION
 
@@ -18,8 +18,11 @@ def pod(
     job: str | None = None,
     steps_per_second: float | None = None,
     namespace: str = "default",
+    trains: tuple[str, int] | None = None,  # (model, batch size), as the operator's request annotation says
 ) -> PodInfo:
     annotations: dict[str, str] = {}
+    if trains is not None:
+        annotations[REQUEST_ANNOTATION] = json.dumps({"model": trains[0], "batchSize": trains[1]})
     if utilization is not None:
         annotations[PREDICTED_ANNOTATION] = json.dumps(
             {"utilization": utilization, "memoryMiB": memory_mib, "slowdown": 1.0}
@@ -63,7 +66,13 @@ def process(
     utilization: float = 0.5,
     memory_mib: float = 500.0,
     pid: int = 1,
+    steps_per_second: float | None = None,
 ) -> ProcessReading:
     return ProcessReading(
-        gpu_index=gpu_index, pid=pid, pod_uid=pod_uid, memory_mib=memory_mib, utilization=utilization
+        gpu_index=gpu_index,
+        pid=pid,
+        pod_uid=pod_uid,
+        memory_mib=memory_mib,
+        utilization=utilization,
+        steps_per_second=steps_per_second,
     )

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 from click.testing import CliRunner
 
 from horus_operator.cli import main
@@ -37,3 +39,16 @@ def test_fake_unhealthy_gpus_need_the_fake_backend_and_node_colon_index() -> Non
     assert with_nvml.exit_code == malformed.exit_code == 2
     assert "--backend fake" in with_nvml.output
     assert "--fake-unhealthy-gpu" in malformed.output and "n1-gpu0" in malformed.output
+
+
+def test_truth_is_only_for_the_fake_backend_and_must_be_a_measured_pairs_csv(tmp_path: Path) -> None:
+    runner = CliRunner()
+    pairs = tmp_path / "pairs.csv"
+    pairs.write_text("gpu,model_a\nv100,resnet50\n")
+
+    on_nvml = runner.invoke(main, ["agent", "--node", "n1", "--backend", "nvml", "--truth", str(pairs)])
+    malformed = runner.invoke(main, ["agent", "--node", "n1", "--backend", "fake", "--truth", str(pairs)])
+
+    assert on_nvml.exit_code == malformed.exit_code == 2
+    assert "--truth is for --backend fake" in on_nvml.output
+    assert "--truth" in malformed.output and "not a measured-pairs CSV" in malformed.output

@@ -1,3 +1,4 @@
+import pytest
 from agent_builders import inventory, pod
 
 from horus_operator.agent.fake import (
@@ -8,6 +9,7 @@ from horus_operator.agent.fake import (
     FakeInventory,
 )
 from horus_operator.agent.readings import PodInfo
+from horus_operator.prediction.measured import TruthTable
 
 
 def test_a_pod_alone_shows_its_predicted_utilization_and_memory_on_its_gpu() -> None:
@@ -100,3 +102,57 @@ def test_inventory_comes_from_gpu_feature_discovery_labels_and_uuids_are_stable(
         )
         == 5
     )
+
+
+# With a truth table: measured pairs, hand-written (v100: a 10 steps/s alone, b 4 steps/s alone;
+# together a runs at 4 steps/s (2.5x slower) and b at 2 (2x slower); c is measured alone only).
+TRUTH = TruthTable(
+    isolated={("v100", "a", 32): 10.0, ("v100", "b", 64): 4.0, ("v100", "c", 8): 1.0},
+    pairs={
+        (("v100", "a", 32), ("v100", "b", 64)): (2.5, 2.0),
+        (("v100", "b", 64), ("v100", "a", 32)): (2.0, 2.5),
+    },
+)
+
+
+def test_with_truth_a_measured_pair_reports_measured_rates_and_utilization_over_its_slowdown() -> None:
+    pods = [pod("a", utilization=0.8, trains=("a", 32)), pod("b", utilization=0.5, trains=("b", 64))]
+
+    sample = FakeBackend(inventory(), TRUTH).sample(pods, now=0.0)
+
+    runs = {p.pod_uid: (round(p.utilization, 6), p.steps_per_second) for p in sample.processes}
+    assert runs == {"uid-a": (0.32, 4.0), "uid-b": (0.25, 2.0)}
+    assert sample.gpus[0].utilization == pytest.approx(0.57)
+
+
+def test_with_truth_a_pod_alone_reports_its_measured_isolated_rate() -> None:
+    sample = FakeBackend(inventory(), TRUTH).sample([pod("c", utilization=0.4, trains=("c", 8))], now=0.0)
+
+    assert [(p.utilization, p.steps_per_second) for p in sample.processes] == [(0.4, 1.0)]
+
+
+def test_with_truth_an_unmeasured_pair_falls_back_to_the_echo_without_inventing_a_rate() -> None:
+    pods = [pod("a", utilization=0.9, trains=("a", 32)), pod("c", utilization=0.6, trains=("c", 8))]
+
+    measured = FakeBackend(inventory(), TRUTH).sample(pods, now=0.0)
+    echoed = FakeBackend(inventory()).sample(pods, now=0.0)
+
+    assert measured == echoed
+    assert all(p.steps_per_second is None for p in measured.processes)
+
+
+def test_with_truth_pods_without_a_request_or_on_an_unmeasured_gpu_type_are_echoed() -> None:
+    no_request = [pod("a", utilization=0.8), pod("b", utilization=0.5, trains=("b", 64))]
+    a100 = FakeInventory(node="node-a", count=1, product="NVIDIA-A100-SXM4-40GB", memory_mib=40960)
+    on_a100 = [pod("a", utilization=0.8, trains=("a", 32))]
+
+    assert FakeBackend(inventory(), TRUTH).sample(no_request, 0.0) == FakeBackend(inventory()).sample(
+        no_request, 0.0
+    )
+    assert FakeBackend(a100, TRUTH).sample(on_a100, 0.0) == FakeBackend(a100).sample(on_a100, 0.0)
+
+
+def test_without_truth_no_rate_is_reported() -> None:
+    sample = FakeBackend(inventory()).sample([pod("a", trains=("a", 32))], now=0.0)
+
+    assert [p.steps_per_second for p in sample.processes] == [None]

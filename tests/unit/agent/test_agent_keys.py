@@ -8,6 +8,7 @@ from horus_operator.operator import keys
 def test_the_agent_reads_the_pod_keys_the_operator_writes() -> None:
     assert fake.PREDICTED_ANNOTATION == keys.ANNOTATION_PREDICTED
     assert fake.GPUS_ANNOTATION == keys.ANNOTATION_GPUS
+    assert fake.REQUEST_ANNOTATION == keys.ANNOTATION_REQUEST
     assert summary.JOB_LABEL == keys.LABEL_JOB
     assert (fake.GFD_COUNT_LABEL, fake.GFD_PRODUCT_LABEL, fake.GFD_MEMORY_LABEL) == (
         keys.LABEL_GPU_COUNT,

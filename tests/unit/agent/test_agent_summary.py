@@ -93,3 +93,23 @@ def test_unusable_progress_annotations_are_ignored(value: str) -> None:
     )
 
     assert summary.reported_progress(annotated) is None
+
+
+def test_a_rate_the_backend_knows_stands_in_only_where_the_job_reports_none() -> None:
+    silent, reporting = pod("a"), pod("b", devices=("1",), steps_per_second=7.0)
+    samples = [
+        sample(0.0, gpu(0), gpu(1), processes=(process("uid-a", steps_per_second=3.0),)),
+        sample(
+            1.0,
+            gpu(0),
+            gpu(1),
+            processes=(
+                process("uid-a", steps_per_second=4.0),
+                process("uid-b", gpu_index=1, steps_per_second=9.0),
+            ),
+        ),
+    ]
+
+    node = summary.summarize(node="n", backend="fake", samples=samples, pods=[silent, reporting])
+
+    assert [p.steps_per_second for g in node.gpus for p in g.pods] == [4.0, 7.0]

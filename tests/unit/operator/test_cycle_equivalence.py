@@ -24,8 +24,9 @@ from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.placement.types import Gpu, JobRequest, Node
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.engine import Simulation
-from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 from horus_operator.testing.builders import DLJobBuilder
 

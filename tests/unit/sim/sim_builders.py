@@ -9,7 +9,8 @@ from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
-from horus_operator.sim.truth import Truth, TruthTable
+from horus_operator.prediction.measured import TruthTable
+from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob, cluster
 
 HEADER = "gpu,model_a,batch_a,model_b,batch_b,tput_a_alone,tput_b_alone,tput_a_shared,tput_b_shared\n"

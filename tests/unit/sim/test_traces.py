@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.traces import GPUS_PER_NODE, load_trace
-from horus_operator.sim.truth import TruthTable
 
 REPO = Path(__file__).resolve().parents[3]
 TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"

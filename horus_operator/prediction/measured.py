@@ -1,0 +1,76 @@
+"""Measured co-location pairs: what really happens when two jobs share a GPU, as far as measurements say.
+
+Read from a CSV in the colocation format (`gpu,model_a,batch_a,model_b,batch_b,tput_a_alone,
+tput_b_alone,tput_a_shared,tput_b_shared`): the slowdown of a in a pair is `tput_a_alone /
+tput_a_shared`; both shared throughputs 0 means the pair cannot share (out of memory, or not measured —
+the source does not say which; both are treated as "cannot share"). Isolated throughputs come from the
+`tput_*_alone` columns.
+
+Two shells read it as ground truth: the simulator (`sim/truth.py`, jobs progress by it) and the fake
+NVML backend (`agent/fake.py --truth`, which reports it instead of echoing predictions). Both ask
+`slowdowns`, so they agree on every set of co-tenants:
+
+- **More than two jobs on a GPU** (only if a policy is configured to allow it; all defaults cap at 2):
+  the table is pairwise, so truth is extrapolated additively, job i's slowdown = 1 + sum over co-tenants
+  j of (s_ij - 1), where s_ij is i's measured slowdown next to j alone. Additive excess is an
+  assumption, not a measurement.
+- **A pair missing from the table** raises `Unmeasured`: each reader decides what stands in for it.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+ConfigKey = tuple[str, str, int]  # (gpu, model, batch size)
+
+
+class Unmeasured(LookupError):
+    """A pair of configurations the table has no measurement for."""
+
+
+@dataclass(frozen=True)
+class TruthTable:
+    isolated: dict[ConfigKey, float]  # steps/s alone
+    pairs: dict[tuple[ConfigKey, ConfigKey], tuple[float, float] | None]  # both orders; None: cannot share
+
+    @classmethod
+    def from_csv(cls, path: str | Path) -> TruthTable:
+        isolated: dict[ConfigKey, float] = {}
+        pairs: dict[tuple[ConfigKey, ConfigKey], tuple[float, float] | None] = {}
+        with open(path, newline="") as handle:
+            for row in csv.DictReader(handle):
+                a = (row["gpu"], row["model_a"], int(row["batch_a"]))
+                b = (row["gpu"], row["model_b"], int(row["batch_b"]))
+                alone_a, alone_b = float(row["tput_a_alone"]), float(row["tput_b_alone"])
+                shared_a, shared_b = float(row["tput_a_shared"]), float(row["tput_b_shared"])
+                isolated[a], isolated[b] = alone_a, alone_b
+                if shared_a <= 0 or shared_b <= 0:
+                    pairs[(a, b)] = pairs[(b, a)] = None
+                else:
+                    slowdown_a, slowdown_b = max(1.0, alone_a / shared_a), max(1.0, alone_b / shared_b)
+                    pairs[(a, b)], pairs[(b, a)] = (slowdown_a, slowdown_b), (slowdown_b, slowdown_a)
+        return cls(isolated=isolated, pairs=pairs)
+
+    def configs(self, gpu: str) -> list[tuple[str, int]]:
+        """(model, batch) measured alone on `gpu`, in a stable order."""
+        return sorted((model, batch) for g, model, batch in self.isolated if g == gpu)
+
+    def slowdowns(self, gpu: str, configs: Sequence[tuple[str, int]]) -> tuple[float, ...] | None:
+        """Measured slowdown of each (model, batch) when all of them share one `gpu`; None when some
+        pair cannot share. `Unmeasured` when some pair is not in the table."""
+        keys = [(gpu, model, batch) for model, batch in configs]
+        excess = [0.0] * len(keys)
+        for i, a in enumerate(keys):
+            for j, b in enumerate(keys):
+                if i == j:
+                    continue
+                if (a, b) not in self.pairs:
+                    raise Unmeasured(f"{a} next to {b}")
+                pair = self.pairs[(a, b)]
+                if pair is None:
+                    return None
+                excess[i] += pair[0] - 1.0
+        return tuple(1.0 + e for e in excess)
