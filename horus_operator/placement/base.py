@@ -69,12 +69,10 @@ class PlacementCall:
         product = slots[0].product
         job = self.predictions.job(request.workload, product)
         tenants = list(slots[0].tenants) if len(slots) == 1 else []
-        slowdowns = self.predictions.slowdowns(
-            product,
-            [tenant.request.workload for tenant in tenants] + [request.workload],
-            slots[0].gpu.memory_mib,
-        )
+        together = [tenant.request.workload for tenant in tenants] + [request.workload]
+        slowdowns = self.predictions.slowdowns(product, together, slots[0].gpu.memory_mib)
         newcomer_slowdown = slowdowns[-1] if slowdowns else 1.0
+        basis = self.predictions.basis(product, together)[-1]
         assignment = Assignment(
             job=request.key,
             node=slots[0].node,
@@ -87,6 +85,8 @@ class PlacementCall:
                 tenant.request.key: slowdowns[i] for i, tenant in enumerate(tenants) if slowdowns
             },
             reason=reason,
+            slowdown_source=basis.source,
+            slowdown_samples=basis.samples,
         )
         self.index.add(RunningJob(request=request, node=assignment.node, gpu_indices=assignment.gpu_indices))
         self.assignments.append(assignment)

@@ -3,7 +3,8 @@
 A policy asks the same questions thousands of times per second ("what does resnet50/64 use on a V100?",
 "how much do these two slow each other down?"); the answers depend only on the workloads and the GPU
 type, so they are cached for the policy's lifetime. Slowdown queries are cached under the workloads'
-sorted order, so (a, b) and (b, a) cost one prediction.
+sorted order, so (a, b) and (b, a) cost one prediction. A predictor that learns (`api.Basis`) has a
+`revision`: cached slowdowns from an older revision are dropped before the next answer.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from horus_operator.placement.index import workload_order
-from horus_operator.prediction.api import JobPrediction, Predictor, Workload
+from horus_operator.prediction.api import PRIOR, Basis, JobPrediction, Predictor, Workload
 
 
 class CachedPredictions:
@@ -21,6 +22,7 @@ class CachedPredictions:
         self.predictor = predictor
         self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
         self._slowdowns: dict[tuple[str, float, tuple[Workload, ...]], tuple[float, ...] | None] = {}
+        self._revision = self._predictor_revision()
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         key = (workload, gpu)
@@ -37,6 +39,10 @@ class CachedPredictions:
         (the snapshot GPU's capacity, the one placement checks fit against)."""
         if len(workloads) <= 1:
             return (1.0,) * len(workloads)
+        revision = self._predictor_revision()
+        if revision != self._revision:
+            self._slowdowns.clear()
+            self._revision = revision
         order = sorted(range(len(workloads)), key=lambda i: workload_order(workloads[i]))
         canonical = tuple(workloads[i] for i in order)
         key = (gpu, memory_mib, canonical)
@@ -51,3 +57,15 @@ class CachedPredictions:
         for position, original in enumerate(order):
             answer[original] = max(1.0, sorted_answer[position])
         return tuple(answer)
+
+    def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
+        """Per workload, whether its slowdown next to the others is the model's or corrected by
+        observations (not cached: asked once per placement)."""
+        explain = getattr(self.predictor, "basis", None)
+        if explain is None:
+            return tuple(Basis(PRIOR, 0) for _ in workloads)
+        answer: tuple[Basis, ...] = explain(gpu, workloads)
+        return answer
+
+    def _predictor_revision(self) -> int:
+        return int(getattr(self.predictor, "revision", 0))

@@ -106,6 +106,10 @@ class Assignment:
     colocated_with: tuple[str, ...] = ()  # keys of jobs already on those GPUs
     cotenant_slowdowns: dict[str, float] = field(default_factory=dict)  # predicted, after placement
     reason: str = ""  # one human sentence on why here, e.g. for a Kubernetes Event
+    # Where predicted_slowdown comes from: the model alone ("prior") or corrected by observations, and
+    # how many (prediction.api.Basis)
+    slowdown_source: str = "prior"
+    slowdown_samples: int = 0
 
 
 class Policy(Protocol):

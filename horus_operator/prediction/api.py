@@ -52,6 +52,21 @@ class Predictor(Protocol):
         ...
 
 
+PRIOR, OBSERVED = "prior", "observed"
+
+
+@dataclass(frozen=True)
+class Basis:
+    """Where a predicted slowdown comes from: the model alone (PRIOR) or corrected by OBSERVED samples.
+
+    A predictor that learns (`correction.CorrectedPredictor`) also has `revision: int`, which changes
+    whenever its answers may, and `basis(gpu, workloads) -> tuple[Basis, ...]`; placement's cache reads
+    both where present. A predictor without them is a fixed prior."""
+
+    source: str
+    samples: int
+
+
 class UnknownModelError(ValueError):
     """A model name that is neither in the catalog nor described by features."""
 

@@ -1,0 +1,201 @@
+import math
+
+import pytest
+
+from horus_operator.placement.fake import TablePredictor
+from horus_operator.placement.predictions import CachedPredictions
+from horus_operator.placement.registry import make_policy
+from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
+from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, Workload
+from horus_operator.prediction.correction import (
+    PRIOR_STRENGTH,
+    CorrectedPredictor,
+    Correction,
+    Observation,
+)
+
+A, B, C = Workload("a", 32), Workload("b", 64), Workload("c", 8)
+
+
+def prior() -> TablePredictor:
+    jobs = {"a": (0.5, 1000.0), "b": (0.5, 1000.0), "c": (0.5, 1000.0)}
+    return TablePredictor(jobs, {("a", "b"): (1.2, 1.5), ("a", "c"): (1.1, 1.3), ("b", "c"): (1.4, 1.4)})
+
+
+def seen(
+    slowdown: float, *, job: Workload = A, next_to: Workload = B, sample: str = "s1", **overrides: object
+) -> Observation:
+    fields: dict[str, object] = {
+        "sample_id": sample,
+        "gpu": "v100",
+        "workload": job,
+        "cotenants": (next_to,),
+        "slowdown": slowdown,
+        "observed_at": 100.0,
+        "placed_at": 50.0,
+    }
+    return Observation(**{**fields, **overrides})  # type: ignore[arg-type]
+
+
+def test_without_observations_the_prior_answers_and_says_so() -> None:
+    corrected = CorrectedPredictor(prior())
+
+    assert corrected.slowdowns("v100", [A, B]) == (1.2, 1.5)
+    assert corrected.basis("v100", [A, B]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))
+
+
+def test_one_sample_moves_the_pair_part_of_the_way_in_log_space_shrunk_by_the_prior_strength() -> None:
+    corrected = CorrectedPredictor(prior())
+
+    assert corrected.learn(seen(2.4)) is None
+
+    k = PRIOR_STRENGTH
+    job_level = math.log(2.0) / (1 + k)  # one residual of ln(2.4 / 1.2), toward 0
+    pair_level = (math.log(2.0) + k * job_level) / (1 + k)  # toward the job level
+    a_next_to_b, b_next_to_a = corrected.slowdowns("v100", [A, B])  # type: ignore[misc]
+    assert a_next_to_b == pytest.approx(1.2 * math.exp(pair_level))
+    assert b_next_to_a == 1.5  # b was not observed
+    assert corrected.basis("v100", [A, B]) == (Basis(OBSERVED, 1), Basis(PRIOR, 0))
+
+
+def test_the_job_level_carries_over_to_co_tenants_never_seen_with_it() -> None:
+    corrected = CorrectedPredictor(prior())
+    corrected.learn(seen(2.4))
+
+    a_next_to_c = corrected.slowdowns("v100", [A, C])[0]  # type: ignore[index]
+
+    assert a_next_to_c == pytest.approx(1.1 * math.exp(math.log(2.0) / (1 + PRIOR_STRENGTH)))
+    assert corrected.basis("v100", [A, C])[0] == Basis(OBSERVED, 1)
+    assert corrected.slowdowns("p100", [A, B]) == (1.2, 1.5)  # another GPU type learns on its own
+
+
+def test_repeated_evidence_converges_to_what_is_observed() -> None:
+    corrected = CorrectedPredictor(prior())
+    for i in range(40):
+        corrected.learn(seen(2.4, sample=f"s{i}"))
+
+    assert corrected.slowdowns("v100", [A, B])[0] == pytest.approx(2.4, rel=0.06)  # type: ignore[index]
+    assert corrected.basis("v100", [A, B])[0] == Basis(OBSERVED, 40)
+
+
+def test_a_correction_never_predicts_a_speed_up() -> None:
+    corrected = CorrectedPredictor(prior())
+    for i in range(10):
+        corrected.learn(seen(1.0, sample=f"s{i}", job=B, next_to=C))
+
+    assert corrected.slowdowns("v100", [B, C])[0] >= 1.0  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("observation", "why"),
+    [
+        (seen(2.0, cotenants=()), "the job ran alone"),
+        (seen(2.0, gpu_healthy=False), "its GPU is marked unhealthy"),
+        (seen(2.0, observed_at=10.0), "observed before its current placement"),
+        (seen(float("nan")), "outside"),
+        (seen(80.0), "outside"),
+    ],
+)
+def test_implausible_samples_are_refused_and_change_nothing(observation: Observation, why: str) -> None:
+    corrected = CorrectedPredictor(prior())
+
+    refused = corrected.learn(observation)
+
+    assert refused is not None and why in refused
+    assert corrected.revision == 0
+    assert corrected.slowdowns("v100", [A, B]) == (1.2, 1.5)
+
+
+def test_one_co_location_is_learned_once() -> None:
+    corrected = CorrectedPredictor(prior())
+
+    assert corrected.learn(seen(2.4)) is None
+    assert corrected.learn(seen(2.4)) == "already learned"
+    assert corrected.basis("v100", [A, B])[0] == Basis(OBSERVED, 1)
+
+
+def test_old_evidence_fades_beyond_the_weight_cap_so_a_changed_cluster_is_relearned() -> None:
+    corrected = CorrectedPredictor(prior(), Correction(max_weight=5))
+    for i in range(50):
+        corrected.learn(seen(2.4, sample=f"old{i}"))
+    for i in range(10):
+        corrected.learn(seen(1.2, sample=f"new{i}"))
+
+    assert corrected.slowdowns("v100", [A, B])[0] < 1.4  # type: ignore[index]
+    assert corrected.basis("v100", [A, B])[0] == Basis(OBSERVED, 60)
+
+
+def test_the_state_is_bounded_least_recently_updated_first() -> None:
+    correction = Correction(max_pairs=1, max_jobs=1, max_seen=2)
+    corrected = CorrectedPredictor(prior(), correction)
+    corrected.learn(seen(2.4, sample="1"))
+    corrected.learn(seen(2.8, job=B, next_to=C, sample="2"))
+    corrected.learn(seen(2.8, job=C, next_to=A, sample="3"))
+
+    assert len(correction) == 2
+    assert corrected.basis("v100", [A, B])[0] == Basis(PRIOR, 0)
+    assert corrected.basis("v100", [C, A])[0] == Basis(OBSERVED, 1)
+    assert not correction.seen("1") and correction.seen("3")
+
+
+def test_the_state_round_trips_for_the_same_prior_only() -> None:
+    corrected = CorrectedPredictor(prior())
+    corrected.learn(seen(2.4))
+    corrected.learn(seen(3.0, job=B, next_to=C, sample="s2"))
+    state = corrected.correction.to_dict("model-1")
+
+    restored, other = Correction(), Correction()
+
+    assert restored.load(state, "model-1") is True
+    assert other.load(state, "model-2") is False and len(other) == 0
+    again = CorrectedPredictor(prior(), restored)
+    assert again.slowdowns("v100", [A, B]) == corrected.slowdowns("v100", [A, B])
+    assert again.basis("v100", [B, C]) == corrected.basis("v100", [B, C])
+    assert restored.seen("s2")
+
+
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        ({"format": 99}, "format"),
+        ({"jobs": [["v100", "a"]]}, "jobs"),
+        ({"pairs": "nope"}, "pairs"),
+        ({"jobs": [["v100", "a", 32, "fp32", "", 0, 0.1]]}, "jobs"),
+        ({"seen": [1, 2]}, "seen"),
+    ],
+)
+def test_a_malformed_state_is_refused_naming_the_field(damage: dict[str, object], field: str) -> None:
+    state = {**Correction().to_dict("m"), **damage}
+
+    with pytest.raises(ValueError, match=field):
+        Correction().load(state, "m")
+
+
+def test_placements_cached_before_a_lesson_are_not_reused_after_it() -> None:
+    corrected = CorrectedPredictor(prior())
+    cached = CachedPredictions(corrected)
+    before = cached.slowdowns("v100", [A, B], 16384.0)
+
+    corrected.learn(seen(2.4))
+
+    assert cached.slowdowns("v100", [A, B], 16384.0) != before
+    assert cached.basis("v100", [A, B])[0] == Basis(OBSERVED, 1)
+    assert CachedPredictions(prior()).basis("v100", [A, B]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))
+
+
+def test_a_placement_says_whether_its_predicted_slowdown_was_observed_and_how_often() -> None:
+    corrected = CorrectedPredictor(prior())
+    policy = make_policy("horus", predictor=corrected)
+    gpu = Gpu(node="n0", index=0, product="v100", memory_mib=16384)
+    running = RunningJob(JobRequest("ns/b", B, max_slowdown=3.0), "n0", (0,))
+    cluster = ClusterSnapshot(nodes=(Node("n0", (gpu,)),), running=(running,))
+    newcomer = JobRequest("ns/a", A, max_slowdown=3.0)
+
+    (before,) = policy.schedule(cluster, [newcomer])
+    corrected.learn(seen(1.8))
+    corrected.learn(seen(1.8, sample="s2"))
+    (after,) = policy.schedule(cluster, [newcomer])
+
+    assert (before.slowdown_source, before.slowdown_samples, before.predicted_slowdown) == ("prior", 0, 1.2)
+    assert (after.slowdown_source, after.slowdown_samples) == ("observed", 2)
+    assert 1.2 < after.predicted_slowdown < 1.8
