@@ -74,8 +74,12 @@ class SchedulingLoop:
         resolver: WorkloadResolver,
         config: LoopConfig,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_resync: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """`on_resync`: reloads whatever else this replica must take over from the cluster when it
+        gains the lease (the online correction, `learning.Learning.restore`)."""
         self._kube, self._cache = kube, cache
+        self._on_resync = on_resync
         self._resolver, self._config, self._clock = resolver, config, clock
         self._cycle = SchedulingCycle(
             policy, predictor, max_batch=config.max_batch, max_explanations=config.max_explanations
@@ -133,6 +137,8 @@ class SchedulingLoop:
                 claims=resource_claims,
                 resource_slices=resource_slices,
             )
+        if self._on_resync is not None:
+            await self._on_resync()
         self._pending.clear()
         log.info(
             "resynced: %d DLJobs, %d Horus pods, %d nodes, %d ResourceClaims, %d ResourceSlices",

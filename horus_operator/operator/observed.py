@@ -6,7 +6,9 @@ the agent copies it, per pod and GPU, into its GPUNode. For each job the operato
 `status.observed`:
 - `utilization` (mean of its GPUs' shares), `memoryMiB` (largest per GPU), `stepsPerSecond` (latest);
 - `aloneStepsPerSecond`: the latest rate while no other job shared any of its GPUs;
-- `sharedRuns[cotenant]`: the latest rate while sharing its GPU with exactly that one job, and the GPU type;
+- `sharedRuns[cotenant]`: the latest rate while sharing its GPU with exactly that one job, the GPU type,
+  and `since`: when that co-tenancy began (online correction refuses a rate from before the job's
+  current placement);
 - `slowdown` = alone rate / current rate (1.0 when alone), when both are known.
 A pair of jobs whose alone and shared rates are all known becomes one row of the co-location CSV
 (`gpu,model_a,batch_a,model_b,batch_b,tput_a_alone,tput_b_alone,tput_a_shared,tput_b_shared`), the format
@@ -125,7 +127,7 @@ def observed_status(
     if fresh and not cotenants:
         alone = rate
     elif fresh and len(cotenants) == 1:
-        shared_runs[cotenants[0]] = {"gpu": gpu_type, "stepsPerSecond": rate}
+        shared_runs[cotenants[0]] = {"gpu": gpu_type, "stepsPerSecond": rate, "since": state_since}
     if fresh and alone:
         slowdown = round(alone / rate, 4)
     return {
@@ -173,6 +175,12 @@ def pair_side(
 
 def pair_gpu(observed: Mapping[str, Any], cotenant: str) -> str:
     return str(((observed.get("sharedRuns") or {}).get(cotenant) or {}).get("gpu", ""))
+
+
+def shared_since(observed: Mapping[str, Any], cotenant: str) -> datetime | None:
+    """When the co-tenancy with `cotenant` that `sharedRuns` holds began; None where not recorded."""
+    since = ((observed.get("sharedRuns") or {}).get(cotenant) or {}).get("since")
+    return _parse(str(since)) if since else None
 
 
 def pair_id(a: PairSide, b: PairSide) -> str:

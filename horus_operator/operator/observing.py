@@ -1,21 +1,27 @@
-"""Observed telemetry on the leader: a GPUNode change updates each DLJob's `status.observed` and appends
-observed co-locations to the dataset. `observed.py` computes both; this module reads the cache and
-writes through the adapter (`status.write`, the one status writer). Wired by `runtime.build`, fed by
-`observed_handlers.py`."""
+"""Observed telemetry on the leader: a GPUNode change updates each DLJob's `status.observed`, appends
+observed co-locations to the dataset and teaches the online correction (`learning.py`) each job's
+observed slowdown next to its co-tenant. `observed.py` computes the first two; this module reads the
+cache and writes through the adapter (`status.write`, the one status writer). Wired by `runtime.build`,
+fed by `observed_handlers.py`."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import cluster_view, observed, status
+from horus_operator.operator import cluster_view, observed, status, telemetry
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.kube import Kube
+from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed_store import ObservationStore
+from horus_operator.operator.pods import PodView
+from horus_operator.placement.types import Gpu
+from horus_operator.prediction.api import Workload
+from horus_operator.prediction.correction import Observation
 from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 log = logging.getLogger(__name__)
@@ -47,6 +53,7 @@ class ObservedTelemetry:
     leading: asyncio.Event  # the lease: only the leader writes
     telemetry_ttl_seconds: float
     clock: Callable[[], datetime]
+    learning: Learning | None = None  # online correction; None: observe and record only
 
     async def gpunode_changed(self, event_type: str, gpunode: Mapping[str, Any]) -> None:
         if event_type == "DELETED":
@@ -62,9 +69,11 @@ class ObservedTelemetry:
             log.warning("observed status from GPUNode %s not updated: %s", gpunode["metadata"]["name"], error)
 
     async def _update_jobs(self, gpunode: Mapping[str, Any], now: datetime) -> None:
-        gpu_type = _gpu_type(self.cache.nodes.get(gpunode["metadata"]["name"]))
+        gpu = _gpu(self.cache.nodes.get(gpunode["metadata"]["name"]))
+        gpu_type = gpu.product if gpu else ""
+        entries = observed.pods_on_gpus(gpunode)
         updated: dict[str, Mapping[str, Any]] = {}
-        for key, observation in observed.observe_jobs(observed.pods_on_gpus(gpunode)).items():
+        for key, observation in observed.observe_jobs(entries).items():
             job = self.cache.jobs.get(key)
             if job is None:
                 continue
@@ -76,6 +85,14 @@ class ObservedTelemetry:
         for key, new in updated.items():
             for cotenant in new.get("sharedRuns") or {}:
                 await self._record_pair(key, new, cotenant, updated)
+        if self.learning is not None and gpu is not None:
+            healthy = _healthy_jobs(gpunode, entries, now)
+            lessons = (
+                self._observation(key, new, cotenant, gpu, healthy.get(key, False))
+                for key, new in updated.items()
+                for cotenant in new.get("sharedRuns") or {}
+            )
+            await self.learning.learn([lesson for lesson in lessons if lesson is not None])
 
     async def _record_pair(
         self, key: str, own: Mapping[str, Any], cotenant: str, updated: Mapping[str, Mapping[str, Any]]
@@ -90,10 +107,9 @@ class ObservedTelemetry:
 
     def _side(self, key: str, own: Mapping[str, Any], cotenant: str) -> observed.PairSide | None:
         job = self.cache.jobs.get(key)
-        requests = [p.request for p in self.cache.pods.get(key, {}).values() if p.request is not None]
-        if job is None or not requests or requests[0].workload.features is not None:
+        workload = self._workload(key)
+        if job is None or workload is None or workload.features is not None:
             return None  # a job described by its own graph has no model name the CSV could carry
-        workload = requests[0].workload
         if workload.precision != DEFAULT_PRECISION:
             return None  # the CSV has no precision column: its rows are read as fp32 measurements
         return observed.pair_side(
@@ -104,11 +120,55 @@ class ObservedTelemetry:
             batch_size=workload.batch_size,
         )
 
+    def _observation(
+        self, key: str, own: Mapping[str, Any], cotenant: str, gpu: Gpu, healthy: bool
+    ) -> Observation | None:
+        """`key`'s observed slowdown next to `cotenant`, once both its rates are known."""
+        run = (own.get("sharedRuns") or {}).get(cotenant) or {}
+        alone, shared = own.get("aloneStepsPerSecond"), run.get("stepsPerSecond")
+        since = observed.shared_since(own, cotenant)
+        workload, other = self._workload(key), self._workload(cotenant)
+        pod, other_pod = self._current_pod(key), self._current_pod(cotenant)
+        if not (alone and shared and since and workload and other and pod and other_pod and run.get("gpu")):
+            return None
+        return Observation(
+            sample_id=f"{pod.uid}>{other_pod.uid}",  # these two pods' co-location, learned once
+            gpu=str(run["gpu"]),
+            workload=workload,
+            cotenants=(other,),
+            slowdown=float(alone) / float(shared),
+            observed_at=since.timestamp(),
+            placed_at=pod.created_at.timestamp() if pod.created_at else since.timestamp(),
+            gpu_healthy=healthy,
+            memory_mib=gpu.memory_mib,
+        )
+
+    def _workload(self, key: str) -> Workload | None:
+        requests = [p.request for p in self.cache.pods.get(key, {}).values() if p.request is not None]
+        return requests[0].workload if requests else None
+
+    def _current_pod(self, key: str) -> PodView | None:
+        holding = [p for p in self.cache.pods.get(key, {}).values() if p.holds_gpus]
+        return max(holding, key=lambda p: p.attempt, default=None)
+
+
+def _healthy_jobs(
+    gpunode: Mapping[str, Any], entries: Sequence[observed.PodOnGpu], now: datetime
+) -> dict[str, bool]:
+    """Per job on this node: whether every GPU it uses is reported healthy."""
+    gpus = telemetry.parse(gpunode, received_at=now.timestamp()).gpus
+    healthy: dict[str, bool] = {}
+    for entry in entries:
+        seen = gpus.get(entry.gpu_index)
+        healthy[entry.job_key] = healthy.get(entry.job_key, True) and seen is not None and seen.healthy
+    return healthy
+
 
 def _observed_of(job: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((job or {}).get("status") or {}).get(status.OBSERVED) or {}
 
 
-def _gpu_type(node: Mapping[str, Any] | None) -> str:
+def _gpu(node: Mapping[str, Any] | None) -> Gpu | None:
+    """The node's GPU type and capacity as its labels say (a node has one type of GPU)."""
     view = cluster_view.gpu_node(node) if node else None
-    return view.gpus[0].product if view and view.gpus else ""
+    return view.gpus[0] if view and view.gpus else None

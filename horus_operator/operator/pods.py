@@ -127,11 +127,15 @@ def _annotations(placement: Placement) -> dict[str, str]:
     return annotations
 
 
-def predicted(assignment: Assignment) -> dict[str, float]:
+def predicted(assignment: Assignment) -> dict[str, Any]:
+    """What the pod's placement predicted, and whether its slowdown is the model's ("prior") or
+    corrected by observations (docs/operator.md, "Online correction")."""
     return {
         "utilization": round(assignment.predicted_utilization, 4),
         "memoryMiB": round(assignment.predicted_memory_mib, 1),
         "slowdown": round(assignment.predicted_slowdown, 4),
+        "slowdownSource": assignment.slowdown_source,
+        "slowdownSamples": assignment.slowdown_samples,
     }
 
 
@@ -186,7 +190,7 @@ class PodView:
     gpu_uuids: tuple[str, ...]
     phase: str
     request: JobRequest | None
-    predicted: Mapping[str, float]
+    predicted: Mapping[str, Any]  # see `predicted`
     colocated_with: tuple[str, ...]
     deleting: bool
     unschedulable_since: datetime | None
@@ -196,6 +200,7 @@ class PodView:
     binding: str = "env"
     claims: tuple[str, ...] = ()  # DRA binding: its GPUs' ResourceClaims, in GPU order
     scheduling_message: str = ""  # kube-scheduler's word while it cannot schedule the pod
+    created_at: datetime | None = None  # when Horus created it: the placement it carries began then
 
     @property
     def job_key(self) -> str:
@@ -232,6 +237,7 @@ def view(pod: Mapping[str, Any]) -> PodView:
         binding=annotations.get(keys.ANNOTATION_BINDING, "env"),
         claims=tuple(c for c in annotations.get(keys.ANNOTATION_CLAIMS, "").split(",") if c),
         scheduling_message=_scheduling_message(status),
+        created_at=_time(meta.get("creationTimestamp")),
     )
 
 

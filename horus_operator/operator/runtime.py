@@ -15,11 +15,13 @@ from horus_operator.operator.config import OperatorConfig
 from horus_operator.operator.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
+from horus_operator.operator.learning import CorrectionStore, Learning
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.operator.observed_store import ObservationStore
 from horus_operator.operator.observing import ObservedTelemetry, Recorder
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
+from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.predictor import load_predictor
 
 log = logging.getLogger(__name__)
@@ -62,7 +64,11 @@ def _wall_clock() -> datetime:
 
 def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -> Runtime:
     kube = Kube(load_client(pool_size=config.api_workers), workers=config.api_workers)
-    predictor = load_predictor(config.models_dir)
+    prior = load_predictor(config.models_dir)
+    predictor = CorrectedPredictor(prior)  # the shipped model, corrected online by what is observed
+    learning = Learning(
+        predictor, kube, CorrectionStore(kube, config.lease_namespace), prior_id=prior.models.identity()
+    )
     resolver = WorkloadResolver(
         canonical_model=catalog.canonical,
         read_onnx=kube.read_config_map_file,
@@ -86,6 +92,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             dra_served=config.dra_served,
         ),
         clock=clock,
+        on_resync=learning.restore,
     )
     elector = LeaderElector(
         kube, LeaseConfig(namespace=config.lease_namespace, identity=config.identity), clock=clock
@@ -97,6 +104,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         leading=elector.leading,
         telemetry_ttl_seconds=config.telemetry_ttl_seconds,
         clock=clock,
+        learning=learning,
     )
     return Runtime(config=config, cache=cache, kube=kube, elector=elector, loop=loop, observing=observing)
 

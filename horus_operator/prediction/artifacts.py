@@ -13,6 +13,7 @@ this package.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,14 @@ class Artifacts:
     metadata: dict[str, Any] = field(default_factory=dict)
     # The measured pairs behind the slowdown model's neighbour columns; None for a model without them.
     neighbours: neighbours.NeighbourTable | None = None
+
+    def identity(self) -> str:
+        """A short hash of what the slowdown predictions were trained on (data hashes, training dates,
+        not where the files lie): online correction learns residuals against exactly these models."""
+        entries = {
+            name: self.metadata.get(name, {}) for name in ("slowdown", "slowdown_prior", "utilization")
+        }
+        return hashlib.sha256(json.dumps(entries, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _pick(directory: Path, filename: str) -> Path:

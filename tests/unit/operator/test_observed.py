@@ -70,7 +70,11 @@ def test_alone_then_shared_gives_the_observed_slowdown() -> None:
 
     assert (alone["slowdown"], alone["aloneStepsPerSecond"], alone["sharedRuns"]) == (1.0, 12.0, None)
     assert shared["slowdown"] == 1.5  # 12 / 8
-    assert shared["sharedRuns"] == {"ns/b": {"gpu": "v100", "stepsPerSecond": 8.0}}
+    assert shared["sharedRuns"] == {
+        "ns/b": {"gpu": "v100", "stepsPerSecond": 8.0, "since": "2026-12-02T17:00:05Z"}
+    }
+    assert observed.shared_since(shared, "ns/b") == T0 + timedelta(seconds=5)
+    assert observed.shared_since(shared, "ns/c") is None
     assert shared["sharingWith"] == ["ns/b"]
 
 
@@ -91,7 +95,7 @@ def test_the_rate_reported_before_a_cotenant_came_is_not_taken_as_the_shared_rat
     )
     assert still_stale["sharedRuns"] is None
     assert settled["sharedRuns"] == {
-        "ns/b": {"gpu": "v100", "stepsPerSecond": 12.0}
+        "ns/b": {"gpu": "v100", "stepsPerSecond": 12.0, "since": "2026-12-02T17:00:05Z"}
     }  # it really did not slow
     assert settled["slowdown"] == 1.0
 

@@ -15,11 +15,16 @@ import kopf
 from horus_operator.agent.gpunode import rfc3339
 from horus_operator.operator import keys, observed_handlers, pods
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed import Chunk
 from horus_operator.operator.observing import ObservedTelemetry, Recorder
+from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.testing.builders import DLJobBuilder
+
+CREATED = "2026-12-02T09:00:00Z"  # the pods' creation, before everything the agent publishes
 
 
 class RecordingKube:
@@ -32,8 +37,8 @@ class RecordingKube:
         job = self.cache.jobs[f"{namespace}/{name}"]  # as the watch event would bring it back
         job.setdefault("status", {}).update(status)
 
-    async def call(self, fn: Any, *args: Any) -> Any:
-        return fn(*args)
+    async def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
 
 
 class RecordingStore:
@@ -56,6 +61,8 @@ def pod(job: str, model: str, batch: int, precision: str = "fp32") -> dict[str, 
         "metadata": {
             "namespace": "ns",
             "name": f"{job}-0",
+            "uid": f"p-{job}",
+            "creationTimestamp": CREATED,
             "labels": {keys.LABEL_JOB: job},
             "annotations": {keys.ANNOTATION_REQUEST: json.dumps(pods.encode_request(request))},
         },
@@ -63,7 +70,7 @@ def pod(job: str, model: str, batch: int, precision: str = "fp32") -> dict[str, 
     }
 
 
-def gpunode(now: float, *jobs_and_rates: tuple[str, float]) -> dict[str, Any]:
+def gpunode(now: float, *jobs_and_rates: tuple[str, float], healthy: bool = True) -> dict[str, Any]:
     entries = [{"namespace": "ns", "name": f"{j}-0", "uid": f"p-{j}", "job": j, "utilization": 0.5,
                 "memoryMiB": 1000, "stepsPerSecond": rate} for j, rate in jobs_and_rates]  # fmt: skip
     return {
@@ -71,7 +78,7 @@ def gpunode(now: float, *jobs_and_rates: tuple[str, float]) -> dict[str, Any]:
         "status": {
             "lastUpdate": rfc3339(now),
             "nvmlAvailable": True,
-            "gpus": [{"index": 0, "pods": entries}],
+            "gpus": [{"index": 0, "healthy": healthy, "pods": entries}],
         },
     }
 
@@ -86,7 +93,11 @@ def node() -> dict[str, Any]:
 
 
 def _share(
-    precision_a: str = "fp32", published_ago: float = 0.0
+    precision_a: str = "fp32",
+    published_ago: float = 0.0,
+    *,
+    learning: Learning | None = None,
+    healthy: bool = True,
 ) -> tuple[ClusterCache, RecordingKube, RecordingStore]:
     """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU; the
     agent publishes `published_ago` seconds before the handler's clock."""
@@ -107,12 +118,13 @@ def _share(
         leading=leading,
         telemetry_ttl_seconds=60.0,
         clock=lambda: clock,
+        learning=learning,
     )
     memo = kopf.Memo(runtime=SimpleNamespace(observing=observing))
     now = clock.timestamp() - published_ago
 
     async def publish(*jobs_and_rates: tuple[str, float]) -> None:
-        event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates)}
+        event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates, healthy=healthy)}
         await observed_handlers.gpunode_changed(event=event, memo=memo)
 
     async def scenario() -> None:
@@ -151,3 +163,63 @@ def test_telemetry_older_than_the_ttl_is_cached_but_writes_nothing() -> None:
     cache, kube, store = _share(published_ago=120.0)  # the TTL is 60 s
     assert (kube.patches, store.rows) == ([], [])
     assert "gpu-node-0" in cache.gpunodes
+
+
+class SavedCorrection:
+    """Stands in for `learning.CorrectionStore`: keeps what was saved."""
+
+    def __init__(self) -> None:
+        self.saves: list[tuple[dict[str, Any], bool]] = []
+
+    def load(self) -> dict[str, Any] | None:
+        return self.saves[-1][0] if self.saves else None
+
+    def save(self, state: dict[str, Any], *, exists: bool) -> None:
+        self.saves.append((state, exists))
+
+
+def _learning() -> tuple[Learning, SavedCorrection]:
+    prior = TablePredictor({}, {("resnet50", "lstm"): (1.2, 1.1)})
+    saved = SavedCorrection()
+    learning = Learning(CorrectedPredictor(prior), RecordingKube(ClusterCache()), saved, prior_id="m1")  # type: ignore[arg-type]
+    return learning, saved
+
+
+def test_observed_slowdowns_next_to_a_co_tenant_correct_the_next_prediction_and_are_saved() -> None:
+    learning, saved = _learning()
+
+    _share(learning=learning)
+
+    a, b = Workload("resnet50", 64), Workload("lstm", 20)
+    corrected = learning.predictor.slowdowns("v100", [a, b])
+    assert corrected is not None and corrected[0] > 1.2 and corrected[1] > 1.1  # observed 1.5 and 1.25
+    assert [basis.samples for basis in learning.predictor.basis("v100", [a, b])] == [1, 1]
+    assert len(saved.saves) == 1 and saved.saves[0][1] is False  # both lessons in one save, a create
+    assert {tuple(row[:5]) for row in saved.saves[0][0]["pairs"]} == {
+        ("v100", "resnet50", 64, "fp32", ""),
+        ("v100", "lstm", 20, "fp32", ""),
+    }
+
+
+def test_nothing_is_learned_from_a_gpu_its_agent_reports_unhealthy() -> None:
+    learning, saved = _learning()
+
+    _share(learning=learning, healthy=False)
+
+    assert len(learning.predictor.correction) == 0 and saved.saves == []
+
+
+def test_a_restarted_leader_restores_what_was_learned_and_ignores_a_state_for_other_models() -> None:
+    learning, saved = _learning()
+    _share(learning=learning)
+    successor, _ = _learning()
+    successor.store = saved  # type: ignore[assignment]
+    other_models, _ = _learning()
+    other_models.store, other_models.prior_id = saved, "m2"  # type: ignore[assignment]
+
+    asyncio.run(successor.restore())
+    asyncio.run(other_models.restore())
+
+    a, b = Workload("resnet50", 64), Workload("lstm", 20)
+    assert successor.predictor.slowdowns("v100", [a, b]) == learning.predictor.slowdowns("v100", [a, b])
+    assert other_models.predictor.slowdowns("v100", [a, b]) == (1.2, 1.1)

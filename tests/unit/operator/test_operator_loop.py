@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -261,3 +262,35 @@ def test_a_queued_job_deleted_meanwhile_is_forgotten_not_placed() -> None:
 
     asyncio.run(cycles())  # used to fail on the deleted job still waiting for a GPU
     assert kube.creates == 1
+
+
+class CorrectedFirstFreeGpu(FirstFreeGpu):
+    """As if the online correction had observed each newcomer's slowdown three times."""
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        placed = super().schedule(snapshot, queue)
+        return [dataclasses.replace(a, slowdown_source="observed", slowdown_samples=3) for a in placed]
+
+
+def test_status_says_whether_a_prediction_came_from_observations_and_resync_restores_the_correction() -> None:
+    kube = _cluster(jobs=1, gpus=1)
+    restores: list[str] = []
+
+    async def restore() -> None:
+        restores.append("restored")
+
+    loop = SchedulingLoop(
+        kube=kube,  # type: ignore[arg-type]
+        cache=ClusterCache(),
+        policy=CorrectedFirstFreeGpu(),
+        predictor=FixedPredictor(),
+        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
+        config=LoopConfig(),
+        clock=lambda: NOW,
+        on_resync=restore,
+    )
+    asyncio.run(_settle(loop))
+
+    predicted = kube.jobs["team-a/job-0"]["status"]["predicted"]
+    assert (predicted["slowdownSource"], predicted["slowdownSamples"]) == ("observed", 3)
+    assert restores == ["restored"]
