@@ -1,7 +1,8 @@
 """`horus simulate`: replay a workload under several policies and compare them.
 
     horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
-                   [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] --output DIR
+                   [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
+                   [--decide-with predictions|truth] [--online-learning] --output DIR
 
 writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
 DIR/jobs_<policy>.csv and PNG plots, and prints the comparison table.
@@ -17,27 +18,37 @@ import click
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.correction import CorrectedPredictor
+from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.engine import Simulation
+from horus_operator.sim.learning import OnlineLearning
 from horus_operator.sim.metrics import details, summarise
 from horus_operator.sim.oracle import OraclePredictor
 from horus_operator.sim.report import table, write_outputs
 from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth
-from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500, synthetic
+from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, gavel_generator, horus_2500, synthetic
 
 DEFAULT_TRUTH = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"
 PROGRESS_FROM_JOBS = 10_000  # a progress bar on runs at least this long
 
 
-def _scenario(workload: str, table_: TruthTable, seed: int, jobs: int | None, gpus: int | None) -> Scenario:
+def _scenario(
+    workload: str, table_: TruthTable, seed: int, jobs: int | None, gpus: int | None, gpu: str | None
+) -> Scenario:
     rng = random.Random(seed)
+    if gpu is not None and (gpu not in GPU_SPECS or not table_.configs(gpu)):
+        measured = sorted({g for g, _, _ in table_.isolated})
+        raise click.BadParameter(f"--gpu {gpu!r}: the truth table measured only {', '.join(measured)}")
     if workload == "horus-2500":
         if jobs is not None or gpus is not None:
             raise click.UsageError("horus-2500 is fixed (2,500 jobs, 64 GPUs); use --workload synthetic")
-        return horus_2500(table_, rng)
+        return horus_2500(table_, rng, gpu=gpu or DEFAULT_GPU)
     if workload == "synthetic":
-        return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64)
+        return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64, gpu=gpu or DEFAULT_GPU)
+    if gpu is not None:
+        raise click.UsageError("--gpu is for horus-2500 and synthetic: the others run on V100")
     if workload == "gavel-generator":
         return gavel_generator(table_, rng, jobs=jobs or 300, gpus=gpus or 32)
     path = Path(workload)
@@ -54,6 +65,11 @@ def _predictor(models: str | None) -> Predictor:
     return load_predictor(models)
 
 
+def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
+    memory_mib = scenario.nodes[0].gpus[0].memory_mib if scenario.nodes and scenario.nodes[0].gpus else None
+    return OnlineLearning(CorrectedPredictor(predictor), scenario.gpu, memory_mib)
+
+
 @click.command()
 @click.option(
     "--workload",
@@ -65,6 +81,9 @@ def _predictor(models: str | None) -> Predictor:
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--jobs", type=int, help="synthetic, gavel-generator: number of jobs")
 @click.option("--gpus", type=int, help="synthetic, gavel-generator or traces: number of GPUs")
+@click.option(
+    "--gpu", help="horus-2500 or synthetic: the GPU type, one the truth table measured [default: v100]"
+)
 @click.option("--models", type=click.Path(file_okay=False), help="prediction models directory")
 @click.option(
     "--decide-with",
@@ -72,6 +91,12 @@ def _predictor(models: str | None) -> Predictor:
     default="predictions",
     show_default=True,
     help="truth: policies see measured slowdowns (an oracle, to separate policy from prediction error)",
+)
+@click.option(
+    "--online-learning",
+    is_flag=True,
+    help="policies decide with the online correction, fed each finished interval's true slowdown as the "
+    "operator's telemetry would (docs/operator.md, 'Online correction')",
 )
 @click.option("--output", required=True, type=click.Path(file_okay=False, path_type=Path))
 def simulate(
@@ -81,8 +106,10 @@ def simulate(
     seed: int,
     jobs: int | None,
     gpus: int | None,
+    gpu: str | None,
     models: str | None,
     decide_with: str,
+    online_learning: bool,
     output: Path,
 ) -> None:
     """Simulate WORKLOAD under each policy: decisions from predictions, progress from measured truth."""
@@ -90,6 +117,8 @@ def simulate(
     unknown = [name for name in names if name not in POLICIES]
     if unknown or not names:
         raise click.BadParameter(f"unknown policy {', '.join(unknown)!r}; known: {', '.join(POLICIES)}")
+    if online_learning and decide_with == "truth":
+        raise click.UsageError("--online-learning corrects predictions; --decide-with truth needs none")
     truth_path = truth_path or DEFAULT_TRUTH
     if not truth_path.is_file():
         raise click.UsageError(f"no truth table at {truth_path}; pass --truth FILE.csv")
@@ -97,16 +126,18 @@ def simulate(
     predictor = _predictor(models)
     truth = Truth(truth_table, fallback=predictor)
     deciding = OraclePredictor(truth, predictor) if decide_with == "truth" else predictor
-    scenario = _scenario(workload, truth_table, seed, jobs, gpus)
+    scenario = _scenario(workload, truth_table, seed, jobs, gpus, gpu)
     progress = len(scenario.jobs) >= PROGRESS_FROM_JOBS
     results, summaries, extra = [], {}, {}
     for name in names:
-        policy = make_policy(name, predictor=deciding, rng=random.Random(seed))
-        cycle = SchedulingCycle(policy, deciding)
-        result = Simulation(scenario, cycle, truth, progress=progress).run()
+        learning = _learning(predictor, scenario) if online_learning else None
+        decides = learning.predictor if learning else deciding  # each policy learns on its own
+        policy = make_policy(name, predictor=decides, rng=random.Random(seed))
+        cycle = SchedulingCycle(policy, decides)
+        result = Simulation(scenario, cycle, truth, progress=progress, learning=learning).run()
         results.append(result)
         summaries[name] = summarise(result, scenario)
-        extra[name] = details(result)
+        extra[name] = details(result) | ({"online_learning": learning.summary()} if learning else {})
     extra["scenario"] = {
         "name": scenario.name,
         "jobs": len(scenario.jobs),
@@ -114,6 +145,8 @@ def simulate(
         "seed": seed,
         "truth": str(truth_path),
         "decide_with": decide_with,
+        "online_learning": online_learning,
+        "models": models or "shipped",
         "assumptions": list(scenario.notes),
     }
     plots = write_outputs(output, results, summaries, extra)

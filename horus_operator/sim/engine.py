@@ -30,7 +30,9 @@ from tqdm import tqdm
 from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
+from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
+from horus_operator.sim.learning import Interval, OnlineLearning, cotenants_of
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
@@ -107,6 +109,7 @@ class _Active:
     worst_slowdown: float = 1.0
     colocated_s: float = 0.0
     measured_colocated_s: float = 0.0
+    cotenants: tuple[tuple[str, Workload], ...] = ()  # since `since_s`
 
 
 @dataclass
@@ -122,12 +125,20 @@ class _Totals:
 
 class Simulation:
     def __init__(
-        self, scenario: Scenario, cycle: SchedulingCycle, truth: Truth, *, progress: bool = False
+        self,
+        scenario: Scenario,
+        cycle: SchedulingCycle,
+        truth: Truth,
+        *,
+        progress: bool = False,
+        learning: OnlineLearning | None = None,
     ) -> None:
+        """`learning`: fed every finished interval's true slowdown (`--online-learning`)."""
         self.scenario = scenario
         self.cycle = cycle
         self.truth = truth
         self.progress = progress
+        self.learning = learning
         self.index = ClusterIndex(scenario.nodes)
         self.queue = WaitQueue()
         self.rejected: dict[str, str] = {}
@@ -274,6 +285,8 @@ class Simulation:
     def _finish(self, active: _Active) -> None:
         self._settle(active)
         key = active.job.request.key
+        if self.learning is not None:
+            self.learning.finished(key)
         del self.active[key]
         self.index.remove(key)
         slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
@@ -307,6 +320,19 @@ class Simulation:
     def _settle(self, active: _Active) -> None:
         """Books progress and co-location time since the job's rate last changed."""
         elapsed = self.now - active.since_s
+        if self.learning is not None and elapsed > 0:
+            self.learning.interval(
+                Interval(
+                    key=active.job.request.key,
+                    workload=active.request.workload,
+                    cotenants=active.cotenants,
+                    slowdown=active.slowdown,
+                    measured=active.measured,
+                    placed_s=active.start_s,
+                    start_s=active.since_s,
+                    end_s=self.now,
+                )
+            )
         done = min(active.remaining_steps, elapsed * active.job.steps_per_s_alone / active.slowdown)
         active.remaining_steps -= done
         active.steps_done += done
@@ -326,8 +352,10 @@ class Simulation:
     def _rerate(self, active: _Active) -> None:
         self._settle(active)
         slowdown, measured, colocated = 1.0, True, False
+        everyone: list[tuple[str, Workload]] = []
         for gpu_index in active.gpu_indices:
             tenants = self.index.slots[(active.node, gpu_index)].tenants
+            everyone.extend((t.request.key, t.request.workload) for t in tenants)
             colocated = colocated or len(tenants) > 1
             truth = self.truth.slowdowns(self.scenario.gpu, [t.request.workload for t in tenants])
             if truth.slowdowns is None:
@@ -338,6 +366,7 @@ class Simulation:
         gpus = len(active.gpu_indices)
         self.totals.throughput += gpus / slowdown - gpus / active.slowdown
         active.slowdown, active.measured, active.colocated = slowdown, measured, colocated
+        active.cotenants = cotenants_of(active.job.request.key, everyone)
         active.worst_slowdown = max(active.worst_slowdown, slowdown)
         active.version += 1
         alone_s = active.remaining_steps / active.job.steps_per_s_alone

@@ -12,16 +12,21 @@
   max(total isolated GPU-seconds / GPU count, max over jobs of arrival + isolated duration).
 - `truth_coverage`: share of co-located job-time whose slowdowns came from measured pairs rather than
   the predictor (1.0 when nothing was co-located).
+
+`details.json` adds, per policy, `quarters`: the jobs that ran, in arrival order, cut into four equal
+shares (the learning curve of `--online-learning`): per quarter its jobs, QoS violations and their rate,
+mean JCT, and span (its first arrival to its last completion).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import itertools
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
 
-from horus_operator.sim.engine import RunResult
+from horus_operator.sim.engine import JobRecord, RunResult
 from horus_operator.sim.workloads import Scenario
 
 SUMMARY_KEYS = (
@@ -65,12 +70,31 @@ def summarise(result: RunResult, scenario: Scenario) -> dict[str, Any]:
         "normalised_throughput_per_gpu": (
             result.throughput_gpu_s / result.busy_gpu_s if result.busy_gpu_s else 0.0
         ),
-        "qos_violations": sum(
-            record.worst_true_slowdown > record.max_slowdown + QOS_TOLERANCE for record in records
-        ),
+        "qos_violations": sum(_violated(record) for record in records),
         "lower_bound_makespan_s": lower_bound_makespan_s(scenario, result.rejected),
         "truth_coverage": result.measured_colocated_s / result.colocated_s if result.colocated_s else 1.0,
     }
+
+
+def _violated(record: JobRecord) -> bool:
+    return record.worst_true_slowdown > record.max_slowdown + QOS_TOLERANCE
+
+
+def quarters(records: Sequence[JobRecord]) -> list[dict[str, float]]:
+    ordered = sorted(records, key=lambda r: (r.arrival_s, r.key))
+    cuts = [round(len(ordered) * q / 4) for q in range(5)]
+    parts = [ordered[start:end] for start, end in itertools.pairwise(cuts)]
+    return [
+        {
+            "jobs": len(part),
+            "qos_violations": sum(_violated(r) for r in part),
+            "qos_violation_rate": sum(_violated(r) for r in part) / len(part),
+            "mean_jct_s": float(np.mean([r.jct_s for r in part])),
+            "span_s": max(r.finish_s for r in part) - min(r.arrival_s for r in part),
+        }
+        for part in parts
+        if part
+    ]
 
 
 def details(result: RunResult) -> dict[str, Any]:
@@ -84,4 +108,5 @@ def details(result: RunResult) -> dict[str, Any]:
             np.mean([(r.finish_s - r.start_s) / r.isolated_s for r in result.records if r.isolated_s > 0])
         ),
         "rejected": dict(result.rejected),
+        "quarters": quarters(result.records),
     }

@@ -11,7 +11,9 @@
 - Arrivals: Poisson, rate chosen so mean isolated duration x rate = 2 x GPU count — twice what the
   cluster can serve with whole GPUs, so a queue builds (the regime the Horus papers study).
 
-`synthetic --jobs N --gpus M` is the same generator at another size, for scale runs.
+`synthetic --jobs N --gpus M` is the same generator at another size, for scale runs. Both run on another
+GPU type the truth table measured with `--gpu` (e.g. p100, k80): the configurations, throughputs and
+truth are then that GPU's, and the GPUs have its datasheet memory.
 
 `gavel-generator` (default 300 jobs on 32 V100s, `--jobs`/`--gpus` to change): the single-GPU jobs of
 Gavel's own job generator (stanford-futuredata/gavel, scheduler/utils.py `generate_job` with
@@ -30,10 +32,10 @@ from dataclasses import dataclass
 
 from horus_operator.placement.types import Gpu, JobRequest, Node
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.measured import TruthTable
 
 DEFAULT_GPU = "v100"
-DEFAULT_GPU_MEMORY_MIB = 16 * 1024
 HOUR = 3600.0
 
 # (share of jobs, shortest, longest) in seconds; log-uniform within each band
@@ -75,12 +77,13 @@ class Scenario:
 
 
 def cluster(gpus: int, per_node: int = 4, product: str = DEFAULT_GPU) -> tuple[Node, ...]:
-    """`gpus` GPUs on nodes of `per_node` (the last node takes the remainder)."""
+    """`gpus` GPUs on nodes of `per_node` (the last node takes the remainder), with `product`'s memory."""
+    memory_mib = GPU_SPECS[product].memory_mib
     nodes = []
     for first in range(0, gpus, per_node):
         name = f"node-{first // per_node:04d}"
         count = min(per_node, gpus - first)
-        nodes.append(Node(name, tuple(Gpu(name, i, product, DEFAULT_GPU_MEMORY_MIB) for i in range(count))))
+        nodes.append(Node(name, tuple(Gpu(name, i, product, memory_mib) for i in range(count))))
     return tuple(nodes)
 
 
@@ -129,15 +132,17 @@ def philly_like(
         request = JobRequest(key, Workload(model, batch), 1, max_slowdown, 0, arrival, remaining_s=duration)
         sim_jobs.append(SimJob(request, throughput * duration, throughput))
         arrival += rng.expovariate(rate)
-    return Scenario(name, tuple(sim_jobs), cluster(gpus), gpu)
+    return Scenario(name, tuple(sim_jobs), cluster(gpus, product=gpu), gpu)
 
 
-def horus_2500(table: TruthTable, rng: random.Random) -> Scenario:
-    return philly_like(table, rng, jobs=2500, gpus=64, name="horus-2500")
+def horus_2500(table: TruthTable, rng: random.Random, gpu: str = DEFAULT_GPU) -> Scenario:
+    return philly_like(table, rng, jobs=2500, gpus=64, name="horus-2500", gpu=gpu)
 
 
-def synthetic(table: TruthTable, rng: random.Random, *, jobs: int, gpus: int) -> Scenario:
-    return philly_like(table, rng, jobs=jobs, gpus=gpus, name=f"synthetic-{jobs}x{gpus}")
+def synthetic(
+    table: TruthTable, rng: random.Random, *, jobs: int, gpus: int, gpu: str = DEFAULT_GPU
+) -> Scenario:
+    return philly_like(table, rng, jobs=jobs, gpus=gpus, name=f"synthetic-{jobs}x{gpus}", gpu=gpu)
 
 
 def gavel_generator(table: TruthTable, rng: random.Random, *, jobs: int = 300, gpus: int = 32) -> Scenario:

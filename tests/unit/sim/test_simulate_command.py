@@ -39,3 +39,54 @@ def test_unknown_policy_is_a_usage_error(tmp_path: Path) -> None:
     )
     assert result.exit_code != 0
     assert "unknown policy" in result.output
+
+
+def test_online_learning_reports_what_each_policy_learned_and_the_run_by_quarter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(command, "_predictor", lambda models: predictor())
+    truth = tmp_path / "truth.csv"
+    truth.write_text(HEADER + ROWS)
+    output = tmp_path / "out"
+    args = [
+        "--workload",
+        "synthetic",
+        "--jobs",
+        "40",
+        "--gpus",
+        "4",
+        "--truth",
+        str(truth),
+        "--online-learning",
+    ]
+
+    result = CliRunner().invoke(command.simulate, [*args, "--policy", "horus", "--output", str(output)])
+
+    assert result.exit_code == 0, result.output
+    details = json.loads((output / "details.json").read_text())
+    assert details["scenario"]["online_learning"] is True
+    assert set(details["horus"]["online_learning"]) == {
+        "samples_learned",
+        "samples_refused",
+        "correction_entries",
+    }
+    assert sum(q["jobs"] for q in details["horus"]["quarters"]) == 40
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--online-learning", "--decide-with", "truth"], "--online-learning"),
+        (["--gpu", "h100"], "--gpu"),
+    ],
+)
+def test_contradictory_or_unmeasured_choices_are_refused(
+    tmp_path: Path, extra: list[str], message: str
+) -> None:
+    truth = tmp_path / "truth.csv"
+    truth.write_text(HEADER + ROWS)
+    args = ["--workload", "synthetic", "--jobs", "4", "--gpus", "1", "--truth", str(truth), *extra]
+
+    result = CliRunner().invoke(command.simulate, [*args, "--output", str(tmp_path / "out")])
+
+    assert result.exit_code == 2 and message in result.output
