@@ -2,6 +2,7 @@
 
     horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
+                   [--truth-models DIR]
                    [--decide-with predictions|truth] [--online-learning] --output DIR
 
 writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
@@ -86,6 +87,12 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
 )
 @click.option("--models", type=click.Path(file_okay=False), help="prediction models directory")
 @click.option(
+    "--truth-models",
+    type=click.Path(file_okay=False),
+    help="models that stand in for truth where the truth table has no pair [default: --models]; e.g. "
+    "the shipped models while --models never saw the GPU",
+)
+@click.option(
     "--decide-with",
     type=click.Choice(["predictions", "truth"]),
     default="predictions",
@@ -108,6 +115,7 @@ def simulate(
     gpus: int | None,
     gpu: str | None,
     models: str | None,
+    truth_models: str | None,
     decide_with: str,
     online_learning: bool,
     output: Path,
@@ -124,7 +132,7 @@ def simulate(
         raise click.UsageError(f"no truth table at {truth_path}; pass --truth FILE.csv")
     truth_table = TruthTable.from_csv(truth_path)
     predictor = _predictor(models)
-    truth = Truth(truth_table, fallback=predictor)
+    truth = Truth(truth_table, fallback=_predictor(truth_models) if truth_models else predictor)
     deciding = OraclePredictor(truth, predictor) if decide_with == "truth" else predictor
     scenario = _scenario(workload, truth_table, seed, jobs, gpus, gpu)
     progress = len(scenario.jobs) >= PROGRESS_FROM_JOBS
@@ -147,6 +155,7 @@ def simulate(
         "decide_with": decide_with,
         "online_learning": online_learning,
         "models": models or "shipped",
+        "truth_models": truth_models or models or "shipped",
         "assumptions": list(scenario.notes),
     }
     plots = write_outputs(output, results, summaries, extra)

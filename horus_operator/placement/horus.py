@@ -20,8 +20,9 @@ One call repeats a small decision until nothing more can start:
    maxSlowdown / (1 + `qos_margin`). Predicted memory (plus `Limits.memory_margin_mib`) never exceeds
    the GPU's, and measured telemetry can only remove candidates.
 
-A combination's score is a pure function of (GPU group, job workload, job maxSlowdown), so it is memoised
-for the policy's lifetime: a call costs dictionary look-ups, not predictions.
+A combination's score is a pure function of (GPU group, job workload, job maxSlowdown) and the
+predictions, so it is memoised until the predictor learns something (its revision, see
+`prediction/correction.py`): a call costs dictionary look-ups, not predictions.
 """
 
 from __future__ import annotations
@@ -86,9 +87,18 @@ class HorusPolicy:
         self._verdicts: dict[tuple[int, int], ShareVerdict | str] = {}
         self._signatures: dict[tuple[Workload, float, int], int] = {}
         self._signature_of_job: dict[str, tuple[JobRequest, int]] = {}
+        self._verdicts_revision = self.predictions.sync()
+
+    def _drop_stale_verdicts(self) -> None:
+        """Verdicts judged by predictions that have been corrected since are wrong now."""
+        revision = self.predictions.sync()
+        if revision != self._verdicts_revision:
+            self._verdicts.clear()
+            self._verdicts_revision = revision
 
     # -- the decision ----------------------------------------------------------------------------
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        self._drop_stale_verdicts()
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             if not call.has_room():
                 return []
@@ -302,6 +312,7 @@ class HorusPolicy:
 
     # -- why a job waits -------------------------------------------------------------------------
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        self._drop_stale_verdicts()
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             if self._alone(call, request, set()) is not None:
                 return "waiting: an empty GPU fits; jobs ahead in the queue go first"

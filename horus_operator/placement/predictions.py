@@ -39,10 +39,7 @@ class CachedPredictions:
         (the snapshot GPU's capacity, the one placement checks fit against)."""
         if len(workloads) <= 1:
             return (1.0,) * len(workloads)
-        revision = self._predictor_revision()
-        if revision != self._revision:
-            self._slowdowns.clear()
-            self._revision = revision
+        self.sync()
         order = sorted(range(len(workloads)), key=lambda i: workload_order(workloads[i]))
         canonical = tuple(workloads[i] for i in order)
         key = (gpu, memory_mib, canonical)
@@ -66,6 +63,15 @@ class CachedPredictions:
             return tuple(Basis(PRIOR, 0) for _ in workloads)
         answer: tuple[Basis, ...] = explain(gpu, workloads)
         return answer
+
+    def sync(self) -> int:
+        """The predictor's revision, after dropping slowdowns cached from an older one. Callers that
+        memoise judgements of their own drop them when it changes."""
+        revision = self._predictor_revision()
+        if revision != self._revision:
+            self._slowdowns.clear()
+            self._revision = revision
+        return revision
 
     def _predictor_revision(self) -> int:
         return int(getattr(self.predictor, "revision", 0))

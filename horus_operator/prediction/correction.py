@@ -9,21 +9,31 @@ r = ln(observed slowdown) − ln(prior's predicted slowdown), kept at two levels
   exactly that one co-tenant (i's slowdown next to j; j's next to i is its own entry).
 A signature is (model, batch size, precision, features key): what the predictor itself tells apart.
 
-**Shrinkage toward the prior.** Each level is a normal mean under a normal prior: with n samples of
-mean m the posterior mean is (n·m + k·μ) / (n + k), where k = σ²/τ² (`PRIOR_STRENGTH`) is the noise
-variance of one sample over the variance of the prior's error, i.e. the prior counts as k samples. The
-job level shrinks toward μ = 0 (the model is right), the pair level toward the job level. k = 2 says one
-observed co-location is half as trustworthy as the model's own pooled estimate: one sample moves a
-prediction a third of the way to what was seen, four samples two thirds. The corrected slowdown is
-max(1, prior · e^c). A job with more than one co-tenant gets the job level only (pairs are pairwise).
+**Shrinkage toward the prior, empirical Bayes.** Each level is a normal mean under a normal prior: with n
+samples of mean m the posterior mean is (n·m + k·μ) / (n + k), where k = σ²/τ² is the noise variance
+of one sample over the variance of the prior's error: the prior counts as k samples. The job level
+shrinks toward μ = 0 (the model is right), the pair level toward the job level. σ (`NOISE_SD`, 0.1 in
+log space: an observed slowdown within about 10%) is assumed; τ² is estimated per GPU type from the
+residuals themselves (their mean square less σ²), starting from k = `PRIOR_STRENGTH` (2) as if
+`SPREAD_PSEUDO_SAMPLES` (10) residuals had shown that much, and kept within `STRENGTH_RANGE`. So a
+model that has been right on this GPU keeps its predictions until evidence piles up, and one that is
+far off (a GPU it never saw) gives way after one or two co-locations. `strength(gpu)` says k now. The
+corrected slowdown is max(1, prior · e^c). A job with more than one co-tenant gets the job level only
+(pairs are pairwise).
+
+**Alone rates by signature.** An observed slowdown needs the job's rate alone. In a busy cluster a job
+may never run alone (a new co-tenant joins as soon as one leaves), so the rate alone that jobs of the
+same signature showed on the same GPU type stands in (`note_alone` / `alone_rate`; a running mean,
+bounded like the job level). Jobs of one signature train the same graph at the same batch size; code
+around it (data loading) may differ, which this assumes away.
 
 **Forgetting.** A level's weight stops growing at `MAX_WEIGHT` samples (a running mean with weight
 1/min(n, MAX_WEIGHT)), so a cluster that changes (a driver, a library) is relearned; the count reported
 stays the true one.
 
-**Bounded.** At most `MAX_PAIRS` pair and `MAX_JOBS` job entries, the least recently updated dropped
-first; the ids of samples already learned (one co-location counts once, across restarts too) are kept
-for the newest `MAX_SEEN`.
+**Bounded.** At most `MAX_PAIRS` pair and `MAX_JOBS` job (and alone-rate) entries, the least recently
+updated dropped first; the ids of samples already learned (one co-location counts once, across restarts
+too) are kept for the newest `MAX_SEEN`.
 
 **Implausible samples are refused** (`rejection`): a job alone (no interference to learn), on a GPU
 marked unhealthy, a sample taken before the job's current placement (a rate left over from an earlier
@@ -32,7 +42,7 @@ pod or GPU), or an observed slowdown outside `PLAUSIBLE_SLOWDOWN` (a broken rate
 **Explainable.** `basis(gpu, workloads)`: per workload, "observed" and how many samples stand behind its
 correction (the pair's where seen, else the job's), or "prior" and 0.
 
-**Persisted** as JSON (`to_dict` / `from_dict`) tied to the prior it corrects (`prior_id`): residuals
+**Persisted** as JSON (`to_dict` / `load`) tied to the prior it corrects (`prior_id`): residuals
 against another model mean nothing, so a saved state for another prior is not loaded.
 """
 
@@ -46,7 +56,10 @@ from typing import Any
 
 from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, JobPrediction, Predictor, Workload
 
-PRIOR_STRENGTH = 2.0  # k = σ²/τ²: the prior counts as this many samples
+NOISE_SD = 0.1  # σ: one observed slowdown's error, in log space
+PRIOR_STRENGTH = 2.0  # k = σ²/τ² before any residual is seen: the prior counts as this many samples
+SPREAD_PSEUDO_SAMPLES = 10  # how many residuals that initial k is worth
+STRENGTH_RANGE = (0.1, 20.0)  # k stays within: never all trust in one sample, never none
 MAX_WEIGHT = 50  # samples; beyond it older evidence fades
 MAX_PAIRS = 4096
 MAX_JOBS = 1024
@@ -106,25 +119,33 @@ class _Evidence:
         return (weight * self.mean + strength * toward) / (weight + strength)
 
 
+def _initial_mean_square() -> float:
+    """σ² + τ₀², with τ₀² = σ²/PRIOR_STRENGTH."""
+    return NOISE_SD**2 * (1 + 1 / PRIOR_STRENGTH)
+
+
 class Correction:
     """The learned residuals. Updated from one thread; read from any (single dict lookups)."""
 
     def __init__(
         self,
         *,
-        prior_strength: float = PRIOR_STRENGTH,
         max_weight: int = MAX_WEIGHT,
         max_pairs: int = MAX_PAIRS,
         max_jobs: int = MAX_JOBS,
         max_seen: int = MAX_SEEN,
     ) -> None:
-        if prior_strength <= 0 or max_weight < 1:
-            raise ValueError("prior_strength must be > 0 and max_weight >= 1")
-        self.prior_strength, self.max_weight = prior_strength, max_weight
+        if max_weight < 1:
+            raise ValueError("max_weight must be >= 1")
+        self.max_weight = max_weight
         self._caps = (max_jobs, max_pairs, max_seen)
         self._jobs: OrderedDict[JobKey, _Evidence] = OrderedDict()
         self._pairs: OrderedDict[PairKey, _Evidence] = OrderedDict()
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._alone: OrderedDict[JobKey, _Evidence] = OrderedDict()  # steps/s alone (`mean`)
+        # per GPU type: the residuals' mean square against the prior (σ² + τ²; `mean` of an _Evidence)
+        self._spread: dict[str, _Evidence] = {}
+        self._strength: dict[str, float] = {}
         self.revision = 0  # bumped on every change: predictions cached against an older one are stale
 
     def __len__(self) -> int:
@@ -133,9 +154,29 @@ class Correction:
     def seen(self, sample_id: str) -> bool:
         return sample_id in self._seen
 
+    def note_alone(self, gpu: str, workload: Workload, steps_per_second: float) -> None:
+        """A job of `workload`'s signature was seen running alone on `gpu` at this rate."""
+        if math.isfinite(steps_per_second) and steps_per_second > 0:
+            key = (gpu, signature(workload))
+            _touch(self._alone, key, self._caps[0]).add(steps_per_second, self.max_weight)
+
+    def alone_rate(self, gpu: str, workload: Workload) -> float | None:
+        """What jobs of `workload`'s signature showed alone on `gpu` (steps/s), if any was seen."""
+        found = self._alone.get((gpu, signature(workload)))
+        return found.mean if found else None
+
+    def strength(self, gpu: str) -> float:
+        """k on `gpu`: how many samples the prior is worth there now."""
+        return self._strength.get(gpu, PRIOR_STRENGTH)
+
     def add(
         self, gpu: str, workload: Workload, cotenants: Sequence[Workload], residual: float, sample_id: str
     ) -> None:
+        spread = self._spread.setdefault(gpu, _Evidence(0, _initial_mean_square()))
+        spread.samples += 1
+        weight = min(spread.samples + SPREAD_PSEUDO_SAMPLES, self.max_weight)
+        spread.mean += (residual**2 - spread.mean) / weight
+        self._strength[gpu] = _strength(spread.mean)
         own = signature(workload)
         _touch(self._jobs, (gpu, own), self._caps[0]).add(residual, self.max_weight)
         if len(cotenants) == 1:
@@ -149,11 +190,11 @@ class Correction:
 
     def log_factor(self, gpu: str, workload: Workload, cotenants: Sequence[Workload]) -> float:
         """c: the corrected slowdown is the prior's times e^c."""
-        own = signature(workload)
+        own, strength = signature(workload), self.strength(gpu)
         job = self._jobs.get((gpu, own))
-        level = job.shrunk(0.0, self.prior_strength, self.max_weight) if job else 0.0
+        level = job.shrunk(0.0, strength, self.max_weight) if job else 0.0
         pair = self._pairs.get((gpu, own, signature(cotenants[0]))) if len(cotenants) == 1 else None
-        return pair.shrunk(level, self.prior_strength, self.max_weight) if pair else level
+        return pair.shrunk(level, strength, self.max_weight) if pair else level
 
     def basis(self, gpu: str, workload: Workload, cotenants: Sequence[Workload]) -> Basis:
         own = signature(workload)
@@ -167,10 +208,11 @@ class Correction:
         return {
             "format": FORMAT,
             "prior": prior_id,
-            "priorStrength": self.prior_strength,
+            "spread": [[gpu, e.samples, e.mean] for gpu, e in self._spread.items()],
             "jobs": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._jobs.items()],
             "pairs": [[gpu, *own, *other, e.samples, e.mean] for (gpu, own, other), e in self._pairs.items()],
             "seen": list(self._seen),
+            "alone": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._alone.items()],
         }
 
     def load(self, state: Mapping[str, Any], prior_id: str) -> bool:
@@ -182,13 +224,20 @@ class Correction:
             return False
         jobs = OrderedDict((_job_key(row, "jobs"), _evidence(row, "jobs")) for row in _rows(state, "jobs", 7))
         pairs = OrderedDict((_pair_key(row), _evidence(row, "pairs")) for row in _rows(state, "pairs", 11))
+        spread = {str(row[0]): _evidence(row, "spread") for row in _rows(state, "spread", 3)}
+        alone = OrderedDict(
+            (_job_key(row, "alone"), _evidence(row, "alone")) for row in _rows(state, "alone", 7)
+        )
         seen = state.get("seen", [])
         if not isinstance(seen, list) or not all(isinstance(s, str) for s in seen):
             raise ValueError("seen: expected a list of sample ids")
-        self._jobs, self._pairs = jobs, pairs
+        self._jobs, self._pairs, self._alone = jobs, pairs, alone
+        self._spread = spread
+        self._strength = {gpu: _strength(e.mean) for gpu, e in spread.items()}
         self._seen = OrderedDict.fromkeys(seen)
         for table, cap in (
             (self._jobs, self._caps[0]),
+            (self._alone, self._caps[0]),
             (self._pairs, self._caps[1]),
             (self._seen, self._caps[2]),
         ):
@@ -244,6 +293,13 @@ class CorrectedPredictor:
             observation.gpu, observation.workload, observation.cotenants, residual, observation.sample_id
         )
         return None
+
+
+def _strength(mean_square: float) -> float:
+    """k = σ²/τ², τ² being the residuals' mean square less the noise σ², within STRENGTH_RANGE."""
+    low, high = STRENGTH_RANGE
+    prior_variance = max(mean_square - NOISE_SD**2, NOISE_SD**2 / high)
+    return min(high, max(low, NOISE_SD**2 / prior_variance))
 
 
 def _others(workloads: Sequence[Workload], i: int) -> tuple[Workload, ...]:

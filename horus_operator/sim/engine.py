@@ -32,7 +32,7 @@ from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
-from horus_operator.sim.learning import Interval, OnlineLearning, cotenants_of
+from horus_operator.sim.learning import MIN_OBSERVED_S, OnlineLearning, Settled, cotenants_of
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
@@ -133,7 +133,7 @@ class Simulation:
         progress: bool = False,
         learning: OnlineLearning | None = None,
     ) -> None:
-        """`learning`: fed every finished interval's true slowdown (`--online-learning`)."""
+        """`learning`: told each job state that has held long enough to be observed (`--online-learning`)."""
         self.scenario = scenario
         self.cycle = cycle
         self.truth = truth
@@ -149,6 +149,7 @@ class Simulation:
         self.totals = _Totals()
         self.horizon = Horizon(scenario.gpu_count)
         self._completions: list[tuple[float, int, str, int]] = []
+        self._lessons: list[tuple[float, int, str, int]] = []  # (due, seq, job, state version) to observe
         self._sequence = itertools.count()
         self.now = 0.0
 
@@ -161,8 +162,10 @@ class Simulation:
             while self._drop_stale_completions() or next_arrival < len(arrivals):
                 upcoming = arrivals[next_arrival].arrival_s if next_arrival < len(arrivals) else float("inf")
                 completion = self._completions[0][0] if self._completions else float("inf")
-                self._advance_to(min(upcoming, completion))
+                lesson = self._lessons[0][0] if self._lessons else float("inf")
+                self._advance_to(min(upcoming, completion, lesson))
                 bar.update(self._complete_due())
+                self._observe_due()
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
                     self._arrive(arrivals[next_arrival])
                     next_arrival += 1
@@ -282,6 +285,26 @@ class Simulation:
                 finished += 1
         return finished
 
+    def _observe_due(self) -> None:
+        """Tell the learner about each job whose state has held MIN_OBSERVED_S (the state unchanged
+        since: same version)."""
+        while self._lessons and self._lessons[0][0] <= self.now:
+            _, _, key, version = heapq.heappop(self._lessons)
+            active = self.active.get(key)
+            if self.learning is None or active is None or active.version != version:
+                continue
+            self.learning.settled(
+                Settled(
+                    key=key,
+                    workload=active.request.workload,
+                    cotenants=active.cotenants,
+                    slowdown=active.slowdown,
+                    steps_per_s_alone=active.job.steps_per_s_alone,
+                    placed_s=active.start_s,
+                    at_s=self.now,
+                )
+            )
+
     def _finish(self, active: _Active) -> None:
         self._settle(active)
         key = active.job.request.key
@@ -320,19 +343,6 @@ class Simulation:
     def _settle(self, active: _Active) -> None:
         """Books progress and co-location time since the job's rate last changed."""
         elapsed = self.now - active.since_s
-        if self.learning is not None and elapsed > 0:
-            self.learning.interval(
-                Interval(
-                    key=active.job.request.key,
-                    workload=active.request.workload,
-                    cotenants=active.cotenants,
-                    slowdown=active.slowdown,
-                    measured=active.measured,
-                    placed_s=active.start_s,
-                    start_s=active.since_s,
-                    end_s=self.now,
-                )
-            )
         done = min(active.remaining_steps, elapsed * active.job.steps_per_s_alone / active.slowdown)
         active.remaining_steps -= done
         active.steps_done += done
@@ -370,11 +380,13 @@ class Simulation:
         active.worst_slowdown = max(active.worst_slowdown, slowdown)
         active.version += 1
         alone_s = active.remaining_steps / active.job.steps_per_s_alone
-        self.horizon.running(active.job.request.key, active.version, self.now + alone_s)
+        key = active.job.request.key
+        self.horizon.running(key, active.version, self.now + alone_s)
         finish_s = self.now + alone_s * slowdown
-        heapq.heappush(
-            self._completions, (finish_s, next(self._sequence), active.job.request.key, active.version)
-        )
+        heapq.heappush(self._completions, (finish_s, next(self._sequence), key, active.version))
+        if self.learning is not None:
+            due = self.now + MIN_OBSERVED_S
+            heapq.heappush(self._lessons, (due, next(self._sequence), key, active.version))
 
     def _stuck_message(self) -> str:
         policy = self.cycle.policy

@@ -1,23 +1,25 @@
 """`horus simulate --online-learning`: the simulator feeds the online correction (`prediction/correction.py`)
 the way the operator's telemetry does, so the policy decides with the same `CorrectedPredictor`.
 
-The engine reports every finished interval of a job (a span in which its co-tenants, and so its true
-slowdown, did not change). As in the cluster (docs/operator.md, "Online correction"):
-- an interval counts only if it lasted `MIN_OBSERVED_S`: the operator attributes a reported rate to a
-  co-tenancy only after it has held that long (`operator/observed.py`, STALE_RATE_SECONDS; the shells
-  cannot import each other, hence the copy);
-- a job's slowdown is only known once its alone rate is: an interval next to exactly one co-tenant is
-  learned once the job has also run alone for such an interval, before or after (it waits until then,
-  and is lost if the job never runs alone);
-- one co-location (a job and one co-tenant) is learned once;
-- only slowdowns the truth table measured are learned: where truth falls back to the predictor there
-  is nothing real to learn from.
+The engine reports a job's state (its co-tenants, and so its true slowdown) once it has held
+`MIN_OBSERVED_S`: the operator attributes a reported rate to a co-tenancy only after it has held that
+long (`operator/observed.py`, STALE_RATE_SECONDS; the shells cannot import each other, hence the copy).
+The next decision, at that moment, uses the lesson. As in the cluster (docs/operator.md, "Online
+correction"):
+- a state alone tells the job's rate alone, for jobs of its signature on this GPU type
+  (`Correction.note_alone`: the truth table's isolated throughput);
+- a state next to exactly one co-tenant is learned once the job's rate alone is known, its own or its
+  signature's; until then it waits, and is lost if the job ends first;
+- one co-location (a job and one co-tenant) is learned once.
+Where the truth table has no pair, the simulated world runs by the predictor that stands in for truth
+(`--truth-models`), and that is what an agent in it would observe, so it is learned too; deciding and
+standing in with the same models then teaches nothing there (residual 0).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation
@@ -25,65 +27,60 @@ from horus_operator.prediction.correction import CorrectedPredictor, Observation
 MIN_OBSERVED_S = 60.0
 
 
-@dataclass
-class _Job:
-    alone_seen: bool = False
-    waiting: list[Observation] = field(default_factory=list)  # until its alone rate is known
-
-
 @dataclass(frozen=True)
-class Interval:
-    """One finished span of a running job, as the engine books it."""
+class Settled:
+    """A running job whose state has held `MIN_OBSERVED_S`, as the engine sees it at `at_s`."""
 
     key: str
     workload: Workload
     cotenants: tuple[tuple[str, Workload], ...]  # (key, workload) of the other jobs on its GPUs
-    slowdown: float  # its true slowdown throughout
-    measured: bool  # that slowdown came from the truth table
+    slowdown: float  # its true slowdown in this state
+    steps_per_s_alone: float
     placed_s: float
-    start_s: float
-    end_s: float
+    at_s: float
 
 
 class OnlineLearning:
     def __init__(self, predictor: CorrectedPredictor, gpu: str, memory_mib: float | None = None) -> None:
         self.predictor = predictor
         self.gpu, self.memory_mib = gpu, memory_mib
-        self._jobs: dict[str, _Job] = {}
+        self._waiting: dict[str, list[Observation]] = {}  # job key -> samples waiting for its alone rate
         self.learned: list[float] = []  # when each sample was learned (the learning curve)
         self.refused: dict[str, int] = {}  # why samples were refused, and how often
 
-    def interval(self, span: Interval) -> None:
-        if span.end_s - span.start_s < MIN_OBSERVED_S:
+    def settled(self, state: Settled) -> None:
+        correction = self.predictor.correction
+        if not state.cotenants:
+            correction.note_alone(self.gpu, state.workload, state.steps_per_s_alone)
+            self._release(state.workload, state.at_s)
             return
-        job = self._jobs.setdefault(span.key, _Job())
-        if not span.cotenants:
-            job.alone_seen = True
-            for waiting in job.waiting:
-                self._learn(waiting, span.end_s)
-            job.waiting.clear()
+        if len(state.cotenants) != 1:
             return
-        if len(span.cotenants) != 1 or not span.measured:
-            return
-        ((other_key, other),) = span.cotenants
+        ((other_key, other),) = state.cotenants
         observation = Observation(
-            sample_id=f"{span.key}>{other_key}",
+            sample_id=f"{state.key}>{other_key}",
             gpu=self.gpu,
-            workload=span.workload,
+            workload=state.workload,
             cotenants=(other,),
-            slowdown=span.slowdown,
-            observed_at=span.end_s,
-            placed_at=span.placed_s,
+            slowdown=state.slowdown,
+            observed_at=state.at_s,
+            placed_at=state.placed_s,
             memory_mib=self.memory_mib,
         )
-        if job.alone_seen:
-            self._learn(observation, span.end_s)
+        if correction.alone_rate(self.gpu, state.workload) is None:
+            self._waiting.setdefault(state.key, []).append(observation)
         else:
-            job.waiting.append(observation)
+            self._learn(observation, state.at_s)
 
     def finished(self, key: str) -> None:
         """The job ended: what still waited for its alone rate is never learned."""
-        self._jobs.pop(key, None)
+        self._waiting.pop(key, None)
+
+    def _release(self, workload: Workload, now: float) -> None:
+        """Learn what waited for the alone rate of `workload`'s signature, now known."""
+        for key in [k for k, waiting in self._waiting.items() if waiting[0].workload == workload]:
+            for observation in self._waiting.pop(key):
+                self._learn(observation, now)
 
     def _learn(self, observation: Observation, now: float) -> None:
         refused = self.predictor.learn(observation)

@@ -8,7 +8,9 @@ from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
 from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, Workload
 from horus_operator.prediction.correction import (
+    NOISE_SD,
     PRIOR_STRENGTH,
+    STRENGTH_RANGE,
     CorrectedPredictor,
     Correction,
     Observation,
@@ -46,10 +48,11 @@ def test_without_observations_the_prior_answers_and_says_so() -> None:
 
 def test_one_sample_moves_the_pair_part_of_the_way_in_log_space_shrunk_by_the_prior_strength() -> None:
     corrected = CorrectedPredictor(prior())
+    assert corrected.correction.strength("v100") == PRIOR_STRENGTH
 
     assert corrected.learn(seen(2.4)) is None
 
-    k = PRIOR_STRENGTH
+    k = corrected.correction.strength("v100")
     job_level = math.log(2.0) / (1 + k)  # one residual of ln(2.4 / 1.2), toward 0
     pair_level = (math.log(2.0) + k * job_level) / (1 + k)  # toward the job level
     a_next_to_b, b_next_to_a = corrected.slowdowns("v100", [A, B])  # type: ignore[misc]
@@ -64,9 +67,22 @@ def test_the_job_level_carries_over_to_co_tenants_never_seen_with_it() -> None:
 
     a_next_to_c = corrected.slowdowns("v100", [A, C])[0]  # type: ignore[index]
 
-    assert a_next_to_c == pytest.approx(1.1 * math.exp(math.log(2.0) / (1 + PRIOR_STRENGTH)))
+    k = corrected.correction.strength("v100")
+    assert a_next_to_c == pytest.approx(1.1 * math.exp(math.log(2.0) / (1 + k)))
     assert corrected.basis("v100", [A, C])[0] == Basis(OBSERVED, 1)
     assert corrected.slowdowns("p100", [A, B]) == (1.2, 1.5)  # another GPU type learns on its own
+
+
+def test_the_prior_counts_for_less_where_it_has_been_far_off_and_for_more_where_it_was_right() -> None:
+    """Empirical Bayes: k = σ²/τ², τ² from the residuals' mean square less σ², per GPU type."""
+    far_off, right = CorrectedPredictor(prior()), CorrectedPredictor(prior())
+    for i in range(30):
+        far_off.learn(seen(2.4, sample=f"s{i}"))  # residual ln 2 each time
+        right.learn(seen(1.2 * math.exp(NOISE_SD / 2), sample=f"s{i}"))  # within the noise
+
+    assert STRENGTH_RANGE[0] <= far_off.correction.strength("v100") < 0.5
+    assert right.correction.strength("v100") > PRIOR_STRENGTH
+    assert right.correction.strength("p100") == PRIOR_STRENGTH  # nothing seen there
 
 
 def test_repeated_evidence_converges_to_what_is_observed() -> None:
@@ -74,7 +90,7 @@ def test_repeated_evidence_converges_to_what_is_observed() -> None:
     for i in range(40):
         corrected.learn(seen(2.4, sample=f"s{i}"))
 
-    assert corrected.slowdowns("v100", [A, B])[0] == pytest.approx(2.4, rel=0.06)  # type: ignore[index]
+    assert corrected.slowdowns("v100", [A, B])[0] == pytest.approx(2.4, rel=0.01)  # type: ignore[index]
     assert corrected.basis("v100", [A, B])[0] == Basis(OBSERVED, 40)
 
 
@@ -199,3 +215,22 @@ def test_a_placement_says_whether_its_predicted_slowdown_was_observed_and_how_of
     assert (before.slowdown_source, before.slowdown_samples, before.predicted_slowdown) == ("prior", 0, 1.2)
     assert (after.slowdown_source, after.slowdown_samples) == ("observed", 2)
     assert 1.2 < after.predicted_slowdown < 1.8
+
+
+def test_the_next_decision_after_a_lesson_uses_it() -> None:
+    """The prior says a fits next to b (1.2x under maxSlowdown 1.5); a's observed 2.4x there says not."""
+    corrected = CorrectedPredictor(prior())
+    policy = make_policy("horus", predictor=corrected)
+    gpu = Gpu(node="n0", index=0, product="v100", memory_mib=16384)
+    running = RunningJob(JobRequest("ns/b", B, max_slowdown=3.0), "n0", (0,))
+    cluster = ClusterSnapshot(nodes=(Node("n0", (gpu,)),), running=(running,))
+    newcomer = JobRequest("ns/a", A, max_slowdown=1.5)
+
+    before = policy.schedule(cluster, [newcomer])
+    for i in range(3):
+        corrected.learn(seen(2.4, sample=f"s{i}"))
+    after = policy.schedule(cluster, [newcomer])
+
+    assert [a.job for a in before] == ["ns/a"]
+    assert after == []
+    assert "maxSlowdown" in policy.explain_wait(cluster, newcomer)

@@ -14,7 +14,7 @@ from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.learning import OnlineLearning
 
-A, B, C = Workload("a", 1), Workload("b", 1), Workload("c", 1)
+A, B = Workload("a", 1), Workload("b", 1)
 
 
 def learn_from(tmp_path: Path, jobs: list) -> OnlineLearning:  # type: ignore[type-arg]
@@ -30,19 +30,20 @@ def learn_from(tmp_path: Path, jobs: list) -> OnlineLearning:  # type: ignore[ty
     return learning
 
 
-@pytest.mark.parametrize(("y_steps", "learned"), [(800, 2), (400, 1)])
-def test_a_shared_interval_is_learned_once_each_job_has_also_run_alone_long_enough(
-    tmp_path: Path, y_steps: float, learned: int
+@pytest.mark.parametrize(("y_steps", "learned_at"), [(800, [160.0, 285.0]), (400, [160.0])])
+def test_a_co_tenancy_is_learned_a_minute_in_once_the_jobs_rate_alone_is_known(
+    tmp_path: Path, y_steps: float, learned_at: list[float]
 ) -> None:
-    # x (a, 10 steps/s alone, 2000 steps) runs alone 0-100 s: its alone rate is known. y (b, 4 steps/s)
-    # arrives at 100 and shares (truth: a 1.25x, b 1.6x): x has 1000 steps left at 8/s, done at 225.
-    # x's sample (1.25x next to b) is learned then. y did 125 s x 2.5 = 312.5 steps; with 800 steps it
-    # runs 121.9 s alone afterwards and its sample (1.6x next to a) is learned; with 400 only 21.9 s,
-    # shorter than the operator needs to see a rate (60 s), so its alone rate, and its sample, never are.
+    # x (a, 10 steps/s alone, 2000 steps) runs alone from 0: a's rate alone is known at 60 s. y (b,
+    # 4 steps/s) arrives at 100 and shares (truth: a 1.25x, b 1.6x). At 160 both states have held a
+    # minute: x's sample (1.25x next to b) is learned; y's waits, no b was ever seen alone. x has 1000
+    # steps left at 8/s at 100, done at 225; y has done 125 s x 2.5 = 312.5 steps by then. With 800
+    # steps it runs alone 121.9 s more: b's rate alone is known at 285 and y's sample (1.6x next to a)
+    # learned then. With 400 it ends at 246.9, before anyone could see it alone: its sample is lost.
     learning = learn_from(tmp_path, [sim_job("x", "a", 2000, 10, 0), sim_job("y", "b", y_steps, 4, 100)])
 
-    assert learning.learned[0] == pytest.approx(225.0)
-    assert len(learning.learned) == learned
+    assert learning.learned == pytest.approx(learned_at)
+    learned = len(learned_at)
     corrected = learning.predictor
     assert corrected.basis("v100", [A, B]) == (
         Basis(OBSERVED, 1),
@@ -51,9 +52,9 @@ def test_a_shared_interval_is_learned_once_each_job_has_also_run_alone_long_enou
     assert 1.2 < corrected.slowdowns("v100", [A, B])[0] < 1.25  # type: ignore[index]  # toward the truth
 
 
-def test_slowdowns_truth_did_not_measure_are_not_learned(tmp_path: Path) -> None:
-    # b+c is not in the truth table: the predictor stood in for truth, so there is nothing to learn.
-    learning = learn_from(tmp_path, [sim_job("x", "b", 2000, 4, 0), sim_job("z", "c", 400, 2, 100)])
+def test_a_co_tenancy_shorter_than_a_minute_is_never_observed(tmp_path: Path) -> None:
+    # y (b, 4 steps/s, 100 steps) joins x at 100 and runs 2.5 steps/s next to it: done at 140.
+    learning = learn_from(tmp_path, [sim_job("x", "a", 2000, 10, 0), sim_job("y", "b", 100, 4, 100)])
 
     assert learning.learned == []
-    assert learning.predictor.basis("v100", [B, C]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))
+    assert learning.predictor.basis("v100", [A, B]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))
