@@ -73,13 +73,14 @@ class ObservedTelemetry:
         gpu_type = gpu.product if gpu else ""
         entries = observed.pods_on_gpus(gpunode)
         updated: dict[str, Mapping[str, Any]] = {}
+        alone_before: dict[str, Any] = {}
         for key, observation in observed.observe_jobs(entries).items():
             job = self.cache.jobs.get(key)
             if job is None:
                 continue
             previous = _observed_of(job)
             new = observed.observed_status(observation, previous, gpu_type=gpu_type, now=now)
-            updated[key] = new
+            updated[key], alone_before[key] = new, previous.get("aloneStepsPerSecond")
             if observed.changed(new, previous):
                 await status.write(self.kube, self.cache, job, {status.OBSERVED: new})
         for key, new in updated.items():
@@ -87,12 +88,28 @@ class ObservedTelemetry:
                 await self._record_pair(key, new, cotenant, updated)
         if self.learning is not None and gpu is not None:
             healthy = _healthy_jobs(gpunode, entries, now)
-            lessons = (
-                self._observation(key, new, cotenant, gpu, healthy.get(key, False))
-                for key, new in updated.items()
-                for cotenant in new.get("sharedRuns") or {}
-            )
-            await self.learning.learn([lesson for lesson in lessons if lesson is not None])
+            await self._teach(self.learning, gpu, healthy, updated, alone_before)
+
+    async def _teach(
+        self,
+        learning: Learning,
+        gpu: Gpu,
+        healthy: Mapping[str, bool],
+        updated: Mapping[str, Mapping[str, Any]],
+        alone_before: Mapping[str, Any],
+    ) -> None:
+        """New rates alone first (they stand in for jobs of the same signature that never ran alone),
+        then each job's slowdown next to its co-tenant."""
+        for key, new in updated.items():
+            rate, workload = new.get("aloneStepsPerSecond"), self._workload(key)
+            if rate and rate != alone_before.get(key) and workload is not None:
+                learning.predictor.correction.note_alone(gpu.product, workload, float(rate))
+        lessons = (
+            self._observation(key, new, cotenant, gpu, healthy.get(key, False))
+            for key, new in updated.items()
+            for cotenant in new.get("sharedRuns") or {}
+        )
+        await learning.learn([lesson for lesson in lessons if lesson is not None])
 
     async def _record_pair(
         self, key: str, own: Mapping[str, Any], cotenant: str, updated: Mapping[str, Mapping[str, Any]]
@@ -125,9 +142,9 @@ class ObservedTelemetry:
     ) -> Observation | None:
         """`key`'s observed slowdown next to `cotenant`, once both its rates are known."""
         run = (own.get("sharedRuns") or {}).get(cotenant) or {}
-        alone, shared = own.get("aloneStepsPerSecond"), run.get("stepsPerSecond")
-        since = observed.shared_since(own, cotenant)
         workload, other = self._workload(key), self._workload(cotenant)
+        alone = own.get("aloneStepsPerSecond") or self._alone_rate_of_its_kind(gpu, workload)
+        shared, since = run.get("stepsPerSecond"), observed.shared_since(own, cotenant)
         pod, other_pod = self._current_pod(key), self._current_pod(cotenant)
         if not (alone and shared and since and workload and other and pod and other_pod and run.get("gpu")):
             return None
@@ -142,6 +159,12 @@ class ObservedTelemetry:
             gpu_healthy=healthy,
             memory_mib=gpu.memory_mib,
         )
+
+    def _alone_rate_of_its_kind(self, gpu: Gpu, workload: Workload | None) -> float | None:
+        """A job that never ran alone: what jobs of its signature showed alone on this GPU type."""
+        if self.learning is None or workload is None:
+            return None
+        return self.learning.predictor.correction.alone_rate(gpu.product, workload)
 
     def _workload(self, key: str) -> Workload | None:
         requests = [p.request for p in self.cache.pods.get(key, {}).values() if p.request is not None]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
@@ -92,18 +93,21 @@ def node() -> dict[str, Any]:
     return {"metadata": {"name": "gpu-node-0", "labels": labels}}
 
 
-def _share(
-    precision_a: str = "fp32",
-    published_ago: float = 0.0,
+Publish = Callable[..., Awaitable[None]]
+
+
+def _telemetry(
+    jobs: list[tuple[str, str, int, str]],
     *,
+    published_ago: float = 0.0,
     learning: Learning | None = None,
     healthy: bool = True,
-) -> tuple[ClusterCache, RecordingKube, RecordingStore]:
-    """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU; the
-    agent publishes `published_ago` seconds before the handler's clock."""
+) -> tuple[ClusterCache, RecordingKube, RecordingStore, Publish]:
+    """The handler on `jobs` (name, model, batch, precision), all with pods on gpu-node-0; `publish`
+    sends one GPUNode event, the agent publishing `published_ago` seconds before the handler's clock."""
     cache = ClusterCache()
     cache.put_node(node())
-    for name, model, batch, precision in (("a", "resnet50", 64, precision_a), ("b", "lstm", 20, "fp32")):
+    for name, model, batch, precision in jobs:
         cache.put_job(DLJobBuilder.stored(name, "ns").obj())
         cache.put_pod(pod(name, model, batch, precision))
     kube = RecordingKube(cache)
@@ -126,6 +130,22 @@ def _share(
     async def publish(*jobs_and_rates: tuple[str, float]) -> None:
         event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates, healthy=healthy)}
         await observed_handlers.gpunode_changed(event=event, memo=memo)
+
+    return cache, kube, store, publish
+
+
+def _share(
+    precision_a: str = "fp32",
+    published_ago: float = 0.0,
+    *,
+    learning: Learning | None = None,
+    healthy: bool = True,
+) -> tuple[ClusterCache, RecordingKube, RecordingStore]:
+    """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU."""
+    jobs = [("a", "resnet50", 64, precision_a), ("b", "lstm", 20, "fp32")]
+    cache, kube, store, publish = _telemetry(
+        jobs, published_ago=published_ago, learning=learning, healthy=healthy
+    )
 
     async def scenario() -> None:
         await publish(("a", 12.0))
@@ -223,3 +243,20 @@ def test_a_restarted_leader_restores_what_was_learned_and_ignores_a_state_for_ot
     a, b = Workload("resnet50", 64), Workload("lstm", 20)
     assert successor.predictor.slowdowns("v100", [a, b]) == learning.predictor.slowdowns("v100", [a, b])
     assert other_models.predictor.slowdowns("v100", [a, b]) == (1.2, 1.1)
+
+
+def test_a_job_never_alone_is_learned_from_the_rate_alone_of_its_kind() -> None:
+    learning, _ = _learning()
+    jobs = [("a", "resnet50", 64, "fp32"), ("c", "resnet50", 64, "fp32"), ("b", "lstm", 20, "fp32")]
+    _cache, _kube, _store, publish = _telemetry(jobs, learning=learning)
+
+    async def scenario() -> None:
+        await publish(("a", 12.0))  # a resnet50/64 alone: 12 steps/s
+        await publish(("c", 8.0), ("b", 4.0))  # c and b start together: neither was ever alone
+
+    asyncio.run(scenario())
+
+    resnet, lstm = Workload("resnet50", 64), Workload("lstm", 20)
+    c_next_to_b, b_next_to_c = learning.predictor.basis("v100", [resnet, lstm])
+    assert (c_next_to_b.samples, b_next_to_c.samples) == (1, 0)  # c: 12 / 8; b: no lstm/20 seen alone
+    assert learning.predictor.correction.alone_rate("v100", resnet) == 12.0
