@@ -26,6 +26,9 @@ from horus_operator.agent import kube as agent_kube
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.commands.agent import AgentSettings, run_node
 from horus_operator.operator import cluster_view, telemetry
+from horus_operator.prediction.api import Workload
+from horus_operator.prediction.measured import TruthTable
+from horus_operator.prediction.predictor import load_predictor
 from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
@@ -50,9 +53,11 @@ class Agents:
             self._spawn(node, ["--node", node, "--metrics-port", str(port)], backend, kubeconfig)
             self.metrics_ports[node] = port
 
-    def start_all(self, *, unhealthy: Sequence[str] = ()) -> None:
-        """One process running the agents of every GPU node (`--all-nodes`); `unhealthy`: NODE:INDEX."""
+    def start_all(self, *, unhealthy: Sequence[str] = (), truth: Path | None = None) -> None:
+        """One process running the agents of every GPU node (`--all-nodes`); `unhealthy`: NODE:INDEX;
+        with `truth`, the fake NVML reports that measured-pairs CSV (`--truth`)."""
         flags = [arg for gpu in unhealthy for arg in ("--fake-unhealthy-gpu", gpu)]
+        flags += ["--truth", str(truth)] if truth else []
         self._spawn("all", ["--all-nodes", "--metrics-port", "0", *flags], "fake", None)
 
     def _spawn(self, key: str, args: list[str], backend: str, kubeconfig: Path | None) -> None:
@@ -260,9 +265,8 @@ def operator(
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-        cluster.kubectl(
-            "delete", "configmaps", "-n", "default", "-l", "horus.dev/dataset=colocation", check=False
-        )
+        # the observed dataset and the online correction: later tests start from the shipped model
+        cluster.kubectl("delete", "configmaps", "-n", "default", "-l", "horus.dev/dataset", check=False)
 
 
 def dljob(name: str, architecture: str, batch_size: int) -> dict[str, Any]:
@@ -412,6 +416,62 @@ def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_sha
     expected = {"a2c": (10.0, 6.0), "dqn": (5.0, 4.0)}
     got = {model_a: (float(rates[0]), float(rates[2])), model_b: (float(rates[1]), float(rates[3]))}
     assert got == {model: expected[model] for model in got}
+
+
+def correction_state(cluster: devcluster.LocalCluster) -> dict[str, Any]:
+    found = cluster.kubectl(
+        "get", "configmap", "-n", "default", "horus-slowdown-correction", "-o", "json", check=False
+    )
+    if found.returncode != 0:
+        return {}
+    return json.loads(json.loads(found.stdout)["data"]["correction.json"])
+
+
+def placed(cluster: devcluster.LocalCluster, namespace: str, job: str) -> dict[str, Any] | None:
+    status = dljobs(cluster, namespace).get(job, {}).get("status") or {}
+    return status if status.get("node") else None
+
+
+def test_a_measured_slowdown_above_the_prediction_corrects_the_next_placement_across_a_restart(
+    cluster: devcluster.LocalCluster, namespace: str, agents: Agents, operator: OperatorProcess
+) -> None:
+    # The fake NVML reports Gavel's V100 measurements: resnet18/256 runs 2.98x slower next to
+    # recommendation/8192, where the shipped model predicts 2.19x. Nothing here reports progress: the
+    # agents publish the measured rates themselves.
+    truth = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
+    nodes = fake_nodes(cluster)
+    agents.start_all(truth=truth)
+    wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
+    resnet, recommendation = Workload("resnet18", 256), Workload("recommendation", 8192)
+    prior = load_predictor().slowdowns("v100", [recommendation, resnet])[1]  # type: ignore[index]
+    measured = TruthTable.from_csv(truth).slowdowns("v100", [("resnet18", 256), ("recommendation", 8192)])[0]  # type: ignore[index]
+    assert measured > prior * 1.3
+
+    apply(cluster, namespace, dljob("job-a", "resnet18", 256))
+    wait_for(
+        lambda: observed(cluster, namespace, "job-a").get("aloneStepsPerSecond"), timeout=60, what="a alone"
+    )
+    apply(cluster, namespace, dljob("job-b", "recommendation", 8192))
+    a, b = (
+        wait_for(lambda j=j: placed(cluster, namespace, j), timeout=60, what=j) for j in ("job-a", "job-b")
+    )
+    assert (b["node"], b["gpus"]) == (a["node"], a["gpus"]), "binpack puts job-b on job-a's GPU"
+    # The operator counts a rate for a co-tenancy once it changed or a minute has passed.
+    state = wait_for(lambda: correction_state(cluster).get("pairs"), timeout=150, what="the lesson saved")
+    assert [row[:5] for row in state] == [["v100", "resnet18", 256, "fp32", ""]]
+
+    operator.stop()  # a new leader must continue from what was learned
+    operator.start()
+    apply(cluster, namespace, dljob("job-c", "recommendation", 8192))
+    c = wait_for(lambda: placed(cluster, namespace, "job-c"), timeout=60, what="job-c placed")
+    apply(cluster, namespace, dljob("job-d", "resnet18", 256))
+    d = wait_for(lambda: placed(cluster, namespace, "job-d"), timeout=60, what="job-d placed")
+
+    assert (d["node"], d["gpus"]) == (c["node"], c["gpus"])
+    predicted = d["predicted"]
+    assert (predicted["slowdownSource"], predicted["slowdownSamples"]) == ("observed", 1)
+    assert prior < predicted["slowdown"] <= measured * 1.001  # moved toward what was measured
+    assert a["predicted"]["slowdownSource"] == "prior"
 
 
 def test_the_operator_places_nothing_on_gpus_whose_agents_went_silent(
