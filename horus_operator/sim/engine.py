@@ -15,6 +15,9 @@ Once the whole trace has arrived, each snapshot carries the makespan horizon (`s
 the cycle's makespan guard keeps the jobs that would set the makespan from being slowed; jobs start
 with their known remaining work (`JobRequest.remaining_s`: the trace's duration alone).
 
+With online learning (`sim/learning.py`) a third kind of event is a job's state (its co-tenants) having
+held a minute: the learner is told its true slowdown then, and the cycle runs at once on the lesson.
+
 The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
 run is a pure function of (scenario, policy, truth).
 """
