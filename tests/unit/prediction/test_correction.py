@@ -5,7 +5,7 @@ import pytest
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.registry import make_policy
-from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
+from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, Policy, RunningJob
 from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, Workload
 from horus_operator.prediction.correction import (
     NOISE_SD,
@@ -199,12 +199,17 @@ def test_placements_cached_before_a_lesson_are_not_reused_after_it() -> None:
     assert CachedPredictions(prior()).basis("v100", [A, B]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))
 
 
-def test_a_placement_says_whether_its_predicted_slowdown_was_observed_and_how_often() -> None:
+def b_on_a_gpu() -> tuple[CorrectedPredictor, Policy, ClusterSnapshot]:
+    """The horus policy on the corrected prior, and one V100 where job b runs."""
     corrected = CorrectedPredictor(prior())
-    policy = make_policy("horus", predictor=corrected)
     gpu = Gpu(node="n0", index=0, product="v100", memory_mib=16384)
     running = RunningJob(JobRequest("ns/b", B, max_slowdown=3.0), "n0", (0,))
     cluster = ClusterSnapshot(nodes=(Node("n0", (gpu,)),), running=(running,))
+    return corrected, make_policy("horus", predictor=corrected), cluster
+
+
+def test_a_placement_says_whether_its_predicted_slowdown_was_observed_and_how_often() -> None:
+    corrected, policy, cluster = b_on_a_gpu()
     newcomer = JobRequest("ns/a", A, max_slowdown=3.0)
 
     (before,) = policy.schedule(cluster, [newcomer])
@@ -219,11 +224,7 @@ def test_a_placement_says_whether_its_predicted_slowdown_was_observed_and_how_of
 
 def test_the_next_decision_after_a_lesson_uses_it() -> None:
     """The prior says a fits next to b (1.2x under maxSlowdown 1.5); a's observed 2.4x there says not."""
-    corrected = CorrectedPredictor(prior())
-    policy = make_policy("horus", predictor=corrected)
-    gpu = Gpu(node="n0", index=0, product="v100", memory_mib=16384)
-    running = RunningJob(JobRequest("ns/b", B, max_slowdown=3.0), "n0", (0,))
-    cluster = ClusterSnapshot(nodes=(Node("n0", (gpu,)),), running=(running,))
+    corrected, policy, cluster = b_on_a_gpu()
     newcomer = JobRequest("ns/a", A, max_slowdown=1.5)
 
     before = policy.schedule(cluster, [newcomer])

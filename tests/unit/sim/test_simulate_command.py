@@ -6,22 +6,29 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 from sim_builders import HEADER, ROWS, predictor
 
 from horus_operator.commands import simulate as command
 from horus_operator.sim.metrics import SUMMARY_KEYS
 
 
-def test_writes_summary_csvs_plots_and_prints_the_table(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def simulate_synthetic(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *flags: str, jobs: int
+) -> tuple[Result, Path]:
+    """`horus simulate` on a synthetic trace over the test truth table, deciding with `predictor()`."""
     monkeypatch.setattr(command, "_predictor", lambda models: predictor())
     truth = tmp_path / "truth.csv"
     truth.write_text(HEADER + ROWS)
     output = tmp_path / "out"
-    args = ["--workload", "synthetic", "--jobs", "30", "--gpus", "4", "--truth", str(truth)]
-    result = CliRunner().invoke(command.simulate, [*args, "--output", str(output)])
+    args = ["--workload", "synthetic", "--jobs", str(jobs), "--gpus", "4", "--truth", str(truth), *flags]
+    return CliRunner().invoke(command.simulate, [*args, "--output", str(output)]), output
+
+
+def test_writes_summary_csvs_plots_and_prints_the_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, output = simulate_synthetic(tmp_path, monkeypatch, jobs=30)
     assert result.exit_code == 0, result.output
     summary = json.loads((output / "summary.json").read_text())
     assert list(summary) == ["horus", "exclusive", "binpack"]
@@ -44,23 +51,9 @@ def test_unknown_policy_is_a_usage_error(tmp_path: Path) -> None:
 def test_online_learning_reports_what_each_policy_learned_and_the_run_by_quarter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(command, "_predictor", lambda models: predictor())
-    truth = tmp_path / "truth.csv"
-    truth.write_text(HEADER + ROWS)
-    output = tmp_path / "out"
-    args = [
-        "--workload",
-        "synthetic",
-        "--jobs",
-        "40",
-        "--gpus",
-        "4",
-        "--truth",
-        str(truth),
-        "--online-learning",
-    ]
-
-    result = CliRunner().invoke(command.simulate, [*args, "--policy", "horus", "--output", str(output)])
+    result, output = simulate_synthetic(
+        tmp_path, monkeypatch, "--online-learning", "--policy", "horus", jobs=40
+    )
 
     assert result.exit_code == 0, result.output
     details = json.loads((output / "details.json").read_text())
