@@ -15,8 +15,8 @@ Once the whole trace has arrived, each snapshot carries the makespan horizon (`s
 the cycle's makespan guard keeps the jobs that would set the makespan from being slowed; jobs start
 with their known remaining work (`JobRequest.remaining_s`: the trace's duration alone).
 
-With online learning (`sim/learning.py`) a third kind of event is a job's state (its co-tenants) having
-held a minute: the learner is told its true slowdown then, and the cycle runs at once on the lesson.
+With online learning (`sim/learning.py`) a job's state (its co-tenants) having held a minute is an
+event too: the learner is told its true slowdown, and the cycle runs on the lesson at once.
 
 The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
 run is a pure function of (scenario, policy, truth).
@@ -289,8 +289,7 @@ class Simulation:
         return finished
 
     def _observe_due(self) -> None:
-        """Tell the learner about each job whose state has held MIN_OBSERVED_S (the state unchanged
-        since: same version)."""
+        """Tell the learner of each job whose state (version) has held MIN_OBSERVED_S."""
         while self._lessons and self._lessons[0][0] <= self.now:
             _, _, key, version = heapq.heappop(self._lessons)
             active = self.active.get(key)
