@@ -58,6 +58,7 @@ class JobSpec:
     simulated_failure: bool = False
     template: Mapping[str, Any] = field(default_factory=dict, compare=False)
     binding: str | None = None  # None: the operator's default (`horus run --binding`)
+    total_steps: int | None = None  # spec.totalSteps, when the owner knows it
 
     @property
     def key(self) -> str:
@@ -90,6 +91,7 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
         simulated_failure=bool(simulation.get("fail", False)),
         template=spec.get("template", {}),
         binding=spec.get("binding"),
+        total_steps=int(spec["totalSteps"]) if spec.get("totalSteps") is not None else None,
     )
 
 

@@ -136,6 +136,7 @@ def predicted(assignment: Assignment) -> dict[str, Any]:
         "slowdown": round(assignment.predicted_slowdown, 4),
         "slowdownSource": assignment.slowdown_source,
         "slowdownSamples": assignment.slowdown_samples,
+        **({"stepSeconds": round(assignment.predicted_step_s, 6)} if assignment.predicted_step_s else {}),
     }
 
 

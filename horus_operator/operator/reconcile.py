@@ -200,6 +200,10 @@ def _from_pod(
     started = pod.started_at or (ctx.now if phase != Phase.SCHEDULED else None)
     if phase != Phase.SCHEDULED and started is not None:
         status["startTime"] = current.get("startTime") or _stamp(started)
+    if phase == Phase.RUNNING and started is not None:
+        ends = estimated_completion(job.total_steps, started, pod.predicted, current.get("observed") or {})
+        if ends is not None:
+            status["estimatedCompletionTime"] = _stamp(ends)
     updates = {"Scheduled": ("True", "Placed", where)}
     allocation = claims.allocation(pod, ctx.claims, ctx.foreign)
     if allocation is not None:
@@ -216,6 +220,23 @@ def _from_pod(
         updates["Complete"] = ("True", "PodSucceeded", where)
     status["conditions"] = _conditions(current, ctx, job, updates)
     return status
+
+
+def estimated_completion(
+    total_steps: int | None, started: datetime, predicted: Mapping[str, Any], observed: Mapping[str, Any]
+) -> datetime | None:
+    """When a running job should end: its start plus `total_steps` at the progress rate it reports, or
+    else at the predicted step time alone times the predicted slowdown. None without `total_steps` or
+    any rate. An estimate: the rate changes as co-tenants come and go."""
+    if not total_steps:
+        return None
+    rate = observed.get("stepsPerSecond")
+    if rate:
+        return started + timedelta(seconds=total_steps / float(rate))
+    step_s = predicted.get("stepSeconds")
+    if not step_s:
+        return None
+    return started + timedelta(seconds=total_steps * float(step_s) * float(predicted.get("slowdown", 1.0)))
 
 
 def _conditions(

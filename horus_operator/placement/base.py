@@ -87,6 +87,7 @@ class PlacementCall:
             reason=reason,
             slowdown_source=basis.source,
             slowdown_samples=basis.samples,
+            predicted_step_s=job.step_s,
         )
         self.index.add(RunningJob(request=request, node=assignment.node, gpu_indices=assignment.gpu_indices))
         self.assignments.append(assignment)

@@ -110,6 +110,7 @@ class Assignment:
     # how many (prediction.api.Basis)
     slowdown_source: str = "prior"
     slowdown_samples: int = 0
+    predicted_step_s: float | None = None  # seconds per step alone on these GPUs (JobPrediction.step_s)
 
 
 class Policy(Protocol):

@@ -33,6 +33,9 @@ class JobPrediction:
     # The least peak memory it could have (never above a measured peak): what "no GPU can hold it"
     # reads. None where the predictor has no floor; the peak stands in.
     min_memory_mib: float | None = None
+    # Seconds per training step alone (the roofline's step time); None where the predictor has no step
+    # model. With a job's spec.totalSteps it says when the job will end.
+    step_s: float | None = None
 
 
 class Predictor(Protocol):

@@ -112,6 +112,7 @@ class XGBoostPredictor:
                 utilization=step.busy,
                 memory_mib=self.models.memory.memory_mib(job_features, precision),
                 min_memory_mib=self.models.memory.floor_mib(job_features, precision),
+                step_s=step.step_ms / 1000.0,
             )
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, step_ms=step.step_ms)
         return entry

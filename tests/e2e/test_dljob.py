@@ -49,12 +49,16 @@ def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
     assert len(names) == 5
     seen: dict[str, list[str]] = defaultdict(list)
     pods_seen: dict[str, dict[str, Any]] = {}
+    estimated: dict[str, str] = {}  # estimatedCompletionTime seen while running
 
     def all_finished() -> bool:
         for name, job in dljobs(cluster, namespace).items():
-            phase = (job.get("status") or {}).get("phase", "Pending")
+            status = job.get("status") or {}
+            phase = status.get("phase", "Pending")
             if not seen[name] or seen[name][-1] != phase:
                 seen[name].append(phase)
+            if phase == "Running" and "estimatedCompletionTime" in status:
+                estimated[name] = status["estimatedCompletionTime"]
         for pod in horus_pods(cluster, namespace):
             if pod["status"].get("phase") in HOLDING:
                 pods_seen[pod["metadata"]["name"]] = pod
@@ -86,6 +90,10 @@ def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
         assert status["startTime"] <= status["completionTime"]
         assert 0 < status["predicted"]["utilization"] <= 1 and status["predicted"]["slowdown"] >= 1
     assert len(jobs["two-gpu-vgg16"]["status"]["gpus"]) == 2
+    # spec.totalSteps (cnn-resnet50 only): an end estimated from its start while it ran, gone once done.
+    assert set(estimated) == {"cnn-resnet50"}
+    assert estimated["cnn-resnet50"] > jobs["cnn-resnet50"]["status"]["startTime"]
+    assert "estimatedCompletionTime" not in jobs["cnn-resnet50"]["status"]
     # maxSlowdown 1.0: nobody joined it, and it joined nobody.
     assert jobs["exclusive-bert"]["status"]["colocatedWith"] == []
     assert all(f"{namespace}/exclusive-bert" not in jobs[n]["status"]["colocatedWith"] for n in names)

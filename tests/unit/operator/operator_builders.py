@@ -63,6 +63,14 @@ class PodBuilder:
         ]
         return self
 
+    def predicted(self, predicted: dict[str, Any]) -> PodBuilder:
+        self._body["metadata"]["annotations"][keys.ANNOTATION_PREDICTED] = json.dumps(predicted)
+        return self
+
+    def started(self, stamp: str) -> PodBuilder:
+        self._body["status"]["startTime"] = stamp
+        return self
+
     def deleting(self) -> PodBuilder:
         self._body["metadata"]["deletionTimestamp"] = "2026-12-02T10:05:00Z"
         return self

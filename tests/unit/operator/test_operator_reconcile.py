@@ -187,3 +187,27 @@ def test_a_not_ready_node_leaves_pods_elsewhere_alone() -> None:
     )
 
     assert (decision.delete_pods, decision.status["message"]) == ((), "pod cnn-0 on gpu-node-0 GPU 0 running")
+
+
+def _running_with_steps(predicted: dict, observed: dict | None = None) -> dict:
+    job = DLJobBuilder.stored("cnn").spec(totalSteps=1000).obj()
+    if observed is not None:
+        job["status"] = {"observed": observed}
+    pod = PodBuilder("cnn").bound().phase("Running").predicted(predicted).started("2026-12-02T10:00:00Z")
+    return _decide(job, pod).status
+
+
+def test_a_running_job_with_total_steps_has_an_estimated_completion_time() -> None:
+    # 1000 steps at 0.2 s alone, slowed 1.5x: 300 s after its start.
+    predicted = {"utilization": 0.6, "memoryMiB": 4000, "slowdown": 1.5, "stepSeconds": 0.2}
+    assert _running_with_steps(predicted)["estimatedCompletionTime"] == "2026-12-02T10:05:00Z"
+    # Once the job reports its rate (4 steps/s), that rate counts: 250 s.
+    observed = _running_with_steps(predicted, {"stepsPerSecond": 4.0})
+    assert observed["estimatedCompletionTime"] == "2026-12-02T10:04:10Z"
+
+
+def test_no_estimate_without_total_steps_or_any_rate() -> None:
+    no_rate = _running_with_steps({"utilization": 0.6, "memoryMiB": 4000, "slowdown": 1.1})
+    assert "estimatedCompletionTime" not in no_rate
+    no_steps = reconcile.estimated_completion(None, NOW, {"stepSeconds": 0.2}, {})
+    assert no_steps is None

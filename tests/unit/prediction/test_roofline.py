@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from horus_operator.prediction import catalog, roofline
+from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import gpu_spec
+from horus_operator.prediction.predictor import load_predictor
 from horus_operator.prediction.training import roofline_fit
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -52,3 +54,11 @@ def test_calibration_keeps_a_constant_the_data_cannot_see_at_its_default() -> No
     found = roofline_fit.calibrate_roofline(lambda c: abs(c.matmul_efficiency - 0.3))
     assert found.matmul_efficiency == pytest.approx(0.3, rel=0.05)
     assert found.tensor_efficiency == pytest.approx(roofline.RooflineConstants().tensor_efficiency, rel=0.05)
+
+
+def test_the_predictor_reports_the_roofline_step_time_a_faster_gpu_shortens() -> None:
+    predictor = load_predictor()
+    job = Workload("resnet50", 64)
+    k80, h100 = predictor.job(job, "k80").step_s, predictor.job(job, "h100-sxm").step_s
+    assert k80 is not None and h100 is not None
+    assert 0 < h100 < k80
