@@ -14,6 +14,9 @@ A cycle takes a snapshot and the waiting jobs and
 5. explains, for the waiting jobs the caller asks about, why they still wait, on the cluster as it will
    be once the assignments run.
 
+`moves` is the cycle's last step for callers that move running jobs (`placement/moves.py`): run on the
+cluster with the cycle's assignments in it, with the same predictions and node cooldowns.
+
 Pure and deterministic like the rest of `placement`: time is `snapshot.now` on the caller's clock.
 Applying the assignments (pods, or simulated starts) is the caller's business.
 """
@@ -23,13 +26,15 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
-from collections.abc import Callable, Container, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
+from horus_operator.placement.base import Limits
 from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsatisfiable
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.makespan import guarded
+from horus_operator.placement.moves import Mobility, Move, MoveSettings, plan_moves, retarget
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
 from horus_operator.prediction.api import Predictor
@@ -201,6 +206,29 @@ class SchedulingCycle:
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
         requests = {key: walk.feasible_by_key[key] for key in placed}
         return CycleResult(tuple(placed.values()), requests, walk.rejected, explanations)
+
+    def moves(
+        self,
+        snapshot: ClusterSnapshot,
+        mobility: Mapping[str, Mobility],
+        settings: MoveSettings,
+        *,
+        waiting: bool,
+    ) -> list[Move]:
+        """Running jobs to move on `snapshot` (the cluster once this round's assignments run; `waiting`:
+        jobs still wait), by `placement.moves.plan_moves`, never onto a node in cooldown."""
+        view = self.cooldowns.apply(snapshot)
+        return plan_moves(view, self._predictions, mobility, settings, limits=self._limits(), waiting=waiting)
+
+    def retarget(self, snapshot: ClusterSnapshot, job: RunningJob, reason: str) -> Assignment | None:
+        """`job` (a moved job, at the GPU its move chose) placed there if it still fits
+        (`placement.moves.retarget`)."""
+        view = self.cooldowns.apply(snapshot)
+        return retarget(view, self._predictions, job, limits=self._limits(), reason=reason)
+
+    def _limits(self) -> Limits:
+        limits = getattr(self.policy, "limits", None)  # every registered policy has them; a test's may not
+        return limits if isinstance(limits, Limits) else Limits()
 
     def _settle(
         self, view: ClusterSnapshot, index: ClusterIndex, walk: _Walk, placed: dict[str, Assignment]
