@@ -3,7 +3,8 @@
     horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
                    [--truth-models DIR]
-                   [--decide-with predictions|truth] [--online-learning] --output DIR
+                   [--decide-with predictions|truth] [--online-learning]
+                   [--migration [--restart-cost-seconds S] [--grace-period-seconds S]] --output DIR
 
 writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
 DIR/jobs_<policy>.csv and PNG plots, and prints the comparison table.
@@ -17,6 +18,7 @@ from pathlib import Path
 import click
 
 from horus_operator.placement.cycle import SchedulingCycle
+from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
@@ -25,6 +27,7 @@ from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.learning import OnlineLearning
 from horus_operator.sim.metrics import details, summarise
+from horus_operator.sim.migration import DEFAULT_GRACE_S, Migration
 from horus_operator.sim.oracle import OraclePredictor
 from horus_operator.sim.report import table, write_outputs
 from horus_operator.sim.traces import load_trace
@@ -105,6 +108,26 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     help="policies decide with the online correction, fed each finished interval's true slowdown as the "
     "operator's telemetry would (docs/operator.md, 'Online correction')",
 )
+@click.option(
+    "--migration",
+    is_flag=True,
+    help="move running jobs as the operator would (placement/moves.py): off a GPU where their true "
+    "slowdown stays above maxSlowdown, and apart onto a freed GPU when it pays; every job allows it",
+)
+@click.option(
+    "--restart-cost-seconds",
+    type=float,
+    default=MoveSettings().restart_cost_s,
+    show_default=True,
+    help="--migration: progress a move loses beyond the grace period",
+)
+@click.option(
+    "--grace-period-seconds",
+    type=float,
+    default=DEFAULT_GRACE_S,
+    show_default=True,
+    help="--migration: every job's spec.migration.gracePeriodSeconds",
+)
 @click.option("--output", required=True, type=click.Path(file_okay=False, path_type=Path))
 def simulate(
     workload: str,
@@ -118,6 +141,9 @@ def simulate(
     truth_models: str | None,
     decide_with: str,
     online_learning: bool,
+    migration: bool,
+    restart_cost_seconds: float,
+    grace_period_seconds: float,
     output: Path,
 ) -> None:
     """Simulate WORKLOAD under each policy: decisions from predictions, progress from measured truth."""
@@ -142,7 +168,14 @@ def simulate(
         decides = learning.predictor if learning else deciding  # each policy learns on its own
         policy = make_policy(name, predictor=decides, rng=random.Random(seed))
         cycle = SchedulingCycle(policy, decides)
-        result = Simulation(scenario, cycle, truth, progress=progress, learning=learning).run()
+        moving = (
+            Migration(MoveSettings(restart_cost_s=restart_cost_seconds), grace_period_seconds)
+            if migration
+            else None
+        )
+        result = Simulation(
+            scenario, cycle, truth, progress=progress, learning=learning, migration=moving
+        ).run()
         results.append(result)
         summaries[name] = summarise(result, scenario)
         extra[name] = details(result) | ({"online_learning": learning.summary()} if learning else {})
@@ -154,6 +187,7 @@ def simulate(
         "truth": str(truth_path),
         "decide_with": decide_with,
         "online_learning": online_learning,
+        "migration": migration,
         "models": models or "shipped",
         "truth_models": truth_models or models or "shipped",
         "assumptions": list(scenario.notes),

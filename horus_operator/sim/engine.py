@@ -18,6 +18,10 @@ with their known remaining work (`JobRequest.remaining_s`: the trace's duration 
 With online learning (`sim/learning.py`) a job's state (its co-tenants) having held a minute is an
 event too: the learner is told its true slowdown, and the cycle runs on the lesson at once.
 
+With migration (`sim/migration.py`) each decision round ends with the cycle's move planner, and the
+moves it proposes are made (the job restarts on its target after the grace period and restart cost);
+a job over its limit becoming movable is an event too.
+
 The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
 run is a pure function of (scenario, policy, truth).
 """
@@ -26,104 +30,26 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from tqdm import tqdm
 
 from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
 from horus_operator.placement.index import ClusterIndex, GpuSlot
+from horus_operator.placement.moves import TOLERANCE, Mobility, Move
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
 from horus_operator.sim.learning import MIN_OBSERVED_S, OnlineLearning, Settled, cotenants_of
+from horus_operator.sim.migration import Migration
+from horus_operator.sim.results import JobRecord, RunResult, Sample
+from horus_operator.sim.state import ActiveJob, Totals
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
 
 class SimulationStuck(RuntimeError):
     """Jobs wait with nothing running and nothing arriving: no policy decision can ever start them."""
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    key: str
-    model: str
-    batch_size: int
-    gpus: int
-    max_slowdown: float  # as submitted
-    arrival_s: float
-    start_s: float
-    finish_s: float
-    isolated_s: float
-    total_steps: float
-    steps_done: float
-    worst_true_slowdown: float
-    colocated_s: float
-    oom_restarts: int
-    node: str
-    gpu_indices: tuple[int, ...]
-    priority: int = 0  # as submitted (the last CSV column: columns are only ever appended)
-
-    @property
-    def wait_s(self) -> float:
-        return self.start_s - self.arrival_s
-
-    @property
-    def jct_s(self) -> float:
-        return self.finish_s - self.arrival_s
-
-
-@dataclass(frozen=True)
-class Sample:
-    """Cluster state from `time_s` until the next sample."""
-
-    time_s: float
-    busy_gpus: int
-    normalised_throughput: float  # sum over running jobs of GPUs x (shared / alone throughput)
-    queued: int
-
-
-@dataclass(frozen=True)
-class RunResult:
-    policy: str
-    records: tuple[JobRecord, ...]
-    samples: tuple[Sample, ...]
-    busy_gpu_s: float
-    throughput_gpu_s: float  # integral of normalised throughput over time
-    colocated_s: float
-    measured_colocated_s: float  # co-located job-time whose slowdown came from measured pairs
-    rejected: dict[str, str] = field(default_factory=dict)  # jobs no node can run -> why (never started)
-
-
-@dataclass(eq=False)
-class _Active:
-    job: SimJob
-    request: JobRequest  # as placed (an OOM restart asks for a whole GPU)
-    node: str
-    gpu_indices: tuple[int, ...]
-    start_s: float
-    since_s: float
-    remaining_steps: float
-    steps_done: float = 0.0
-    slowdown: float = 1.0
-    colocated: bool = False
-    measured: bool = True
-    version: int = 0
-    worst_slowdown: float = 1.0
-    colocated_s: float = 0.0
-    measured_colocated_s: float = 0.0
-    cotenants: tuple[tuple[str, Workload], ...] = ()  # since `since_s`
-
-
-@dataclass
-class _Totals:
-    busy_gpus: int = 0
-    throughput: float = 0.0
-    busy_gpu_s: float = 0.0
-    throughput_gpu_s: float = 0.0
-    colocated_s: float = 0.0
-    measured_colocated_s: float = 0.0
-    samples: list[Sample] = field(default_factory=list)
 
 
 class Simulation:
@@ -135,21 +61,24 @@ class Simulation:
         *,
         progress: bool = False,
         learning: OnlineLearning | None = None,
+        migration: Migration | None = None,
     ) -> None:
-        """`learning`: told each job state that has held long enough to be observed (`--online-learning`)."""
+        """`learning`: told each job state that has held long enough to be observed (`--online-learning`);
+        `migration`: moves running jobs (`--migration`)."""
         self.scenario = scenario
         self.cycle = cycle
         self.truth = truth
         self.progress = progress
         self.learning = learning
+        self.migration = migration
         self.index = ClusterIndex(scenario.nodes)
         self.queue = WaitQueue()
         self.rejected: dict[str, str] = {}
         self.jobs = {job.request.key: job for job in scenario.jobs}
-        self.active: dict[str, _Active] = {}
+        self.active: dict[str, ActiveJob] = {}
         self.oom_restarts: dict[str, int] = {}
         self.records: list[JobRecord] = []
-        self.totals = _Totals()
+        self.totals = Totals()
         self.horizon = Horizon(scenario.gpu_count)
         self._completions: list[tuple[float, int, str, int]] = []
         self._lessons: list[tuple[float, int, str, int]] = []  # (due, seq, job, state version) to observe
@@ -166,9 +95,12 @@ class Simulation:
                 upcoming = arrivals[next_arrival].arrival_s if next_arrival < len(arrivals) else float("inf")
                 completion = self._completions[0][0] if self._completions else float("inf")
                 lesson = self._lessons[0][0] if self._lessons else float("inf")
-                self._advance_to(min(upcoming, completion, lesson))
+                movable = self.migration.next_check_s() if self.migration else float("inf")
+                self._advance_to(min(upcoming, completion, lesson, movable))
                 bar.update(self._complete_due())
                 self._observe_due()
+                if self.migration:
+                    self.migration.checked(self.now)
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
                     self._arrive(arrivals[next_arrival])
                     next_arrival += 1
@@ -186,6 +118,7 @@ class Simulation:
             colocated_s=totals.colocated_s,
             measured_colocated_s=totals.measured_colocated_s,
             rejected=self.rejected,
+            migration=self.migration.summary() if self.migration else {},
         )
 
     # -- time --------------------------------------------------------------------------------------
@@ -206,9 +139,24 @@ class Simulation:
         self.horizon.arrived(job.isolated_duration_s * job.request.gpus)
 
     def decide(self, all_arrived: bool = False) -> None:
-        """One decision round at `self.now`: the scheduling cycle on the waiting jobs, then their starts."""
-        if not self.queue:
+        """One decision round at `self.now`: the scheduling cycle on the waiting jobs, then their starts.
+        With migration, moves first (a GPU just freed goes to a running job over its limit before a
+        waiting one), and again once the last waiting job has started (GPUs left empty may re-pack)."""
+        self._migrate()
+        if self.queue:
+            self._place(all_arrived)
+            if not self.queue:
+                self._migrate()
+
+    def _migrate(self) -> None:
+        if self.migration is None or not self.active:
             return
+        view = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
+        mobility = {key: self._mobility(active) for key, active in self.active.items()}
+        for move in self.cycle.moves(view, mobility, self.migration.settings, waiting=bool(self.queue)):
+            self._move(move)
+
+    def _place(self, all_arrived: bool) -> None:
         horizon = (
             self.horizon.at(self.now, self.queue.longest_remaining_s(), self._version_of)
             if all_arrived
@@ -250,7 +198,7 @@ class Simulation:
             self.totals.busy_gpus += not slot.tenants
         self.index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
         job = self.jobs[request.key]
-        self.active[request.key] = _Active(
+        self.active[request.key] = ActiveJob(
             job=job,
             request=request,
             node=assignment.node,
@@ -262,6 +210,42 @@ class Simulation:
         self.totals.throughput += len(assignment.gpu_indices)
         self._rerate_tenants(slots)
         return True
+
+    def _mobility(self, active: ActiveJob) -> Mobility:
+        assert self.migration is not None
+        return self.migration.mobility(
+            active.job.request.key,
+            limit=active.job.request.max_slowdown,
+            slowdown=active.slowdown,
+            since=active.state_since,
+            remaining_s=active.remaining_alone_s(self.now),
+        )
+
+    def _move(self, move: Move) -> None:
+        """Stop the job (its progress kept) and start it on the move's target, where it makes no progress
+        for the move's cost; the co-tenants of both GPUs are re-rated."""
+        assert self.migration is not None
+        active = self.active[move.job]
+        target = move.target
+        new_slots = [self.index.slots[(target.node, i)] for i in target.gpu_indices]
+        together = [
+            [t.request.workload for t in slot.tenants] + [active.request.workload] for slot in new_slots
+        ]
+        if any(self.truth.slowdowns(self.scenario.gpu, ws).slowdowns is None for ws in together):
+            self.migration.refused_by_truth += 1
+            return
+        self._settle(active)
+        old_slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
+        self.index.remove(move.job)
+        for slot in old_slots:
+            self.totals.busy_gpus -= not slot.tenants
+        for slot in new_slots:
+            self.totals.busy_gpus += not slot.tenants
+        self.index.add(RunningJob(active.request, target.node, target.gpu_indices))
+        active.node, active.gpu_indices = target.node, target.gpu_indices
+        active.paused_until = self.now + move.cost_s
+        self.migration.moved(move, self.now)
+        self._rerate_tenants(old_slots + new_slots)
 
     def _restart_whole(self, request: JobRequest) -> None:
         self.oom_restarts[request.key] = self.oom_restarts.get(request.key, 0) + 1
@@ -307,7 +291,7 @@ class Simulation:
                 )
             )
 
-    def _finish(self, active: _Active) -> None:
+    def _finish(self, active: ActiveJob) -> None:
         self._settle(active)
         key = active.job.request.key
         if self.learning is not None:
@@ -339,15 +323,20 @@ class Simulation:
                 node=active.node,
                 gpu_indices=active.gpu_indices,
                 priority=submitted.priority,
+                moves=self.migration.moves_of(key) if self.migration else 0,
+                over_limit_s=active.over_limit_s,
             )
         )
 
-    def _settle(self, active: _Active) -> None:
+    def _settle(self, active: ActiveJob) -> None:
         """Books progress and co-location time since the job's rate last changed."""
         elapsed = self.now - active.since_s
-        done = min(active.remaining_steps, elapsed * active.job.steps_per_s_alone / active.slowdown)
+        working = max(0.0, self.now - max(active.since_s, active.paused_until))
+        done = min(active.remaining_steps, working * active.job.steps_per_s_alone / active.slowdown)
         active.remaining_steps -= done
         active.steps_done += done
+        if active.slowdown > active.job.request.max_slowdown + TOLERANCE:
+            active.over_limit_s += elapsed
         if active.colocated:
             active.colocated_s += elapsed
             self.totals.colocated_s += elapsed
@@ -361,7 +350,7 @@ class Simulation:
         for key in keys:
             self._rerate(self.active[key])
 
-    def _rerate(self, active: _Active) -> None:
+    def _rerate(self, active: ActiveJob) -> None:
         self._settle(active)
         slowdown, measured, colocated = 1.0, True, False
         everyone: list[tuple[str, Workload]] = []
@@ -381,10 +370,14 @@ class Simulation:
         active.cotenants = cotenants_of(active.job.request.key, everyone)
         active.worst_slowdown = max(active.worst_slowdown, slowdown)
         active.version += 1
+        active.state_since = self.now
         alone_s = active.remaining_steps / active.job.steps_per_s_alone
         key = active.job.request.key
-        self.horizon.running(key, active.version, self.now + alone_s)
-        finish_s = self.now + alone_s * slowdown
+        resumes = max(self.now, active.paused_until)
+        self.horizon.running(key, active.version, resumes + alone_s)
+        finish_s = resumes + alone_s * slowdown
+        if self.migration is not None:
+            self.migration.rated(key, slowdown, active.job.request.max_slowdown, self.now)
         heapq.heappush(self._completions, (finish_s, next(self._sequence), key, active.version))
         if self.learning is not None:
             due = self.now + MIN_OBSERVED_S

@@ -13,9 +13,12 @@
 - `truth_coverage`: share of co-located job-time whose slowdowns came from measured pairs rather than
   the predictor (1.0 when nothing was co-located).
 
-`details.json` adds, per policy, `quarters`: the jobs that ran, in arrival order, cut into four equal
-shares (the learning curve of `--online-learning`): per quarter its jobs, QoS violations and their rate,
-mean JCT, and span (its first arrival to its last completion).
+`details.json` adds, per policy, `over_limit_job_hours` (job-time spent with a true slowdown above
+maxSlowdown: what moving a job off a bad pairing shortens, though the job still counts as a QoS
+violation), `migration` with `--migration` (moves made, by trigger), and `quarters`: the jobs that
+ran, in arrival order, cut into four equal shares (the learning curve of `--online-learning`): per
+quarter its jobs, QoS violations and their rate, mean JCT, and span (its first arrival to its last
+completion).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from horus_operator.sim.engine import JobRecord, RunResult
+from horus_operator.sim.results import JobRecord, RunResult
 from horus_operator.sim.workloads import Scenario
 
 SUMMARY_KEYS = (
@@ -108,5 +111,7 @@ def details(result: RunResult) -> dict[str, Any]:
             np.mean([(r.finish_s - r.start_s) / r.isolated_s for r in result.records if r.isolated_s > 0])
         ),
         "rejected": dict(result.rejected),
+        "over_limit_job_hours": sum(record.over_limit_s for record in result.records) / 3600.0,
         "quarters": quarters(result.records),
+        **({"migration": result.migration} if result.migration else {}),
     }

@@ -9,7 +9,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from horus_operator.sim.engine import JobRecord, RunResult
+from horus_operator.sim.results import JobRecord, RunResult
 
 HOUR = 3600.0
 PLOT_POINTS = 2000  # time series are thinned to about this many points per policy

@@ -66,6 +66,30 @@ def test_online_learning_reports_what_each_policy_learned_and_the_run_by_quarter
     assert sum(q["jobs"] for q in details["horus"]["quarters"]) == 40
 
 
+def test_migration_with_online_learning_reports_the_moves_in_the_details(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result, output = simulate_synthetic(
+        tmp_path,
+        monkeypatch,
+        "--online-learning",
+        "--migration",
+        "--restart-cost-seconds",
+        "60",
+        "--policy",
+        "horus",
+        jobs=40,
+    )
+
+    assert result.exit_code == 0, result.output
+    details = json.loads((output / "details.json").read_text())
+    assert details["scenario"]["migration"] is True
+    migration = details["horus"]["migration"]
+    assert (migration["restart_cost_s"], migration["grace_period_s"]) == (60.0, 30.0)
+    assert migration["moves"] == sum(migration["by_trigger"].values())
+    assert "over_limit_job_hours" in details["horus"]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
