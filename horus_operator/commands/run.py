@@ -64,6 +64,38 @@ import click
     help="How DRA-bound co-tenants share a GPU's claim: MPS with limits from their predictions (the "
     "driver's MPSSupport feature gate) or the driver's time-slicing.",
 )
+@click.option(
+    "--migration-over-limit-seconds",
+    type=float,
+    default=300.0,
+    show_default=True,
+    envvar="HORUS_MIGRATION_OVER_LIMIT_SECONDS",
+    help="Move a job that allows it once its observed slowdown has stayed above maxSlowdown this long.",
+)
+@click.option(
+    "--migration-restart-cost-seconds",
+    type=float,
+    default=120.0,
+    show_default=True,
+    envvar="HORUS_MIGRATION_RESTART_COST_SECONDS",
+    help="Progress a move costs beyond the grace period; a re-pack must gain more, with the grace.",
+)
+@click.option(
+    "--migration-cooldown-seconds",
+    type=float,
+    default=1800.0,
+    show_default=True,
+    envvar="HORUS_MIGRATION_COOLDOWN_SECONDS",
+    help="At most one move per job per this many seconds.",
+)
+@click.option(
+    "--migration-max-moves",
+    type=int,
+    default=3,
+    show_default=True,
+    envvar="HORUS_MIGRATION_MAX_MOVES",
+    help="Moves per job over its life.",
+)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
@@ -82,6 +114,10 @@ def run(
     telemetry_ttl_seconds: float,
     binding: str,
     sharing: str,
+    migration_over_limit_seconds: float,
+    migration_restart_cost_seconds: float,
+    migration_cooldown_seconds: float,
+    migration_max_moves: int,
     liveness: str,
     log_format: str,
     verbose: bool,
@@ -103,5 +139,9 @@ def run(
         telemetry_ttl_seconds=telemetry_ttl_seconds,
         binding=binding,
         sharing=sharing,
+        migration_restart_cost_seconds=migration_restart_cost_seconds,
+        migration_cooldown_seconds=migration_cooldown_seconds,
+        migration_over_limit_seconds=migration_over_limit_seconds,
+        migration_max_moves=migration_max_moves,
     )
     entry.run(config, liveness_endpoint=liveness or None, json_logs=log_format == "json", verbose=verbose)

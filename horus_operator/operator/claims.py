@@ -46,6 +46,11 @@ def claim_name(node: str, uuid: str) -> str:
     return f"{name[: _MAX_NAME - 13].rstrip('-.')}-{digest}"
 
 
+def claim_names(node: str, uuids: Sequence[str | None]) -> tuple[str, ...]:
+    """The claims of a placement's GPUs, in GPU order (every UUID known: a DRA placement waits until)."""
+    return tuple(claim_name(node, uuid or "") for uuid in uuids)
+
+
 @dataclass(frozen=True)
 class Tenant:
     """A job on a claimed GPU, with what Horus predicted for it there."""

@@ -18,7 +18,7 @@ from typing import Any
 from horus_operator.operator import keys, slices, telemetry
 from horus_operator.operator.pods import PodView
 from horus_operator.operator.slices import SliceGpu
-from horus_operator.placement.types import ClusterSnapshot, Gpu, Node, RunningJob
+from horus_operator.placement.types import Assignment, ClusterSnapshot, Gpu, Node, RunningJob
 from horus_operator.prediction.api import UnknownGpuError
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,15 @@ def not_ready_since(bodies: Iterable[Mapping[str, Any]]) -> dict[str, datetime]:
             stamp = str(ready["lastTransitionTime"]).replace("Z", "+00:00")
             since[body["metadata"]["name"]] = datetime.fromisoformat(stamp)
     return since
+
+
+def gpu_uuids(snapshot: ClusterSnapshot, assignment: Assignment) -> tuple[str | None, ...]:
+    """The UUIDs of an assignment's GPUs where the snapshot knows them; () for a node it does not list."""
+    node = next((n for n in snapshot.nodes if n.name == assignment.node), None)
+    if node is None:
+        return ()
+    by_index = {gpu.index: gpu.uuid for gpu in node.gpus}
+    return tuple(by_index.get(i) for i in assignment.gpu_indices)
 
 
 def hostname(body: Mapping[str, Any]) -> str:

@@ -7,6 +7,8 @@ import socket
 from dataclasses import dataclass
 from datetime import timedelta
 
+from horus_operator.placement.moves import MoveSettings
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -23,6 +25,20 @@ class OperatorConfig:
     binding: str = "env"  # env | dra: for DLJobs that do not set spec.binding (docs/operator.md)
     sharing: str = "mps"  # mps | timeslicing: how DRA-bound co-tenants share a GPU's claim
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
+    # Moving jobs that allow it (placement/moves.py: MoveSettings, whose defaults these are)
+    migration_restart_cost_seconds: float = 120.0
+    migration_cooldown_seconds: float = 1800.0
+    migration_over_limit_seconds: float = 300.0
+    migration_max_moves: int = 3
+
+    @property
+    def moves(self) -> MoveSettings:
+        return MoveSettings(
+            restart_cost_s=self.migration_restart_cost_seconds,
+            cooldown_s=self.migration_cooldown_seconds,
+            max_moves_per_job=self.migration_max_moves,
+            over_limit_for_s=self.migration_over_limit_seconds,
+        )
 
     @property
     def unschedulable_grace(self) -> timedelta:

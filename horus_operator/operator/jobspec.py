@@ -12,6 +12,7 @@ import hashlib
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from horus_operator.placement.types import JobRequest
@@ -59,6 +60,8 @@ class JobSpec:
     template: Mapping[str, Any] = field(default_factory=dict, compare=False)
     binding: str | None = None  # None: the operator's default (`horus run --binding`)
     total_steps: int | None = None  # spec.totalSteps, when the owner knows it
+    migration_allowed: bool = False  # spec.migration.allowed: Horus may move the running job
+    grace_period_s: int = 30  # spec.migration.gracePeriodSeconds: to checkpoint after SIGTERM
 
     @property
     def key(self) -> str:
@@ -72,6 +75,7 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
     spec = body.get("spec", {})
     model = spec.get("model", {})
     simulation = spec.get("simulation", {})
+    migration = spec.get("migration") or {}
     onnx = model.get("onnx")
     return JobSpec(
         namespace=meta["namespace"],
@@ -92,6 +96,9 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
         template=spec.get("template", {}),
         binding=spec.get("binding"),
         total_steps=int(spec["totalSteps"]) if spec.get("totalSteps") is not None else None,
+        # Only an explicit true allows moving (an object stored without the schema may hold "false").
+        migration_allowed=migration.get("allowed") is True,
+        grace_period_s=max(0, int(migration.get("gracePeriodSeconds", 30))),
     )
 
 
@@ -176,6 +183,14 @@ def _custom(features: Mapping[str, float], batch_size: int, key: str) -> Workloa
 def _digest(data: bytes | str) -> str:
     raw = data.encode() if isinstance(data, str) else data
     return hashlib.sha256(raw).hexdigest()[:16]
+
+
+def created_at(body: Mapping[str, Any]) -> float:
+    """When the DLJob was created (epoch seconds; 0 when not yet stored): its place in the queue."""
+    stamp = body["metadata"].get("creationTimestamp")
+    if not stamp:
+        return 0.0
+    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
 
 
 def request(job: JobSpec, workload: Workload, submitted_at: float, binding: str = ENV) -> JobRequest:

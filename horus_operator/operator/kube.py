@@ -142,10 +142,13 @@ class Kube:
             return await self.raw(self._core.create_namespaced_pod, namespace, pod), True
         return await self.raw(self._core.read_namespaced_pod, name, namespace), False
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        """Immediate deletion: the pod's node may be gone and never confirm a graceful one."""
+    async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
+        """Immediate deletion by default: the pod's node may be gone and never confirm a graceful one. A
+        move gives the job its grace period to checkpoint."""
         with contextlib.suppress(apierrors.NotFound):
-            await self.raw(self._core.delete_namespaced_pod, name, namespace, grace_period_seconds=0)
+            await self.raw(
+                self._core.delete_namespaced_pod, name, namespace, grace_period_seconds=grace_period_s
+            )
 
     async def create_claim(self, claim: Mapping[str, Any]) -> dict[str, Any] | None:
         """The claim as stored; None when one of the same name was there (it counts as created: its spec

@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,8 +28,10 @@ from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolve
 from horus_operator.operator.keys import GPU_DRIVER
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
+from horus_operator.operator.moving import Mover
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
+from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy
 from horus_operator.prediction.api import Predictor, Workload
 
@@ -53,6 +55,7 @@ class LoopConfig:
     binding: str = jobspec.ENV  # for DLJobs that do not set spec.binding
     sharing: str = claims.MPS  # how DRA-bound co-tenants share a GPU (claims.sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
+    moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class _Pending:
     job: JobSpec
     workload: Workload
     binding: str
+    moving: bool = False  # between pods of a move: placed on its target if that still fits
 
 
 class SchedulingLoop:
@@ -85,6 +89,7 @@ class SchedulingLoop:
             policy, predictor, max_batch=config.max_batch, max_explanations=config.max_explanations
         )
         self._reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
+        self._mover = Mover(kube, cache, self._cycle, self._reports, config.moves, every=config.resync_every)
         self._claims = (
             ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
         )
@@ -140,6 +145,7 @@ class SchedulingLoop:
         if self._on_resync is not None:
             await self._on_resync()
         self._pending.clear()
+        self._mover.resynced()
         log.info(
             "resynced: %d DLJobs, %d Horus pods, %d nodes, %d ResourceClaims, %d ResourceSlices",
             len(jobs),
@@ -162,6 +168,9 @@ class SchedulingLoop:
         status write (Scheduled), not two (Queued, then Scheduled)."""
         now = self._clock()
         started = time.perf_counter()
+        # Moves first: each is recorded in its job's status, which marks the job for this cycle's
+        # decisions (they delete its pod and hold its target before anything is placed).
+        await self._mover.plan(lambda: self._snapshot(now), now, waiting=bool(self._pending))
         dirty = self._cache.take_dirty()
         self._allocatable = template.largest_allocatable(
             body for body in self._cache.nodes.values() if cluster_view.gpu_node(body) is not None
@@ -224,18 +233,27 @@ class SchedulingLoop:
         if decision.avoid_node:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
+        placeable = isinstance(workload, Workload)
         if decision.place_attempt is not None and isinstance(workload, Workload):
-            self._pending[key] = _Pending(decision.place_attempt, job, workload, self._binding(job))
+            moving = decision.move_to is not None
+            self._pending[key] = _Pending(decision.place_attempt, job, workload, self._binding(job), moving)
         else:
             self._pending.pop(key, None)
+        request = self._request(job, workload, body) if placeable else None
+        self._mover.note(key, decision.status, request)
         return body, decision
 
     async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
-        meta = body["metadata"]
+        """Delete the pods a decision names: a stuck pod at once (its node may never confirm), a moved one
+        with its job's grace period."""
+        meta, grace = body["metadata"], decision.delete_grace_s
         for name in decision.delete_pods:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
-            await self._kube.delete_pod(meta["namespace"], name)
-            self._reports.post_later(body, kind="Warning", reason="Replacing", message=decision.delete_reason)
+            await self._kube.delete_pod(meta["namespace"], name, grace or 0)
+            if grace is None:
+                self._reports.post_later(
+                    body, kind="Warning", reason="Replacing", message=decision.delete_reason
+                )
 
     async def settle(self) -> None:
         """Wait for the status writes and Events in flight (tests, shutdown)."""
@@ -257,13 +275,14 @@ class SchedulingLoop:
         return self._workloads[cache_key]
 
     def _forget(self, key: str) -> None:
+        self._mover.forget(key)
         self._explained_at.pop(key, None)
         self._pending.pop(key, None)
         self._waiting.pop(key, None)
         self._unsatisfiable.pop(key, None)
 
-    async def _place(self, now: datetime) -> set[str]:
-        """Place waiting jobs; returns the keys whose pods (or verdicts) changed."""
+    def _snapshot(self, now: datetime) -> ClusterSnapshot:
+        """The cluster as the API server shows it, with the targets of jobs between pods held."""
         snapshot = cluster_view.build_snapshot(
             self._cache.nodes.values(),
             self._cache.all_pods(),
@@ -273,25 +292,36 @@ class SchedulingLoop:
             slice_gpus=self._cache.slice_gpus(),
             claimed=self._foreign,
         )
+        return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
+
+    def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
+        return jobspec.request(job, workload, jobspec.created_at(body), self._binding(job))
+
+    async def _place(self, now: datetime) -> set[str]:
+        """Place waiting jobs (a moved one on its target where it still fits); returns the keys whose
+        pods (or verdicts) changed."""
+        snapshot = self._snapshot(now)
+        moved = self._mover.retarget(snapshot, [k for k, p in self._pending.items() if p.moving])
+        view = self._mover.reserved(snapshot)
         queue = WaitQueue(
-            jobspec.request(pending.job, pending.workload, _created(self._cache.jobs[key]), pending.binding)
+            self._request(pending.job, pending.workload, self._cache.jobs[key])
             for key, pending in self._pending.items()
+            if key not in moved
         )
-        if not queue:
-            return set()
         # Off the event loop: a cycle over a long queue takes long enough to delay watch events.
         result = await asyncio.to_thread(
-            self._cycle.run, snapshot, queue, explain=lambda request: self._explanation_due(request, now)
+            self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
         )
         for key, problem in result.unsatisfiable.items():
             self._unsatisfiable[key] = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
+        assignments = [*moved.values(), *result.assignments]
         if self._claims is not None:
-            await self._claims.prepare(self._claim_holders(result.assignments, snapshot))
-        await asyncio.gather(*(self._bind(a, snapshot, now) for a in result.assignments))
+            await self._claims.prepare(self._claim_holders(assignments, view))
+        await asyncio.gather(*(self._bind(a, view, now) for a in assignments))
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
-        placed = {a.job for a in result.assignments}
+        placed = {a.job for a in assignments}
         return placed | {r.key for r in queue if r.key in self._cache.dirty}
 
     def _claim_holders(self, assignments: list[Assignment], snapshot: ClusterSnapshot) -> list[claims.Holder]:
@@ -299,7 +329,7 @@ class SchedulingLoop:
         holders = []
         for assignment in assignments:
             pending = self._pending.get(assignment.job)
-            uuids = _uuids(snapshot, assignment)
+            uuids = cluster_view.gpu_uuids(snapshot, assignment)
             if pending is None or pending.binding != jobspec.DRA or not all(uuids):
                 continue
             request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
@@ -314,7 +344,7 @@ class SchedulingLoop:
         body = self._cache.jobs.get(assignment.job)
         if pending is None or body is None:
             return
-        uuids = _uuids(snapshot, assignment)
+        uuids = cluster_view.gpu_uuids(snapshot, assignment)
         if pending.binding == jobspec.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
             where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
@@ -324,12 +354,12 @@ class SchedulingLoop:
             return
         placement = pods.Placement(
             job=pending.job,
-            request=jobspec.request(pending.job, pending.workload, _created(body), pending.binding),
+            request=self._request(pending.job, pending.workload, body),
             assignment=assignment,
             attempt=pending.attempt,
             hostname=cluster_view.hostname(self._cache.nodes[assignment.node]),
             gpu_uuids=uuids,
-            claims=_claim_names(assignment, uuids) if pending.binding == jobspec.DRA else (),
+            claims=claims.claim_names(assignment.node, uuids) if pending.binding == jobspec.DRA else (),
         )
         pod = pods.build_pod(placement)
         try:
@@ -344,7 +374,8 @@ class SchedulingLoop:
         self._waiting.pop(assignment.job, None)
         self._cache.put_pod(stored)
         if created:
-            self._reports.post_later(body, kind="Normal", reason="Placed", message=placed_message(assignment))
+            reason = "Moved" if pending.moving else "Placed"
+            self._reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
 
     def _explanation_due(self, request: JobRequest, now: datetime) -> bool:
         """At most one explanation per job per resync period: an explanation scans every GPU."""
@@ -363,24 +394,5 @@ class SchedulingLoop:
             self._reports.post_later(body, kind="Normal", reason="Waiting", message=message)
 
 
-def _created(body: Mapping[str, Any]) -> float:
-    stamp = body["metadata"].get("creationTimestamp")
-    if not stamp:
-        return 0.0
-    return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-
-
 async def _nothing() -> list[dict[str, Any]]:
     return []
-
-
-def _claim_names(assignment: Assignment, uuids: tuple[str | None, ...]) -> tuple[str, ...]:
-    return tuple(claims.claim_name(assignment.node, uuid or "") for uuid in uuids)  # all known: see _bind
-
-
-def _uuids(snapshot: ClusterSnapshot, assignment: Assignment) -> tuple[str | None, ...]:
-    node = next((n for n in snapshot.nodes if n.name == assignment.node), None)
-    if node is None:
-        return ()
-    by_index = {gpu.index: gpu.uuid for gpu in node.gpus}
-    return tuple(by_index.get(i) for i in assignment.gpu_indices)

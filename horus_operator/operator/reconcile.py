@@ -13,10 +13,10 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from horus_operator.operator import claims
+from horus_operator.operator import claims, migration
 from horus_operator.operator.claims import ClaimId, ClaimView
 from horus_operator.operator.jobspec import InvalidJob, JobSpec
-from horus_operator.operator.pods import PodView
+from horus_operator.operator.pods import TERMINAL_PHASES, PodView
 
 
 class Phase(StrEnum):
@@ -40,6 +40,10 @@ class Decision:
     delete_pods: tuple[str, ...] = ()  # stuck pods to remove before re-placing
     delete_reason: str = ""
     avoid_node: str = ""  # a node that could not take the job's pod (e.g. full of CPU): skip it for a while
+    # A move (operator/migration.py): delete with the job's grace period (None: at once, the node may be
+    # gone), and place the next pod where the move chose, if it still fits.
+    delete_grace_s: int | None = None
+    move_to: migration.InProgress | None = None
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,14 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
         return Decision(status=dict(current))
     if ctx.verdict is not None:
         return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
+    current = migration.settled(current, pods)
+    next_attempt = migration.next_attempt(current, pods)
+    moving = migration.in_progress(current)
+    if moving is not None:
+        decided = _moving(job, current, pods, moving, next_attempt, ctx)
+        if decided is not None:
+            return decided
     live = [p for p in pods if not p.deleting]
-    next_attempt = max((p.attempt for p in pods), default=-1) + 1
     latest = max(live, key=lambda p: p.attempt, default=None)
     if any(p.phase == "Succeeded" for p in live):
         winner = next(p for p in live if p.phase == "Succeeded")
@@ -86,6 +96,41 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
     status = _from_pod(job, current, latest, ctx, phase, next_attempt)
     status["message"] += _not_ready_note(latest, ctx)
     return Decision(status)
+
+
+def _moving(
+    job: JobSpec,
+    current: Mapping[str, Any],
+    pods: Sequence[PodView],
+    moving: migration.InProgress,
+    next_attempt: int,
+    ctx: Context,
+) -> Decision | None:
+    """A move under way and no newer pod yet (docs: operator/migration.py). None: the pod moved from
+    ended by itself (succeeded or failed) before it was deleted, and the job goes on as any job."""
+    old = next((p for p in pods if p.attempt == moving.attempt and not p.deleting), None)
+    if old is not None and old.phase in TERMINAL_PHASES:
+        return None
+    if old is not None:
+        message = f"moving to {moving.target}: stopping pod {old.name} ({job.grace_period_s}s to checkpoint)"
+        return Decision(
+            _queued(job, current, ctx, next_attempt, message),
+            delete_pods=(old.name,),
+            delete_reason=f"moving to {moving.target}: {_last_reason(current)}",
+            delete_grace_s=job.grace_period_s,
+        )
+    stopping = [p.name for p in pods if p.deleting or p.phase not in TERMINAL_PHASES]
+    if stopping:
+        message = f"moving to {moving.target}: waiting for pod {', '.join(stopping)} to stop"
+        return Decision(_queued(job, current, ctx, next_attempt, message))
+    message = f"moving to {moving.target}: starting there"
+    return Decision(
+        _queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt, move_to=moving
+    )
+
+
+def _last_reason(status: Mapping[str, Any]) -> str:
+    return str((status.get("moves") or [{}])[-1].get("reason", ""))
 
 
 def _without_live_pod(
@@ -151,6 +196,8 @@ def _base(
     }
     for name, value in ctx.extra.items():
         status[name] = value
+    if current.get("moves"):
+        status["moves"] = current["moves"]
     return status
 
 

@@ -90,6 +90,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             binding=config.binding,
             sharing=config.sharing,
             dra_served=config.dra_served,
+            moves=config.moves,
         ),
         clock=clock,
         on_resync=learning.restore,

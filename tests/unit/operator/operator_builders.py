@@ -115,6 +115,7 @@ class FakeKube:
         self.events: list[tuple[str, str, str]] = []
         self.creates = 0
         self.claim_creates = 0
+        self.graceful: list[tuple[str, int]] = []  # pods deleted with a grace period, and its seconds
         self._uids = itertools.count()
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
@@ -163,8 +164,18 @@ class FakeKube:
         self.pods[key] = stored
         return copy.deepcopy(stored), True
 
-    async def delete_pod(self, namespace: str, name: str) -> None:
-        self.pods.pop(f"{namespace}/{name}", None)
+    async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
+        """At once, or with a grace period: the pod then stays, being deleted, until `stop_deleting`."""
+        key = f"{namespace}/{name}"
+        if grace_period_s and key in self.pods:
+            self.pods[key]["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
+            self.graceful.append((name, grace_period_s))
+        else:
+            self.pods.pop(key, None)
+
+    def stop_deleting(self) -> None:
+        """The pods deleted with a grace period have stopped and are gone."""
+        self.pods = {k: pod for k, pod in self.pods.items() if "deletionTimestamp" not in pod["metadata"]}
 
     async def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any] | None:
         job = self.jobs.get(f"{namespace}/{name}")

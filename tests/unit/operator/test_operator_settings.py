@@ -43,3 +43,18 @@ def test_all_namespaces_overrides_a_namespace(handed_over: list[OperatorConfig])
     result = CliRunner().invoke(run, ["--namespace", "team-a", "-A"])
     assert result.exit_code == 0, result.output
     assert handed_over[0].namespace is None
+
+
+def test_migration_flags_make_the_move_settings(handed_over: list[OperatorConfig]) -> None:
+    flags = ["--migration-over-limit-seconds", "20", "--migration-restart-cost-seconds", "5"]
+    result = CliRunner().invoke(
+        run, [*flags, "--migration-cooldown-seconds", "60", "--migration-max-moves", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    moves = handed_over[0].moves
+    assert (moves.over_limit_for_s, moves.restart_cost_s, moves.cooldown_s, moves.max_moves_per_job) == (
+        20.0,
+        5.0,
+        60.0,
+        1,
+    )
