@@ -31,11 +31,13 @@ import os
 import re
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from agent_harness import Agents
 
 from horus_operator import devcluster
-from horus_operator.testing.operator_process import REPO, OperatorProcess
+from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
 E2E_POOLS = (
     devcluster.GpuNodePool(count=2, gpus_per_node=4),
@@ -93,3 +95,28 @@ def horus(
     operator.start()
     yield operator
     operator.stop()
+
+
+@pytest.fixture(scope="module")
+def gpunode_crd(cluster: devcluster.LocalCluster) -> Iterator[None]:
+    cluster.kubectl(
+        "apply", "-f", str(REPO / "crds" / "dljob.yaml"), "-f", str(REPO / "crds" / "gpunode.yaml")
+    )
+    established = ("wait", "--for=condition=Established", "crd/gpunodes.horus.dev", "crd/dljobs.horus.dev")
+    # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
+    wait_for(lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="the CRDs")
+    yield
+    # Stale GPUNodes would make later tests' GPUs look silent: leave no telemetry behind, and no
+    # ResourceSlices either (the fake agents publish them; later tests read GPUs from GFD labels).
+    cluster.kubectl("delete", "gpunodes", "--all", check=False)
+    cluster.kubectl("delete", "resourceslices", "--all", check=False)
+
+
+@pytest.fixture
+def agents(cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path) -> Iterator[Agents]:
+    running = Agents(cluster, tmp_path)
+    try:
+        yield running
+    finally:
+        running.stop()
+        cluster.kubectl("delete", "gpunodes", "--all", check=False)

@@ -14,12 +14,13 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dljob_harness import apply, dljobs, free_port, get_json, horus_pods, service_account_kubeconfig
+from agent_harness import NODE, Agents, fake_nodes, gpunode
+from dljob_harness import apply, dljobs, get_json, horus_pods, service_account_kubeconfig
 
 from horus_operator import devcluster
 from horus_operator.agent import kube as agent_kube
@@ -34,75 +35,8 @@ from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_
 
 pytestmark = pytest.mark.e2e
 
-NODE = "gpu-node-0"  # conftest.E2E_POOLS: 4 × V100 16 GiB
 PROGRESS = "horus.dev/progress-steps-per-second"
 TTL_SECONDS = 4
-
-
-class Agents:
-    """One `horus agent --backend fake` process per node, publishing every second."""
-
-    def __init__(self, cluster: devcluster.LocalCluster, log_dir: Path) -> None:
-        self.cluster, self.log_dir = cluster, log_dir
-        self.processes: dict[str, subprocess.Popen[bytes]] = {}
-        self.metrics_ports: dict[str, int] = {}
-
-    def start(self, *nodes: str, backend: str = "fake", kubeconfig: Path | None = None) -> None:
-        for node in nodes:
-            port = free_port()
-            self._spawn(node, ["--node", node, "--metrics-port", str(port)], backend, kubeconfig)
-            self.metrics_ports[node] = port
-
-    def start_all(self, *, unhealthy: Sequence[str] = (), truth: Path | None = None) -> None:
-        """One process running the agents of every GPU node (`--all-nodes`); `unhealthy`: NODE:INDEX;
-        with `truth`, the fake NVML reports that measured-pairs CSV (`--truth`)."""
-        flags = [arg for gpu in unhealthy for arg in ("--fake-unhealthy-gpu", gpu)]
-        flags += ["--truth", str(truth)] if truth else []
-        self._spawn("all", ["--all-nodes", "--metrics-port", "0", *flags], "fake", None)
-
-    def _spawn(self, key: str, args: list[str], backend: str, kubeconfig: Path | None) -> None:
-        argv = [sys.executable, "-c", "from horus_operator.cli import main; main()", "agent", *args]
-        argv += ["--sample-interval", "0.25", "--publish-interval", "1"]
-        config = kubeconfig or self.cluster.kubeconfig
-        env = {**os.environ, "KUBECONFIG": str(config), "HORUS_NVML_BACKEND": backend}
-        with (self.log_dir / f"agent-{key}.log").open("ab") as log:
-            self.processes[key] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-    def stop(self, *nodes: str) -> None:
-        for node in nodes or list(self.processes):
-            process = self.processes.pop(node)
-            process.terminate()
-            process.wait(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def gpunode_crd(cluster: devcluster.LocalCluster) -> Iterator[None]:
-    cluster.kubectl(
-        "apply", "-f", str(REPO / "crds" / "dljob.yaml"), "-f", str(REPO / "crds" / "gpunode.yaml")
-    )
-    established = ("wait", "--for=condition=Established", "crd/gpunodes.horus.dev", "crd/dljobs.horus.dev")
-    # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
-    wait_for(lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="the CRDs")
-    yield
-    # Stale GPUNodes would make later tests' GPUs look silent: leave no telemetry behind, and no
-    # ResourceSlices either (the fake agents publish them; later tests read GPUs from GFD labels).
-    cluster.kubectl("delete", "gpunodes", "--all", check=False)
-    cluster.kubectl("delete", "resourceslices", "--all", check=False)
-
-
-@pytest.fixture
-def agents(cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path) -> Iterator[Agents]:
-    running = Agents(cluster, tmp_path)
-    try:
-        yield running
-    finally:
-        running.stop()
-        cluster.kubectl("delete", "gpunodes", "--all", check=False)
-
-
-def gpunode(cluster: devcluster.LocalCluster, node: str = NODE) -> dict[str, Any]:
-    found = cluster.kubectl("get", "gpunode", node, "-o", "json", check=False)
-    return json.loads(found.stdout) if found.returncode == 0 else {}
 
 
 def gpu_entry(cluster: devcluster.LocalCluster, index: int, node: str = NODE) -> dict[str, Any]:
@@ -311,11 +245,6 @@ def observed_when(
 def running(cluster: devcluster.LocalCluster, namespace: str, job: str) -> dict[str, Any] | None:
     status = dljobs(cluster, namespace).get(job, {}).get("status") or {}
     return status if status.get("phase") == "Running" else None
-
-
-def fake_nodes(cluster: devcluster.LocalCluster) -> list[str]:
-    listed = get_json(cluster, "default", "nodes", "-l", devcluster.nodes.FAKE_NODE_LABEL)
-    return [n["metadata"]["name"] for n in listed["items"]]
 
 
 def test_predicted_and_observed_side_by_side_and_the_dataset_grows_when_jobs_share_a_gpu(
