@@ -5,11 +5,14 @@ co-tenant onto a GPU a departure freed. Each move is recorded before the pod is 
 comes only once the old one is gone, and the job ends Succeeded with one pod left.
 
 The jobs never end by themselves (no simulated duration): the test ends them the way kwok ends any pod,
-by giving the running pod a completion delay, once the move is done."""
+by giving the running pod a completion delay, once the move is done. The first test also kills the
+operator in the middle of a move: the next one finishes it."""
 
 from __future__ import annotations
 
+import json
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +31,9 @@ pytestmark = pytest.mark.e2e
 TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 GRACE_SECONDS = 3
+# A pair that slows A far more than B, where A alone keeps its GPU below binpack's "measured busy" (95 %
+# utilization, predicted 21 %) so B joins it, and both fit in 16 GiB.
+A, B = ("recommendation", 512), ("resnet50", 64)
 
 
 @pytest.fixture
@@ -115,6 +121,16 @@ def finish(cluster: devcluster.LocalCluster, namespace: str, *names: str) -> Non
     )
 
 
+def hold(cluster: devcluster.LocalCluster, namespace: str, pod: str, finalizers: list[str] | None) -> None:
+    patch = json.dumps({"metadata": {"finalizers": finalizers}})
+    cluster.kubectl("patch", "pod", "-n", namespace, pod, "--type=merge", "-p", patch)
+
+
+def stopping(cluster: devcluster.LocalCluster, namespace: str, pod: str) -> bool:
+    found = cluster.kubectl("get", "pod", "-n", namespace, pod, "-o", "json", check=False)
+    return found.returncode == 0 and bool(json.loads(found.stdout)["metadata"].get("deletionTimestamp"))
+
+
 def moved_jobs(cluster: devcluster.LocalCluster, namespace: str) -> dict[str, list[dict[str, Any]]]:
     """status.moves of each job that has been moved (its new pod created)."""
     found = {}
@@ -148,31 +164,42 @@ def earlier_pods_gone(cluster: devcluster.LocalCluster) -> None:
     )
 
 
-def test_a_job_whose_measured_slowdown_breaks_its_limit_is_moved_once_and_ends_succeeded(
+def test_a_job_whose_measured_slowdown_breaks_its_limit_is_moved_once_across_an_operator_crash(
     cluster: devcluster.LocalCluster, namespace: str, agents: Agents, operator: OperatorProcess
 ) -> None:
-    # Gavel's V100: resnet18/256 runs 2.98x slower next to recommendation/8192. job-a accepts 2.5x and
-    # allows moving; job-b accepts anything and does not allow moving.
-    measured = TruthTable.from_csv(TRUTH).slowdowns("v100", [("resnet18", 256), ("recommendation", 8192)])
-    assert measured is not None and measured[0] > 2.5
+    # Gavel's V100: recommendation/512 runs 8.27x slower next to resnet50/64 (the shipped model
+    # predicts 6.13x). job-a accepts 7x and allows moving; job-b accepts anything and does not.
+    measured = TruthTable.from_csv(TRUTH).slowdowns("v100", [A, B])
+    assert measured is not None and measured[0] > 7.0
     nodes = fake_nodes(cluster)
     agents.start_all(truth=TRUTH)
     wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
 
     with PodCensus(cluster, namespace) as census:
-        apply(cluster, namespace, job("job-a", "resnet18", 256, maxSlowdown=2.5))
+        apply(cluster, namespace, job("job-a", *A, maxSlowdown=7.0))
         wait_for(
             lambda: (status(cluster, namespace, "job-a").get("observed") or {}).get("aloneStepsPerSecond"),
             timeout=60,
             what="job-a's rate alone",
         )
-        pinned = DLJobBuilder("job-b").model(architecture="recommendation").batch_size(8192)
+        pinned = DLJobBuilder("job-b").model(architecture=B[0]).batch_size(B[1])
         apply(cluster, namespace, pinned.spec(maxSlowdown=10.0).obj())
         first = wait_for(lambda: placed(cluster, namespace, "job-a"), timeout=60, what="job-a running")
         assert wait_for(lambda: placed(cluster, namespace, "job-b"), timeout=60, what="job-b") == first
+        # kwok removes a deleted pod at once; a finalizer keeps job-a's pod stopping until the test lets
+        # it go, as a kubelet keeps a pod through its grace period while the job checkpoints.
+        hold(cluster, namespace, "job-a-0", ["e2e.horus.dev/checkpointing"])
 
-        # The operator sees job-a's measured slowdown once the pair has held a minute, then moves it.
-        moved = wait_for(lambda: moved_jobs(cluster, namespace), timeout=150, what="job-a moved")
+        # The operator sees job-a's measured slowdown once the pair has held a minute, then moves it:
+        # the move is recorded and the pod deleted. The operator dies there and a new one takes over.
+        wait_for(lambda: stopping(cluster, namespace, "job-a-0"), timeout=150, what="job-a's pod stopping")
+        assert status(cluster, namespace, "job-a")["moves"][-1]["state"] == "Moving"
+        operator.kill()
+        operator.start()
+        time.sleep(3 * float(FAST_SETTINGS["HORUS_RESYNC_SECONDS"]))  # a few cycles of the new operator
+        assert [p["metadata"]["name"] for p in pods_of(cluster, namespace, "job-a")] == ["job-a-0"]
+        hold(cluster, namespace, "job-a-0", None)  # checkpoint written: the pod goes
+        moved = wait_for(lambda: moved_jobs(cluster, namespace), timeout=60, what="job-a moved")
         second = wait_for(lambda: placed(cluster, namespace, "job-a"), timeout=60, what="job-a running again")
         finish(cluster, namespace, "job-a")
 
@@ -180,7 +207,7 @@ def test_a_job_whose_measured_slowdown_breaks_its_limit_is_moved_once_and_ends_s
     ((move),) = moved["job-a"]
     assert (move["trigger"], move["from"], move["to"]) == ("over-limit", "/".join(first), "/".join(second))
     assert second != first
-    assert "above maxSlowdown 2.50" in move["reason"]
+    assert "above maxSlowdown 7.00" in move["reason"]
     assert [m["state"] for m in status(cluster, namespace, "job-a")["moves"]] == ["Moved"], "moved once"
     assert [p["metadata"]["name"] for p in pods_of(cluster, namespace, "job-a")] == ["job-a-1"]
     assert census.most == {"job-a": 1, "job-b": 1}, "never two pods of one job"
@@ -212,9 +239,9 @@ def test_a_paired_job_is_separated_onto_the_gpu_a_departure_frees(
         alone = DLJobBuilder("job-c").model(architecture="resnet50").spec(maxSlowdown=1.0)
         apply(cluster, namespace, alone.obj())
         whole = wait_for(lambda: placed(cluster, namespace, "job-c"), timeout=60, what="job-c running")
-        apply(cluster, namespace, job("job-a", "resnet18", 256, **steps))
+        apply(cluster, namespace, job("job-a", *A, **steps))
         pair = wait_for(lambda: placed(cluster, namespace, "job-a"), timeout=60, what="job-a running")
-        apply(cluster, namespace, job("job-b", "recommendation", 8192, **steps))
+        apply(cluster, namespace, job("job-b", *B, **steps))
         assert wait_for(lambda: placed(cluster, namespace, "job-b"), timeout=60, what="job-b") == pair
         wait_for(
             lambda: all(
