@@ -103,8 +103,9 @@ class Mover:
             return
         if stored is None:
             return
+        source = migration.where(pod.node, pod.gpu_indices)
         target = migration.where(move.target.node, move.target.gpu_indices)
-        log.info("moving %s from %s/%s to %s: %s", move.job, pod.node, pod.gpu_indices, target, move.reason)
+        log.info("moving %s from %s to %s: %s", move.job, source, target, move.reason)
         self._reports.post_later(
             stored, kind="Normal", reason="Moving", message=f"moving to {target}: {move.reason}"
         )
