@@ -100,16 +100,15 @@ def plan_moves(
     index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
     view = dataclasses.replace(snapshot, index=index)
     planner = _Planner(view, index, predictions, mobility, settings)
-    with PlacementCall(view, predictions, limits or Limits()) as call:
-        try:
+    try:
+        with PlacementCall(view, predictions, limits or Limits()) as call:
             planner.over_limit(call)
             if not waiting:
                 planner.repack(call)
-        finally:
-            moved = list(planner.moves)
-    for move in reversed(moved):  # the call took the moved jobs off their targets; put them back home
-        index.add(move.source)
-    return moved
+    finally:  # the call took the moved jobs off their targets: put them back where they run
+        for move in reversed(planner.moves):
+            index.add(move.source)
+    return planner.moves
 
 
 def retarget(
