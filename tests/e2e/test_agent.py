@@ -377,6 +377,12 @@ def test_a_measured_slowdown_above_the_prediction_corrects_the_next_placement_ac
     measured = TruthTable.from_csv(truth).slowdowns("v100", [("recommendation", 512), ("resnet50", 64)])[0]  # type: ignore[index]
     assert measured > prior * 1.3
 
+    # Earlier tests' namespaces may still be going away, their pods holding GPUs binpack would pack
+    # job-a next to: it must run alone first.
+    horus_pods = ("pods", "-A", "-l", "horus.dev/dljob", "--field-selector", "status.phase=Running")
+    wait_for(
+        lambda: not get_json(cluster, "default", *horus_pods)["items"], timeout=90, what="earlier pods gone"
+    )
     apply(cluster, namespace, dljob("job-a", "recommendation", 512))
     wait_for(
         lambda: observed(cluster, namespace, "job-a").get("aloneStepsPerSecond"), timeout=60, what="a alone"
