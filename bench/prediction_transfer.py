@@ -29,6 +29,7 @@ import pandas as pd
 
 from horus_operator.prediction import artifacts, catalog, memory, slowdown, validation
 from horus_operator.prediction.training import common, memory_fit, roofline_fit, slowdown_fit
+from horus_operator.prediction.training.families import FAMILIES
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
@@ -120,7 +121,7 @@ def main() -> None:
     matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
     priors = slowdown_fit.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
     family = {
-        side: samples[f"{side}_model"].map(lambda name: families.FAMILIES.get(name, name)).to_numpy()
+        side: samples[f"{side}_model"].map(lambda name: FAMILIES.get(name, name)).to_numpy()
         for side in ("own", "other")
     }
     gpus = sorted(set(samples["gpu"]))
