@@ -26,6 +26,17 @@ def test_fit_prior_recovers_a_linear_law() -> None:
     assert fitted.to_dict() == pytest.approx(law.to_dict())
 
 
+def test_a_few_wild_measurements_do_not_move_the_prior() -> None:
+    # Like Gavel's V100 pairs: most follow the law, a few slow down 8x for no visible reason.
+    rng = np.random.default_rng(1)
+    inputs = rng.normal(size=(60, 2))
+    law = SlowdownPrior(intercept=0.5, step_ratio=0.07, gpu_speed=-0.2)
+    slowdowns = np.exp(law.log_slowdown(inputs))
+    slowdowns[:4] *= 8.0
+    fitted = slowdown_fit.fit_prior(inputs, slowdowns)
+    assert fitted.to_dict() == pytest.approx(law.to_dict(), abs=1e-6)
+
+
 def test_on_gavels_measurements_slower_gpus_and_longer_step_co_runners_slow_a_job_more() -> None:
     samples = common.slowdown_samples(PAIRS)
     feasible = samples["feasible"].to_numpy()
