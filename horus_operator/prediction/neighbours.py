@@ -12,7 +12,8 @@ columns here (NEIGHBOUR_COLUMNS) summarise them for the slowdown model, beside t
 - `nb_victim` / `nb_aggressor`: the job's mean log-slowdown over its partners on this GPU, and the mean
   log-slowdown the co-runner inflicts on its partners; `nb_victim_batches` / `nb_aggressor_batches` the
   same scores interpolated from the other batch sizes of the architecture (what an unmeasured batch size
-  gets); `nb_additive`: victim + aggressor − the GPU's mean, a two-factor collaborative-filtering guess.
+  gets); `nb_additive`: victim + aggressor − the GPU's mean, a two-factor collaborative-filtering guess
+  (`one_sided_estimate` is its value when only one of the two jobs was measured).
 
 Every value comes from (GPU type, model name, batch size) and the measurements: no profiling of the job.
 A row's own measurement (its GPU type and unordered pair) is always left out, so training rows see what
@@ -165,6 +166,22 @@ def _interpolate(values_by_batch: dict[int, float], batch: int) -> float:
 
 def _additive(victim: float, aggressor: float, gpu_mean: float) -> float:
     return victim + aggressor - gpu_mean
+
+
+def one_sided_estimate(columns: np.ndarray) -> np.ndarray:
+    """A log-slowdown from the one job of the pair the measurements know (rows of NEIGHBOUR_COLUMNS),
+    NaN where they know neither or both (then `nb_additive` exists). It is `nb_additive` with the
+    unknown job's factor set to the GPU's average: the known job's victim score (own job measured, the
+    co-runner new) or the co-runner's aggressor score (own job new: a new architecture beside a measured
+    one). Scores at other batch sizes stand in for an unmeasured batch size, as in `nb_additive`."""
+
+    def score(measured: str, batches: str) -> np.ndarray:
+        value = columns[:, NEIGHBOUR_COLUMNS.index(measured)]
+        return np.where(np.isnan(value), columns[:, NEIGHBOUR_COLUMNS.index(batches)], value)
+
+    victim = score("nb_victim", "nb_victim_batches")
+    aggressor = score("nb_aggressor", "nb_aggressor_batches")
+    return np.where(np.isnan(victim), aggressor, np.where(np.isnan(aggressor), victim, np.nan))
 
 
 def direct_estimate(columns: np.ndarray) -> np.ndarray:

@@ -6,8 +6,9 @@ about the pair's relatives (neighbours.NEIGHBOUR_COLUMNS: the same pair on other
 batch sizes, each job's mean slowdown over its partners). It is trained on both orderings of every
 measured pair, so (a with b) and (b with a) are two samples. Its output is blended with a direct
 estimate from the neighbours (`blended`) where the pair has measured relatives, and otherwise with a
-physical prior (`SlowdownPrior`): on a GPU or with an architecture the measurements never saw, the
-trees alone rank pairs poorly (docs/prediction.md, "Transfer").
+physical prior (`SlowdownPrior`) and, where one job of the pair was measured, that job's measured
+score: on a GPU or with an architecture the measurements never saw, the trees alone rank pairs poorly
+(docs/prediction.md, "Transfer").
 
 Sets of more than two jobs (not in the training data) extrapolate by adding the pairwise excesses:
 s_i = 1 + Σ_j (s_ij − 1). Under pure time slicing of k identical jobs each pair gives s = 2 and the sum
@@ -90,11 +91,17 @@ def from_raw(raw: np.ndarray) -> np.ndarray:
 def blended(raw: np.ndarray, matrix: np.ndarray, prior: np.ndarray) -> np.ndarray:
     """The regressor's raw output for rows of COLUMNS (or of design.PAIR_COLUMNS alone, which have no
     neighbour estimate), blended with the neighbours' direct estimate where there is one (weight
-    DIRECT_WEIGHT), else with `prior`, the physical prior's log slowdowns (weight PRIOR_WEIGHT)."""
+    DIRECT_WEIGHT), else with `prior`, the physical prior's log slowdowns (weight PRIOR_WEIGHT). Where
+    the measurements know one job of the pair but not the other (a new architecture beside a measured
+    one), their one-sided estimate enters that blend with the same DIRECT_WEIGHT."""
     without = (1.0 - PRIOR_WEIGHT) * raw + PRIOR_WEIGHT * prior
     if matrix.shape[1] != len(COLUMNS):
         return without
-    direct = neighbours.direct_estimate(matrix[:, len(design.PAIR_COLUMNS) :])
+    columns = matrix[:, len(design.PAIR_COLUMNS) :]
+    one_sided = neighbours.one_sided_estimate(columns)
+    with_one_side = (1.0 - DIRECT_WEIGHT) * without + DIRECT_WEIGHT * np.nan_to_num(one_sided)
+    without = np.where(np.isnan(one_sided), without, with_one_side)
+    direct = neighbours.direct_estimate(columns)
     return np.where(
         np.isnan(direct), without, (1.0 - DIRECT_WEIGHT) * raw + DIRECT_WEIGHT * np.nan_to_num(direct)
     )

@@ -65,6 +65,34 @@ def test_the_direct_estimate_prefers_neighbouring_batch_sizes() -> None:
     assert math.isnan(direct[1])
 
 
+def test_beside_a_new_architecture_the_measured_job_speaks_for_the_pair() -> None:
+    table = NeighbourTable(MEASUREMENTS)
+    rows = table.matrix(
+        [
+            ("k80", ("cyclegan", 1), ("lstm-lm", 20)),  # new victim: lstm-lm's aggressor score
+            ("k80", ("lstm-lm", 20), ("cyclegan", 1)),  # new co-runner: lstm-lm's victim score
+            ("k80", ("resnet50", 16), ("lstm-lm", 20)),  # both measured: nb_additive exists instead
+            ("k80", ("cyclegan", 1), ("a3c", 1)),  # neither measured
+        ]
+    )
+    one_sided = neighbours.one_sided_estimate(rows)
+    assert one_sided[0] == pytest.approx((math.log(1.5) + math.log(3.0)) / 2)
+    assert one_sided[1] == pytest.approx((math.log(2.0) + math.log(4.0)) / 2)
+    assert math.isnan(one_sided[2]) and not math.isnan(_column(list(rows[2]), "nb_additive"))
+    assert math.isnan(one_sided[3])
+
+
+def test_a_one_sided_estimate_enters_the_prior_blend_with_the_direct_weight() -> None:
+    table = NeighbourTable(MEASUREMENTS)
+    neighbour_columns = table.matrix([("k80", ("cyclegan", 1), ("lstm-lm", 20))])
+    matrix = np.hstack([np.zeros((1, len(design.PAIR_COLUMNS))), neighbour_columns])
+    raw, prior = np.array([0.2]), np.array([1.0])
+    without = (1 - slowdown.PRIOR_WEIGHT) * raw + slowdown.PRIOR_WEIGHT * prior
+    one_sided = neighbours.one_sided_estimate(neighbour_columns)
+    expected = (1 - slowdown.DIRECT_WEIGHT) * without + slowdown.DIRECT_WEIGHT * one_sided
+    assert slowdown.blended(raw, matrix, prior) == pytest.approx(expected)
+
+
 def test_a_new_architecture_gets_no_neighbours() -> None:
     row = NeighbourTable(MEASUREMENTS).row("k80", ("cyclegan", 1), ("a3c", 1))
     assert all(math.isnan(value) for value in row)
