@@ -5,8 +5,9 @@
 Every number comes from one run on the shipped data, each model refitted without the held-out group:
 - slowdown (Gavel pairs): leave one GPU type out (train on two, test the third) and leave one
   architecture family out (every pair touching it), for the graph-feature model alone and with the
-  neighbour columns of the training rows, each blended with the physical prior fitted on the training
-  rows where it has no neighbour estimate; MAPE and Spearman's rank correlation (pooled over the
+  neighbour columns of the training rows (the shipped model), each blended as shipped with the
+  physical prior fitted on the training rows, whose step times come from roofline constants calibrated
+  without the held-out group's step times; MAPE and Spearman's rank correlation (pooled over the
   held-out groups, and within each group) against predicting the training rows' median slowdown;
 - utilization: the roofline step time, calibrated without the held-out GPU or family (mean |log
   error| of the step time, against the training median step time);
@@ -41,15 +42,34 @@ def spearman(actual: np.ndarray, predicted: np.ndarray) -> float:
     return float(pd.Series(actual).corr(pd.Series(predicted), method="spearman"))
 
 
+def fold_priors(
+    samples: pd.DataFrame,
+    step_times: roofline_fit.JobSamples,
+    step_time_groups: np.ndarray,
+    groups: Sequence[str],
+) -> dict[str, np.ndarray]:
+    """For each held-out group, every sample's prior inputs from roofline constants calibrated without
+    that group's step times (`step_time_groups`: each measured step time's GPU type or family), so no
+    fold's prior has seen the held-out GPU or architecture."""
+    return {
+        group: slowdown_fit.prior_inputs(
+            samples,
+            catalog.lookup,
+            roofline_fit.calibrate_step_times(step_times, np.flatnonzero(step_time_groups != group)),
+        )
+        for group in groups
+    }
+
+
 def slowdown_transfer(
     samples: pd.DataFrame,
     matrix: np.ndarray,
-    priors: np.ndarray,
+    priors: dict[str, np.ndarray],
     held_out: Callable[[str], np.ndarray],
     groups: Sequence[str],
 ) -> dict[str, Any]:
     """For each model variant: MAPE, Spearman and the median baseline pooled over the held-out groups,
-    and Spearman within each group."""
+    and Spearman within each group. `priors`: each group's prior inputs (`fold_priors`)."""
     measured = (samples["feasible"] & ~samples["placeholder"]).to_numpy()
     feasible = samples["feasible"].to_numpy()
     target = samples["slowdown"].to_numpy()
@@ -60,7 +80,7 @@ def slowdown_transfer(
         test_mask = held_out(group)
         train = np.flatnonzero(~test_mask & feasible)
         test = np.flatnonzero(test_mask & measured)
-        prior = slowdown_fit.fit_prior(priors[train], target[train]).log_slowdown(priors[test])
+        prior = slowdown_fit.fit_prior(priors[group][train], target[train]).log_slowdown(priors[group][test])
         alone = slowdown_fit.fit_slowdown(matrix[train], target[train])
         raw_alone = alone.inplace_predict(matrix[test])
         pooled["features"].append(slowdown.from_raw(slowdown.blended(raw_alone, matrix[test], prior)))
@@ -119,21 +139,26 @@ def main() -> None:
     out = parser.parse_args().out
     samples = common.slowdown_samples(PAIRS_CSV)
     matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
-    priors = slowdown_fit.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
     family = {
         side: samples[f"{side}_model"].map(lambda name: FAMILIES.get(name, name)).to_numpy()
         for side in ("own", "other")
     }
     gpus = sorted(set(samples["gpu"]))
     families = sorted(set(family["own"]))
+    step_times = roofline_fit.step_time_samples(STEP_TIMES_CSV, catalog.lookup, timm=TIMM_CSV)
+    step_time_families = np.array([FAMILIES.get(model, model) for model in step_times.models])
     report = {
         "slowdown_leave_one_gpu_out": slowdown_transfer(
-            samples, matrix, priors, lambda gpu: (samples["gpu"] == gpu).to_numpy(), gpus
+            samples,
+            matrix,
+            fold_priors(samples, step_times, step_times.gpus, gpus),
+            lambda gpu: (samples["gpu"] == gpu).to_numpy(),
+            gpus,
         ),
         "slowdown_leave_one_family_out": slowdown_transfer(
             samples,
             matrix,
-            priors,
+            fold_priors(samples, step_times, step_time_families, families),
             lambda name: (family["own"] == name) | (family["other"] == name),
             families,
         ),

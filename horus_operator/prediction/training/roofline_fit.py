@@ -124,7 +124,7 @@ def held_out_step_times(data: JobSamples, groups: np.ndarray) -> dict[str, Any]:
     everything = np.arange(len(data.measured))
     for group in sorted(set(groups)):
         train, test = everything[groups != group], everything[groups == group]
-        constants = calibrate_roofline(lambda c, train=train: step_time_error(data, c, train))
+        constants = calibrate_step_times(data, train)
         median = np.median(data.measured[train])
         result[group] = {
             "log_error": round(step_time_error(data, constants, test), 4),
@@ -175,6 +175,23 @@ def timm_step_times(path: str | Path, source: FeatureSource) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["gpu", "model", "batch", "precision", "step_ms"])
 
 
+def step_time_samples(data: str | Path, source: FeatureSource, timm: str | Path | None = None) -> JobSamples:
+    """Measured step times in ms: Gavel's `tput_alone` (steps/s, FP32) and, given `timm`, timm's RTX 3090
+    AMP benchmark."""
+    table = datasets.read_csv(data, STEP_TIME_CSV_COLUMNS)
+    table["gpu"] = table["gpu"].map(normalize_gpu)
+    table["precision"] = "fp32"
+    table["step_ms"] = 1000.0 / table["tput_alone"]
+    if timm is not None:
+        table = pd.concat([table, timm_step_times(timm, source)], ignore_index=True)
+    return job_samples(table, source, table["step_ms"].to_numpy())
+
+
+def calibrate_step_times(data: JobSamples, keep: np.ndarray) -> roofline.RooflineConstants:
+    """The roofline constants that best predict the step times of the jobs `keep` (indices)."""
+    return calibrate_roofline(lambda constants: step_time_error(data, constants, keep))
+
+
 def train_step_times(
     data: str | Path,
     out_dir: str | Path,
@@ -185,16 +202,10 @@ def train_step_times(
     """Calibrate the roofline constants on measured single-job step times (Gavel's `tput_alone`, FP32,
     and, given `timm`, timm's RTX 3090 AMP benchmark); writes roofline.json. Reports the error on
     each GPU type and each architecture family held out."""
-    table = datasets.read_csv(data, STEP_TIME_CSV_COLUMNS)
-    table["gpu"] = table["gpu"].map(normalize_gpu)
-    table["precision"] = "fp32"
-    table["step_ms"] = 1000.0 / table["tput_alone"]
-    if timm is not None:
-        table = pd.concat([table, timm_step_times(timm, source)], ignore_index=True)
-    samples = job_samples(table, source, table["step_ms"].to_numpy())
-    log(f"utilization: calibrating the step-time model on {len(table)} measured step times")
+    samples = step_time_samples(data, source, timm)
+    log(f"utilization: calibrating the step-time model on {len(samples.measured)} measured step times")
     everything = np.arange(len(samples.measured))
-    constants = calibrate_roofline(lambda c: step_time_error(samples, c, everything))
+    constants = calibrate_step_times(samples, everything)
     metrics = {
         "log_error": round(step_time_error(samples, constants, everything), 4),
         "leave_one_gpu_out": held_out_step_times(samples, samples.gpus),
@@ -202,7 +213,7 @@ def train_step_times(
             samples, np.array([FAMILIES.get(model, model) for model in samples.models])
         ),
     }
-    entry = metadata_entry(data, list(STEP_TIME_CSV_COLUMNS), metrics, samples=len(table))
+    entry = metadata_entry(data, list(STEP_TIME_CSV_COLUMNS), metrics, samples=len(samples.measured))
     if timm is not None:
         entry["timm_file"], entry["timm_sha256"] = Path(timm).name, datasets.sha256_of(timm)
     artifacts.save_roofline(out_dir, constants, entry)
