@@ -13,7 +13,9 @@ How things are counted (see docs/prediction.md, "Features and catalog"):
   are not counted. A training step costs roughly 3× the forward FLOPs.
 - A recurrent layer over T time steps and D directions is unrolled: it adds 2·T·D linear ops (the
   input and the hidden projections of each step), its gate nonlinearities per step to the
-  activation ops, 1 recurrent op and T·D recurrent steps.
+  activation ops, 1 recurrent op and T·D recurrent steps; `recurrent_step_ops` counts the linear
+  and activation ops so added (the layer runs as one fused library call, so the host dispatches
+  them once per layer, not once per step).
 - A MatMul whose operands are both activations (e.g. Q·Kᵀ and P·V in self-attention) is an attention
   op, not a linear layer; a fused Attention/MultiHeadAttention node counts as one attention op.
 - Activation bytes sum the outputs of compute nodes: a proxy for the memory kept for backward.
@@ -51,6 +53,7 @@ PROFILE_NAMES: tuple[str, ...] = (
     "pool_ops",  # Max/Average/Global pooling
     "recurrent_ops",  # LSTM / GRU / RNN layers
     "recurrent_steps",  # time steps × directions over all recurrent layers
+    "recurrent_step_ops",  # the linear and activation ops that unrolling the recurrent layers added
     "attention_ops",  # activation×activation MatMuls and fused attention nodes
     "embedding_ops",  # Gather from a parameter table
     "elementwise_ops",  # Add, Mul, Div, Sqrt, reductions, …
@@ -64,6 +67,10 @@ BATCH_NAMES: tuple[str, ...] = (
     "input_bytes_per_batch",  # input_bytes_per_sample × batch_size
 )
 FEATURE_NAMES: tuple[str, ...] = PROFILE_NAMES + BATCH_NAMES
+# Profile entries a profile may leave out, and the value they then take: a profile written before the
+# entry existed (a DLJob's spec.model.features) stays valid, its unrolled recurrent ops then counted as
+# host dispatches of their own.
+OPTIONAL_PROFILE: Mapping[str, float] = {"recurrent_step_ops": 0.0}
 # Profile entries measured over the whole inferred batch and divided by its size.
 _PER_SAMPLE_NAMES = tuple(name for name in PROFILE_NAMES if name.endswith("_per_sample"))
 
@@ -140,10 +147,10 @@ def at_batch(profile: Mapping[str, float], batch_size: int) -> dict[str, float]:
     """Features at `batch_size` from a batch-independent profile (per-sample quantities scale)."""
     if batch_size < 1:
         raise ValueError(f"batch size must be at least 1, got {batch_size}")
-    missing = [name for name in PROFILE_NAMES if name not in profile]
+    missing = [name for name in PROFILE_NAMES if name not in profile and name not in OPTIONAL_PROFILE]
     if missing:
         raise ValueError(f"profile lacks {', '.join(missing)}")
-    features = {name: float(profile[name]) for name in PROFILE_NAMES}
+    features = {name: float(profile.get(name, OPTIONAL_PROFILE.get(name, 0.0))) for name in PROFILE_NAMES}
     features["batch_size"] = float(batch_size)
     features["flops_per_batch"] = features["flops_per_sample"] * batch_size
     features["activation_bytes_per_batch"] = features["activation_bytes_per_sample"] * batch_size
@@ -255,6 +262,7 @@ def _count_recurrent(node: onnx.NodeProto, graph: Graph, tally: _Tally) -> None:
     tally.add("activation_ops", _RECURRENT_GATES[node.op_type] * unrolled)
     tally.add("recurrent_ops", 1)
     tally.add("recurrent_steps", unrolled)
+    tally.add("recurrent_step_ops", (2 + _RECURRENT_GATES[node.op_type]) * unrolled)
 
 
 def describe(features: Mapping[str, float]) -> Iterable[tuple[str, float]]:

@@ -8,13 +8,17 @@ from the GPU table:
     traffic_ms = (TRAFFIC_PER_ACTIVATION_BYTE × activation bytes × bytes_scale(precision)
                   + TRAFFIC_PER_PARAM_BYTE × parameter bytes) / (bandwidth × bandwidth_efficiency)
     kernels    = KERNELS_PER_OP × operators in the graph (+ KERNELS_PER_RECURRENT_STEP per time step)
+    dispatches = KERNELS_PER_OP × operators, a recurrent layer counted once (not once per time step)
     gpu_ms     = max(matmul_ms + other_ms, traffic_ms) + kernels × kernel_floor_us
-    host_ms    = kernels × host_us_per_kernel + step_overhead_ms
+    host_ms    = dispatches × host_us_per_kernel + step_overhead_ms
     step_ms    = max(gpu_ms, host_ms)   (the host enqueues ahead of the GPU: the slower side sets the pace)
     busy       = gpu_ms / step_ms       (the share of time a kernel runs: nvidia-smi's utilization)
 
 efficiency(precision) is `matmul_efficiency` on the FP32 path and `tensor_efficiency` on a GPU's
 FP16/BF16 tensor path (amp, bf16): the share of peak achieved differs between the two paths.
+
+A recurrent layer (ONNX LSTM / GRU / RNN) runs as one fused library call per layer (cuDNN): its time
+steps launch kernels on the GPU, but the host dispatches the layer once forward and once backward.
 
 A GPU with a higher peak or bandwidth shortens `gpu_ms`; the host side does not get faster with the GPU,
 so a small model on an H100 is host-bound and shows a low utilization, as measured. The constants in
@@ -112,9 +116,18 @@ def bytes_scale(precision: str) -> float:
 
 
 def kernels_per_step(job_features: Mapping[str, float]) -> float:
+    """Kernels a training step runs on the GPU, each recurrent time step's included."""
     ops = sum(float(job_features.get(name, 0.0)) for name in _COUNTED_OPS)
     steps = float(job_features.get("recurrent_steps", 0.0))
     return KERNELS_PER_OP * ops + KERNELS_PER_RECURRENT_STEP * steps
+
+
+def dispatches_per_step(job_features: Mapping[str, float]) -> float:
+    """Kernel launches the host issues in a training step: a recurrent layer is one fused call, so the
+    ops its unrolled time steps add (`recurrent_step_ops`) cost the host nothing beyond the layer's."""
+    ops = sum(float(job_features.get(name, 0.0)) for name in _COUNTED_OPS)
+    fused = float(job_features.get("recurrent_ops", 0.0)) - float(job_features.get("recurrent_step_ops", 0.0))
+    return KERNELS_PER_OP * (ops + fused)
 
 
 def estimate(
@@ -136,7 +149,9 @@ def estimate(
     traffic_ms = traffic_bytes / (spec.memory_bandwidth_gbs * constants.bandwidth_efficiency * 1e6)
     kernels = kernels_per_step(job_features)
     gpu_ms = max(matmul_ms + other_ms, traffic_ms) + kernels * constants.kernel_floor_us / 1000.0
-    host_ms = kernels * constants.host_us_per_kernel / 1000.0 + constants.step_overhead_ms
+    host_ms = (
+        dispatches_per_step(job_features) * constants.host_us_per_kernel / 1000.0 + constants.step_overhead_ms
+    )
     return StepEstimate(
         matmul_ms=matmul_ms,
         other_ms=other_ms,

@@ -100,6 +100,7 @@ def test_lstm_is_unrolled_per_time_step():
     assert profile["linear_ops"] == 14
     assert profile["activation_ops"] == 35
     assert (profile["recurrent_ops"], profile["recurrent_steps"]) == (1, 7)
+    assert profile["recurrent_step_ops"] == 14 + 35  # all of them come from unrolling the layer
 
 
 def test_transposed_convolution_counts_what_each_input_element_scatters():
@@ -182,6 +183,15 @@ def test_features_scale_with_batch_size():
     assert many["activation_bytes_per_batch"] == 32 * one["activation_bytes_per_sample"]
     assert many["params"] == one["params"]
     assert set(many) == set(features.FEATURE_NAMES)
+
+
+def test_a_profile_written_before_recurrent_step_ops_existed_still_works():
+    profile = features.profile_onnx(conv_model())
+    del profile["recurrent_step_ops"]
+    assert features.at_batch(profile, 8)["recurrent_step_ops"] == 0.0
+    del profile["recurrent_steps"]
+    with pytest.raises(ValueError, match="recurrent_steps"):
+        features.at_batch(profile, 8)
 
 
 def test_from_onnx_reads_bytes_and_paths(tmp_path: Path):

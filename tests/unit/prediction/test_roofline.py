@@ -24,6 +24,24 @@ def test_a_faster_gpu_shortens_the_gpu_side_only() -> None:
     assert 0.0 < fast.busy <= slow.busy <= 1.0
 
 
+def test_a_recurrent_layer_costs_the_host_one_call_however_many_time_steps_it_runs() -> None:
+    # The LSTM word model: 2 layers over 35 steps run as two fused calls; the GPU still runs each step.
+    job = catalog.lookup("lstm-lm", 20)
+    assert job["recurrent_step_ops"] == (2 + 5) * job["recurrent_steps"]
+    unrolled = dict(job, recurrent_step_ops=0.0)  # as if each unrolled op were dispatched on its own
+    assert roofline.kernels_per_step(job) == roofline.kernels_per_step(unrolled)
+    saved = roofline.dispatches_per_step(unrolled) - roofline.dispatches_per_step(job)
+    assert saved == roofline.KERNELS_PER_OP * job["recurrent_step_ops"]
+    fused, per_step = (roofline.estimate(j, gpu_spec("v100"), "fp32", CONSTANTS) for j in (job, unrolled))
+    assert fused.gpu_ms == per_step.gpu_ms
+    assert fused.host_ms < per_step.host_ms
+
+
+def test_without_recurrent_layers_every_kernel_is_dispatched_by_the_host() -> None:
+    job = catalog.lookup("resnet50", 64)
+    assert roofline.dispatches_per_step(job) == roofline.kernels_per_step(job)
+
+
 def test_amp_uses_the_tensor_peak_and_its_own_efficiency() -> None:
     job = catalog.lookup("vit_b_16", 64)
     spec = gpu_spec("a100-40gb")
