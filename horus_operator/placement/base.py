@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from horus_operator.placement.index import ClusterIndex, GpuSlot, wants_whole_gpus
+from horus_operator.placement.index import ClusterIndex, GpuKey, GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 
@@ -136,6 +136,27 @@ class PlacementCall:
                     yield GPU_UNHEALTHY
                 elif gpu.claimed_by:
                     yield GPU_CLAIMED
+
+    def first_with_room(
+        self, request: JobRequest, group: Iterable[GpuSlot], held: Container[GpuKey] = ()
+    ) -> GpuSlot | None:
+        """The first GPU of `group` (the GPUs of one `index.Group`), `held` ones skipped, with room for
+        `request`; None when none has.
+
+        A group's GPUs differ only in live telemetry and in their tenants' share scopes, and telemetry
+        only takes room away (observed use counts when it exceeds the predicted): once a GPU without
+        telemetry whose tenants share the request's scope refuses, every GPU of its group refuses, so
+        the scan stops there instead of asking each of thousands of GPUs."""
+        for slot in group:
+            if slot.key in held:
+                continue
+            if self.room(request, slot) is None:
+                return slot
+            untouched = slot.gpu.observed_utilization is None and slot.gpu.observed_memory_used_mib is None
+            scope = request.share_scope
+            if untouched and all(tenant.request.share_scope == scope for tenant in slot.tenants):
+                return None
+        return None
 
     def has_room(self) -> bool:
         """Some GPU could still take a job: an empty one, or a shared one below the co-location limit."""

@@ -53,13 +53,13 @@ class BinpackPolicy:
     def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:
         best: tuple[float, GpuSlot] | None = None
         for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
-            for slot in group.slots.values():
-                if call.room(request, slot) is not None:
-                    continue
-                free = slot.gpu.memory_mib - call.used_memory_mib(slot)
-                if best is None or free < best[0]:
-                    best = (free, slot)
-                break  # the rest of a group differs only in telemetry; the first that fits stands for it
+            # The rest of a group differs only in telemetry: the first that fits stands for it.
+            slot = call.first_with_room(request, group.slots.values())
+            if slot is None:
+                continue
+            free = slot.gpu.memory_mib - call.used_memory_mib(slot)
+            if best is None or free < best[0]:
+                best = (free, slot)
         return None if best is None else best[1]
 
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:

@@ -123,6 +123,10 @@ class Cooldowns:
 
     def apply(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """`snapshot` with the nodes still cooling at `snapshot.now` marked unschedulable."""
+        # Nothing cooling is the simulator's every cycle and the operator's usual one: answer it without
+        # walking the nodes (that walk was a third of a 100,000-job simulation under `exclusive`).
+        if not self._until:
+            return snapshot
         self._until = {node: until for node, until in self._until.items() if until > snapshot.now}
         if not any(node.name in self._until for node in snapshot.nodes):
             return snapshot

@@ -228,19 +228,11 @@ class HorusPolicy:
                     continue
                 if best is not None and (verdict.score, -position) <= (best[0], best[1]):
                     continue
-                slot = self._first_with_room(call, request, group.slots, held)
+                slot = call.first_with_room(request, group.slots.values(), held)
                 if slot is not None:
                     option = Option(request, (slot,), verdict.score, self._share_reason(verdict))
                     best = (verdict.score, -position, option)
         return None if best is None else best[2]
-
-    def _first_with_room(
-        self, call: PlacementCall, request: JobRequest, slots: dict[GpuKey, GpuSlot], held: set[GpuKey]
-    ) -> GpuSlot | None:
-        for slot in slots.values():
-            if slot.key not in held and call.room(request, slot) is None:
-                return slot
-        return None
 
     def _hold_for(self, call: PlacementCall, head: JobRequest) -> set[GpuKey]:
         """GPUs nobody else may take in this call, so they drain for a starving head of the queue.
