@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -157,6 +157,24 @@ class PlacementCall:
             if untouched and all(tenant.request.share_scope == scope for tenant in slot.tenants):
                 return None
         return None
+
+    def shared_headroom_mib(self) -> dict[str, float]:
+        """GPU type -> the most GPU memory, by prediction, left for a newcomer beside the tenants of any
+        shareable GPU below the co-location limit. Telemetry only lowers it (observed use counts when it
+        exceeds the predicted), so it bounds what `room` can grant on a shared GPU."""
+        headroom: dict[str, float] = {}
+        for group in self.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            product, memory_mib, tenants = group.key
+            predicted = sum(self.predictions.job(workload, product).memory_mib for workload, _ in tenants)
+            free = memory_mib - predicted - self.limits.memory_margin_mib
+            headroom[product] = max(free, headroom.get(product, free))
+        return headroom
+
+    def may_fit_beside(self, request: JobRequest, headroom: Mapping[str, float]) -> bool:
+        """False when `request` is predicted to need more memory than `headroom` (`shared_headroom_mib`)
+        leaves on every shared GPU type: then `room` refuses it on every shared GPU."""
+        job = self.predictions.job
+        return any(job(request.workload, product).memory_mib <= free for product, free in headroom.items())
 
     def has_room(self) -> bool:
         """Some GPU could still take a job: an empty one, or a shared one below the co-location limit."""

@@ -29,7 +29,7 @@ class BinpackPolicy:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes until a placement.
             fits_nowhere: set[tuple[Workload, int, bool]] = set()
-            room = call.has_room()
+            room, headroom = call.has_room(), call.shared_headroom_mib()
             for request in call.queue_prefix(queue):
                 if not room:
                     break
@@ -37,7 +37,10 @@ class BinpackPolicy:
                 alike = (workload, request.gpus, whole)  # Workload equality: model, batch, key, precision
                 if alike in fits_nowhere:
                     continue
-                shared = None if whole else self._most_allocated(call, request)
+                # A long queue in a full cluster asks this of every kind of job on every call: the
+                # headroom answers most of them without visiting the groups.
+                may_share = not whole and call.may_fit_beside(request, headroom)
+                shared = self._most_allocated(call, request) if may_share else None
                 if shared is not None:
                     call.place(request, [shared], "packed by memory onto a shared GPU")
                 else:
@@ -47,7 +50,7 @@ class BinpackPolicy:
                         continue
                     call.place(request, slots, "packed by memory onto an empty GPU")
                 fits_nowhere.clear()
-                room = call.has_room()
+                room, headroom = call.has_room(), call.shared_headroom_mib()
             return call.assignments
 
     def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:

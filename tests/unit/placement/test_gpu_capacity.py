@@ -50,3 +50,22 @@ def test_the_predictor_judges_a_set_full_at_the_capacity_it_is_given() -> None:
     assert model.slowdowns("v100", pair) is None  # no node known: the datasheet's 16 GiB
     assert model.slowdowns("v100", pair, memory_mib=together + 1) is not None
     assert model.slowdowns("v100", pair, memory_mib=together - 1) is None
+
+
+@pytest.mark.parametrize("policy", ["horus", "binpack"])
+def test_a_gpu_measured_busy_is_passed_over_for_its_twin_and_a_full_twin_refuses_for_its_group(
+    policy: str,
+) -> None:
+    # Telemetry only takes room away: the busy GPU 0 is skipped for GPU 1, which has the same tenant.
+    busy = Gpu("n0", 0, "v100", 16384, observed_utilization=0.99)
+    node = Node("n0", (busy, Gpu("n0", 1, "v100", 16384)))
+    tenants = [running(job(f"t{i}", "good", max_slowdown=10.0), "n0", i) for i in range(2)]
+    newcomer = job("new", "fair", max_slowdown=10.0)
+    placed = make_policy(policy, predictor=predictor()).schedule(
+        ClusterSnapshot(nodes=(node,), running=tuple(tenants)), [newcomer]
+    )
+    assert [(a.job, a.gpu_indices) for a in placed] == [("new", (1,))]
+    # Beside 12,000 MiB tenants no GPU has room for 4,000 MiB more: none is chosen.
+    heavy = [running(job(f"h{i}", "huge", max_slowdown=10.0), "n0", i) for i in range(2)]
+    crowded = ClusterSnapshot(nodes=(node,), running=tuple(heavy))
+    assert make_policy(policy, predictor=predictor()).schedule(crowded, [newcomer]) == []
