@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import itertools
+import operator
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
@@ -170,6 +171,7 @@ class SchedulingCycle:
         self._nodes: tuple[Node, ...] | None = None
         self._capacity: Capacity | None = None
         self._verdicts: dict[str, tuple[JobRequest, Unsatisfiable | None]] = {}
+        self._unanswered: _Unanswered | None = None
 
     def run(
         self,
@@ -199,13 +201,20 @@ class SchedulingCycle:
         )
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
+        ask = self._unanswered is None or not self._unanswered.asked_again(view, queue)
         try:
-            self._settle(view, index, walk, placed)
+            if ask:
+                self._settle(view, index, walk, placed)
+            offered, whole_queue = tuple(walk.feasible_by_key.values()), walk.exhausted
             explanations = {} if explain is None else self._explain(view, walk, placed, explain)
         finally:
             if borrowed:
                 for key in reversed(list(placed)):
                     index.remove(key)
+        if not borrowed or placed or walk.rejected:
+            self._unanswered = None
+        elif ask:
+            self._unanswered = _Unanswered(index, index.changes, view.nodes, offered, whole_queue)
         if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
         requests = {key: walk.feasible_by_key[key] for key in placed}
@@ -278,6 +287,27 @@ class SchedulingCycle:
         return known[1]
 
 
+@dataclass(frozen=True)
+class _Unanswered:
+    """A question the policy answered with nothing: the cluster it saw (a borrowed index, by its change
+    count) and the jobs it was offered, in order. Policies decide from the cluster and the jobs alone
+    (`Policy.schedule`), so the same question gets the same answer and is not asked again. In a
+    simulation with a long queue that is every arrival that lands behind the jobs policies read."""
+
+    index: ClusterIndex
+    changes: int
+    nodes: tuple[Node, ...]
+    offered: tuple[JobRequest, ...]
+    whole_queue: bool  # the policy read the queue to its end: any job added is news
+
+    def asked_again(self, view: ClusterSnapshot, queue: WaitQueue) -> bool:
+        if view.index is not self.index or self.index.changes != self.changes or view.nodes is not self.nodes:
+            return False
+        if len(queue) < len(self.offered) or (self.whole_queue and len(queue) != len(self.offered)):
+            return False
+        return all(map(operator.is_, queue, self.offered))
+
+
 class _Walk:
     """One cycle's walk down the queue in order, judging each job's feasibility when the walk first
     reaches it: a cycle costs what the policy reads (`scan_depth` jobs a call), not the queue's length.
@@ -298,6 +328,7 @@ class _Walk:
         self._feasible: list[JobRequest] = []
         self.feasible_by_key: dict[str, JobRequest] = {}
         self.rejected: dict[str, Unsatisfiable] = {}
+        self.exhausted = False  # the walk reached the end of the queue
 
     def waiting(self, placed: Container[str]) -> Iterator[JobRequest]:
         """The feasible jobs not in `placed`, in queue order."""
@@ -322,6 +353,7 @@ class _Walk:
                 self.feasible_by_key[request.key] = request
                 return True
             self.rejected[request.key] = problem
+        self.exhausted = True
         return False
 
 

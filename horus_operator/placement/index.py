@@ -102,6 +102,7 @@ class ClusterIndex:
         # tenant count -> group key -> group
         self._shared: dict[int, dict[GroupKey, Group]] = {}
         self._empty_total = 0
+        self.changes = 0  # add/remove calls so far: equal counts on one index mean the same state
         for node in nodes:
             slots = [GpuSlot(gpu, node.schedulable) for gpu in node.gpus]
             self.node_slots[node.name] = slots
@@ -130,6 +131,7 @@ class ClusterIndex:
 
     # -- changes ---------------------------------------------------------------------------------
     def add(self, job: RunningJob) -> None:
+        self.changes += 1
         self.jobs[job.request.key] = job
         for slot in self._slots_of(job):
             self._detach(slot)
@@ -137,6 +139,7 @@ class ClusterIndex:
             self._attach(slot)
 
     def remove(self, key: str) -> RunningJob:
+        self.changes += 1
         job = self.jobs.pop(key)
         for slot in self._slots_of(job):
             self._detach(slot)

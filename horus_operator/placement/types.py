@@ -122,7 +122,9 @@ class Policy(Protocol):
         """Assignments for some of `queue` given `snapshot`; jobs left out wait for a later call.
 
         Assignments in one answer are consistent with each other (the policy accounts for its own
-        earlier assignments in the same call).
+        earlier assignments in the same call). The answer depends on the cluster and the jobs of
+        `queue` the policy reads, never on `snapshot.now`: the scheduling cycle does not ask again a
+        question answered with nothing while neither changed.
         """
         ...
 

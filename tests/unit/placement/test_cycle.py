@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from placement_builders import job, nodes, predictor, running, snapshot
 
@@ -10,6 +11,7 @@ from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
 from horus_operator.placement.feasibility import Cause
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.registry import make_policy
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 
 
 def _cycle(policy: str = "exclusive", **tunables: object) -> SchedulingCycle:
@@ -68,3 +70,45 @@ def test_a_borrowed_index_comes_back_unchanged_and_waiting_jobs_are_explained() 
     result = _cycle("horus").run(view, queue, explain=lambda request: request.key == "b")
     assert list(index.jobs) == ["old"]
     assert set(result.explanations) == {"b"} and result.explanations["b"].startswith("waiting")
+
+
+class _Counting:
+    """A policy that counts the questions it is asked."""
+
+    def __init__(self, name: str) -> None:
+        self.inner = make_policy(name, predictor=predictor())
+        self.name = self.inner.name
+        self.asked = 0
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        self.asked += 1
+        return self.inner.schedule(snapshot, queue)
+
+    def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        return self.inner.explain_wait(snapshot, request)
+
+
+def test_a_question_answered_with_nothing_is_asked_again_only_when_what_the_policy_saw_changed() -> None:
+    cluster = nodes(1, gpus=1)
+    index = ClusterIndex(cluster, (running(job("old", "good"), "n0", 0),))
+    view = dataclasses.replace(snapshot(cluster), index=index)
+    policy = _Counting("exclusive")
+    cycle = SchedulingCycle(policy, predictor())
+    queue = WaitQueue([job("a", "good", at=1.0)])
+    assert not cycle.run(view, queue).assignments and policy.asked == 1
+    queue.add(job("later", "good", at=2.0))  # behind the job the policy read: nothing it saw changed
+    assert not cycle.run(dataclasses.replace(view, now=5.0), queue).assignments and policy.asked == 1
+    queue.add(dataclasses.replace(job("urgent", "good", at=3.0), priority=1))  # ahead of it: news
+    assert not cycle.run(view, queue).assignments and policy.asked == 2
+    index.remove("old")  # the cluster changed
+    assert [a.job for a in cycle.run(view, queue).assignments] == ["urgent"] and policy.asked == 4
+
+
+def test_without_a_borrowed_index_every_cycle_asks() -> None:
+    policy = _Counting("exclusive")
+    cycle = SchedulingCycle(policy, predictor())
+    full = snapshot(nodes(1, gpus=1), running(job("old", "good"), "n0", 0))
+    queue = WaitQueue([job("a", "good")])
+    cycle.run(full, queue)
+    cycle.run(full, queue)
+    assert policy.asked == 2
