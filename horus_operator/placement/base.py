@@ -184,6 +184,8 @@ class PlacementCall:
 
     def whole_gpus(self, request: JobRequest) -> list[GpuSlot] | None:
         """`request.gpus` empty GPUs on one node that fit it, best fit first; None when no node has them."""
+        if self.index.empty_count() < request.gpus:  # a full cluster: asked of every queued kind of job
+            return None
         for _node, empty in self.index.nodes_with_empty(request.gpus):
             fitting = [slot for slot in empty if self.room(request, slot) is None]
             if len(fitting) >= request.gpus:

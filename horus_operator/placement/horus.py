@@ -109,22 +109,31 @@ class HorusPolicy:
             # skipped until a placement changes the cluster. Keeps backfilling from re-asking.
             hopeless: set[int] = set()
             while call.has_room():
-                window = self._window(call, candidates, first)
+                window, after = self._window(call, candidates, first)
                 if not window:
                     break
                 unique, window_signatures = self._unlike(window, hopeless)
                 option, held = self._choose(call, window, unique, held, first == 0)
                 if option is None:  # backfill: look further down the queue
                     hopeless = window_signatures
-                    first = candidates.index(window[-1], first) + 1
+                    first = after
                     continue
                 call.place(option.request, option.slots, option.reason)
                 hopeless.clear()
             return call.assignments
 
-    def _window(self, call: PlacementCall, candidates: list[JobRequest], first: int) -> list[JobRequest]:
-        waiting = (request for request in candidates[first:] if request.key not in call.placed)
-        return list(itertools.islice(waiting, self.tunables.lookahead))
+    def _window(
+        self, call: PlacementCall, candidates: list[JobRequest], first: int
+    ) -> tuple[list[JobRequest], int]:
+        """The next `lookahead` candidates from `first` not placed yet, and the position after the last
+        (found by counting: `list.index` would compare requests field by field)."""
+        window: list[JobRequest] = []
+        position = first
+        while position < len(candidates) and len(window) < self.tunables.lookahead:
+            if candidates[position].key not in call.placed:
+                window.append(candidates[position])
+            position += 1
+        return window, position
 
     def _unlike(self, window: list[JobRequest], hopeless: set[int]) -> tuple[list[JobRequest], set[int]]:
         """The first job of each signature in `window`, minus signatures known to fit nowhere (the first
