@@ -1,11 +1,14 @@
-"""Simulator speed (targets: horus-2500 x 3 policies <= 30 s; synthetic 100,000 jobs x 8,192 GPUs
-<= 120 s), and how run time grows with jobs and GPUs.
+"""Simulator speed (targets: horus-2500 x 3 policies < 10 s; synthetic 100,000 jobs x 8,192 GPUs
+< 120 s), and how run time grows with jobs.
 
 Runs the library directly (as `horus simulate` does, without writing plots), with the shipped models.
+The growth sizes keep 100,000 / 8,192 jobs per GPU, so the cluster is as loaded at each size and cost
+per job should stay flat if a run grows linearly.
 
-    .venv/bin/python bench/sim_speed.py [--quick] [--models DIR]
+    .venv/bin/python bench/sim_speed.py [--quick] [--models DIR] [--plot PNG]
 
-`--quick` stops after horus-2500 and the smaller synthetic sizes.
+`--quick` stops after horus-2500 and the smallest synthetic size; `--plot` draws CPU seconds against
+jobs per policy.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def load_predictor(models: str | None):  # type: ignore[no-untyped-def]
 
 
 POLICIES = ("horus", "exclusive", "binpack")
-GROWTH = ((10_000, 1_024), (25_000, 2_048), (50_000, 4_096), (100_000, 8_192))
+GROWTH = ((10_000, 820), (30_000, 2_458), (100_000, 8_192))  # 12.2 jobs per GPU at each size
 
 
 def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str, tuple[float, float]]:
@@ -56,21 +59,48 @@ def cells(seconds: dict[str, tuple[float, float]]) -> str:
     return "".join(f"{part:>21}" for part in parts) + f"{total_wall:9.1f} /{total_cpu:6.1f}"
 
 
+def plot(path: Path, growth: list[tuple[int, dict[str, tuple[float, float]]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jobs = [size for size, _ in growth]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for name in POLICIES:
+        axes.plot(jobs, [seconds[name][1] for _, seconds in growth], marker="o", label=name)
+    total = [sum(cpu for _, cpu in seconds.values()) for _, seconds in growth]
+    axes.plot(jobs, total, marker="o", color="black", label="all three")
+    axes.set_xlabel("jobs (GPUs grow with them: 12.2 jobs per GPU)")
+    axes.set_ylabel("CPU seconds per run")
+    axes.set_title("horus simulate: cost against jobs")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--models", default=None)
+    parser.add_argument("--plot", type=Path, help="write a PNG of CPU seconds against jobs here")
     args = parser.parse_args()
     table = TruthTable.from_csv(TRUTH)
     truth = Truth(table, fallback=load_predictor(args.models))
 
     header = "".join(f"{name + ' wall/CPU s':>21}" for name in POLICIES)
-    print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s")
+    print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s  CPU ms/job")
     seconds = timed_runs(horus_2500(table, random.Random(1)), truth, args.models)
     print(f"{'horus-2500':>15}" + cells(seconds))
-    for jobs, gpus in GROWTH[:2] if args.quick else GROWTH:
+    growth = []
+    for jobs, gpus in GROWTH[:1] if args.quick else GROWTH:
         seconds = timed_runs(synthetic(table, random.Random(1), jobs=jobs, gpus=gpus), truth, args.models)
-        print(f"{jobs:>8} {gpus:>6}" + cells(seconds), flush=True)
+        per_job_ms = 1000 * sum(cpu for _, cpu in seconds.values()) / jobs
+        print(f"{jobs:>8} {gpus:>6}" + cells(seconds) + f"{per_job_ms:12.2f}", flush=True)
+        growth.append((jobs, seconds))
+    if args.plot:
+        plot(args.plot, growth)
 
 
 if __name__ == "__main__":
