@@ -8,13 +8,23 @@ Each rate is objects / seconds from the start of `kubectl create` until every po
 The ratio DLJob rate / plain rate is the figure of merit (target >= 0.5).
 
 Usage: .venv/bin/python bench/e2e_throughput.py [--jobs 500] [--nodes 100] [--json out.json]
+       [--profile-operator collapsed.txt]
+
+`--profile-operator` samples the operator with py-spy (the dev extra installs it) while it places the
+DLJobs, writes the collapsed stacks there and prints where its CPU went, by function.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import os
+import re
+import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -91,6 +101,62 @@ def timed_create(
     return time.monotonic() - start
 
 
+class OperatorProfile:
+    """py-spy sampling one process into collapsed stacks ("frame;frame;... count" lines) until stopped."""
+
+    def __init__(self, pid: int, path: Path) -> None:
+        spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
+        if spy is None:
+            raise SystemExit("--profile-operator needs py-spy (pip install -e '.[dev]')")
+        self.path = path
+        # --gil: only threads running Python, so waits on sockets and queues are not counted as work
+        argv = [spy, "record", "--pid", str(pid), "--rate", "50", "--gil", "--nonblocking", "--format", "raw"]
+        self.process = subprocess.Popen([*argv, "--output", str(path)], stdout=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
+        self.process.wait(timeout=60)
+
+    def top(self, count: int = 15) -> list[tuple[str, float, float]]:
+        """(function, % of samples in it, % in it or what it called), most samples in it first."""
+        own: collections.Counter[str] = collections.Counter()
+        inclusive: collections.Counter[str] = collections.Counter()
+        total = 0
+        for line in self.path.read_text().splitlines():
+            stack, _, samples = line.rpartition(" ")
+            frames = [frame.split(":")[0] for frame in stack.split(";")]  # "function (file" per frame
+            total += int(samples)
+            own[frames[-1]] += int(samples)
+            for frame in set(frames):
+                inclusive[frame] += int(samples)
+        return [(f, 100 * n / total, 100 * inclusive[f] / total) for f, n in own.most_common(count)]
+
+
+def api_requests(cluster: devcluster.LocalCluster) -> collections.Counter[str]:
+    """Requests the API server has served so far, by "VERB resource", from its own counters."""
+    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
+    served: collections.Counter[str] = collections.Counter()
+    for line in metrics.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+            served[f"{labels.get('verb')} {labels.get('resource')}"] += int(float(line.rsplit(" ", 1)[1]))
+    return served
+
+
+def per_object(
+    before: collections.Counter[str], after: collections.Counter[str], objects: int
+) -> dict[str, float]:
+    """Requests per object between two `api_requests` readings (all clients: kubectl, schedulers, kwok)."""
+    grown = after - before
+    return {kind: round(n / objects, 2) for kind, n in grown.most_common() if n >= objects / 10}
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=500)
@@ -100,13 +166,14 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--operator-log", type=Path, help="keep the operator's log here")
     parser.add_argument("--operator-nice", type=int, default=0, help="run the operator at this nice level")
+    parser.add_argument("--profile-operator", type=Path, help="sample the operator while it places DLJobs")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="horus-bench-") as state:
         pool = devcluster.GpuNodePool(count=args.nodes, gpus_per_node=args.gpus_per_node)
         cluster = devcluster.LocalCluster(Path(state) / "cluster", pools=(pool,))
         cluster.up()
-        operator = None
+        operator, profile = None, None
         try:
             cluster.kubectl("apply", "-k", str(REPO / "crds"))
             cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
@@ -122,9 +189,22 @@ def main() -> None:
             )
             operator.start()
             pods = [plain_pod(f"p-{i}") for i in range(args.jobs)]
+            served = api_requests(cluster)
             plain_s = timed_create(cluster, core, "bench-plain", pods, writers=args.writers)
+            served_plain = api_requests(cluster)
             jobs = [dljob(f"j-{i}", i) for i in range(args.jobs)]
+            assert operator.process is not None
+            profile = (
+                OperatorProfile(operator.process.pid, args.profile_operator)
+                if args.profile_operator
+                else None
+            )
+            operator_cpu = cpu_seconds(operator.process.pid)
             dljob_s = timed_create(cluster, core, "bench-dljob", jobs, writers=args.writers)
+            operator_cpu = cpu_seconds(operator.process.pid) - operator_cpu
+            served_dljob = api_requests(cluster)
+            if profile is not None:
+                profile.stop()
         finally:
             if operator is not None:
                 operator.stop()
@@ -142,10 +222,20 @@ def main() -> None:
         "dljobs_seconds": round(dljob_s, 2),
         "dljobs_per_second": round(dljob_rate, 1),
         "ratio": round(dljob_rate / plain_rate, 3),
+        "operator_cpu_seconds": round(operator_cpu, 2),  # while the DLJobs were created and placed
+        "requests_per_plain_pod": per_object(served, served_plain, args.jobs),
+        "requests_per_dljob": per_object(served_plain, served_dljob, args.jobs),
     }
     print(f"plain pods bound by kube-scheduler: {args.jobs} in {plain_s:.1f} s = {plain_rate:.1f}/s")
     print(f"DLJobs placed by Horus and bound:   {args.jobs} in {dljob_s:.1f} s = {dljob_rate:.1f}/s")
     print(f"ratio (target >= 0.5): {figures['ratio']:.2f}")
+    print(f"operator CPU while the DLJobs were created and placed: {operator_cpu:.1f} s")
+    for name in ("requests_per_plain_pod", "requests_per_dljob"):
+        print(f"API requests {name[len('requests_') :]} (all clients):", figures[name])
+    if profile is not None:
+        print("operator, Python on CPU while placing DLJobs (py-spy --gil): own %, inclusive %, function")
+        for function, own, inclusive in profile.top():
+            print(f"{own:6.1f} {inclusive:6.1f}  {function})")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 
