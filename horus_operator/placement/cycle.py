@@ -201,7 +201,11 @@ class SchedulingCycle:
         )
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
-        ask = self._unanswered is None or not self._unanswered.asked_again(view, queue)
+        # A makespan guard re-caps requests as time passes, and a corrected predictor answers anew:
+        # a question is the same one only without a guard and on the same predictions.
+        revision = self._predictions.sync()
+        remembered = self._unanswered if horizon is None else None
+        ask = remembered is None or not remembered.asked_again(view, queue, revision)
         try:
             if ask:
                 self._settle(view, index, walk, placed)
@@ -211,10 +215,10 @@ class SchedulingCycle:
             if borrowed:
                 for key in reversed(list(placed)):
                     index.remove(key)
-        if not borrowed or placed or walk.rejected:
+        if not borrowed or placed or walk.rejected or horizon is not None:
             self._unanswered = None
         elif ask:
-            self._unanswered = _Unanswered(index, index.changes, view.nodes, offered, whole_queue)
+            self._unanswered = _Unanswered(index, index.changes, view.nodes, offered, whole_queue, revision)
         if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
         requests = {key: walk.feasible_by_key[key] for key in placed}
@@ -299,9 +303,12 @@ class _Unanswered:
     nodes: tuple[Node, ...]
     offered: tuple[JobRequest, ...]
     whole_queue: bool  # the policy read the queue to its end: any job added is news
+    revision: int  # of the predictor's corrections (`CachedPredictions.sync`)
 
-    def asked_again(self, view: ClusterSnapshot, queue: WaitQueue) -> bool:
+    def asked_again(self, view: ClusterSnapshot, queue: WaitQueue, revision: int) -> bool:
         if view.index is not self.index or self.index.changes != self.changes or view.nodes is not self.nodes:
+            return False
+        if revision != self.revision:
             return False
         if len(queue) < len(self.offered) or (self.whole_queue and len(queue) != len(self.offered)):
             return False
