@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -69,3 +70,18 @@ def test_a_gpu_measured_busy_is_passed_over_for_its_twin_and_a_full_twin_refuses
     heavy = [running(job(f"h{i}", "huge", max_slowdown=10.0), "n0", i) for i in range(2)]
     crowded = ClusterSnapshot(nodes=(node,), running=tuple(heavy))
     assert make_policy(policy, predictor=predictor()).schedule(crowded, [newcomer]) == []
+
+
+@pytest.mark.parametrize("policy", ["horus", "binpack"])
+def test_a_twin_shared_under_another_scope_does_not_stand_for_its_group(policy: str) -> None:
+    # GPU 0's tenant shares under another namespace's claim; GPU 1's twin tenant under the newcomer's.
+    node = Node("n0", (Gpu("n0", 0, "v100", 16384), Gpu("n0", 1, "v100", 16384)))
+    tenants = [
+        running(dataclasses.replace(job(f"t{i}", "good", max_slowdown=10.0), share_scope=scope), "n0", i)
+        for i, scope in enumerate(("other", "mine"))
+    ]
+    newcomer = dataclasses.replace(job("new", "fair", max_slowdown=10.0), share_scope="mine")
+    placed = make_policy(policy, predictor=predictor()).schedule(
+        ClusterSnapshot(nodes=(node,), running=tuple(tenants)), [newcomer]
+    )
+    assert [(a.job, a.gpu_indices) for a in placed] == [("new", (1,))]
