@@ -10,7 +10,9 @@ A cycle takes a snapshot and the waiting jobs and
    (`CycleResult.placed`);
 3. hides nodes in cooldown (a node that recently refused a pod for reasons the policy cannot see);
 4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
-   jobs down the queue, and a burst should not wait a cycle per slice;
+   jobs down the queue, and a burst should not wait a cycle per slice; a question the policy answered
+   with nothing is not asked again while the borrowed index, the jobs it read and the predictions stay
+   the same (`_Unanswered`);
 5. explains, for the waiting jobs the caller asks about, why they still wait, on the cluster as it will
    be once the assignments run.
 
