@@ -1,0 +1,49 @@
+"""Architecture families: derived from the catalog names, the same groups the shipped models were
+cross-validated on."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from horus_operator.prediction import artifacts, catalog
+from horus_operator.prediction.training import common, memory_fit, roofline_fit
+from horus_operator.prediction.training.families import FAMILIES, family
+
+DATA = Path(__file__).resolve().parents[3] / "data"
+
+
+def step_time_models() -> list[str]:
+    """The models of the step times the shipped roofline constants are calibrated on (Gavel's, timm's)."""
+    samples = roofline_fit.step_time_samples(
+        DATA / "colocation" / "gavel_isolated.csv",
+        catalog.lookup,
+        timm=DATA / "throughput" / "timm_train_rtx3090_amp.csv",
+    )
+    return list(samples.models)
+
+
+def peak_models() -> list[str]:
+    """The models of the measured memory peaks the shipped memory model is fitted on."""
+    samples = memory_fit.peak_samples(DATA / "memory" / "milabench_scaling_nvidia.csv", common.catalog_name)
+    return list(samples["model"])
+
+
+def held_out_family_sizes(model: str) -> dict[str, int]:
+    """Each family the shipped `model` was cross-validated without, and its number of samples."""
+    metadata = json.loads((artifacts.SHIPPED_DIR / artifacts.METADATA_FILE).read_text())
+    return {name: scores["samples"] for name, scores in metadata[model]["cv"]["leave_one_family_out"].items()}
+
+
+def test_the_shipped_models_were_cross_validated_on_the_derived_families() -> None:
+    assert Counter(family(model) for model in step_time_models()) == held_out_family_sizes("utilization")
+    assert Counter(family(model) for model in peak_models()) == held_out_family_sizes("memory")
+
+
+def test_the_derived_families_are_the_hand_listed_ones_for_every_measured_model() -> None:
+    pairs = pd.read_csv(DATA / "colocation" / "gavel_pairs_train.csv")
+    measured = {*step_time_models(), *peak_models(), *pairs["model_a"], *pairs["model_b"], *FAMILIES}
+    assert {name: family(name) for name in measured} == {name: FAMILIES.get(name, name) for name in measured}
