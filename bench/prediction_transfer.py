@@ -30,7 +30,7 @@ import pandas as pd
 
 from horus_operator.prediction import artifacts, catalog, memory, slowdown, validation
 from horus_operator.prediction.training import common, memory_fit, roofline_fit, slowdown_fit
-from horus_operator.prediction.training.families import FAMILIES
+from horus_operator.prediction.training.families import family as family_of
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
@@ -139,14 +139,11 @@ def main() -> None:
     out = parser.parse_args().out
     samples = common.slowdown_samples(PAIRS_CSV)
     matrix = slowdown_fit.slowdown_matrix(samples, catalog.lookup)
-    family = {
-        side: samples[f"{side}_model"].map(lambda name: FAMILIES.get(name, name)).to_numpy()
-        for side in ("own", "other")
-    }
+    family = {side: samples[f"{side}_model"].map(family_of).to_numpy() for side in ("own", "other")}
     gpus = sorted(set(samples["gpu"]))
     families = sorted(set(family["own"]))
     step_times = roofline_fit.step_time_samples(STEP_TIMES_CSV, catalog.lookup, timm=TIMM_CSV)
-    step_time_families = np.array([FAMILIES.get(model, model) for model in step_times.models])
+    step_time_families = np.array([family_of(model) for model in step_times.models])
     report = {
         "slowdown_leave_one_gpu_out": slowdown_transfer(
             samples,

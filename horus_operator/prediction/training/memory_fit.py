@@ -26,7 +26,7 @@ from horus_operator.prediction.training.common import (
     metadata_entry,
     slowdown_samples,
 )
-from horus_operator.prediction.training.families import FAMILIES
+from horus_operator.prediction.training.families import family
 
 
 def memory_feasibility_data(samples: pd.DataFrame, source: FeatureSource) -> memory.FeasibilityData:
@@ -111,7 +111,7 @@ def peak_samples(path: str | Path, canonical: Callable[[str], str | None]) -> pd
             .map(_PEAK_SET_AT)
             .fillna(table["precision_arg"].fillna("fp32").map(_PEAK_PRECISIONS)),
             "measured_mib": table["memory_mib"].astype(float),
-            "family": names.map(lambda name: FAMILIES.get(name or "", name)),
+            "family": names.map(lambda name: family(name) if name else None),
         }
     )
     known = samples["model"].notna() & samples["precision"].notna()

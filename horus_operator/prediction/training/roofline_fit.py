@@ -24,7 +24,7 @@ from horus_operator.prediction.training.common import (
     catalog_name,
     metadata_entry,
 )
-from horus_operator.prediction.training.families import FAMILIES
+from horus_operator.prediction.training.families import family
 
 # Gavel's single-job throughputs (steps/s), the step times the roofline constants are calibrated on.
 STEP_TIME_CSV_COLUMNS: tuple[str, ...] = ("gpu", "model", "batch", "tput_alone")
@@ -210,7 +210,7 @@ def train_step_times(
         "log_error": round(step_time_error(samples, constants, everything), 4),
         "leave_one_gpu_out": held_out_step_times(samples, samples.gpus),
         "leave_one_family_out": held_out_step_times(
-            samples, np.array([FAMILIES.get(model, model) for model in samples.models])
+            samples, np.array([family(model) for model in samples.models])
         ),
     }
     entry = metadata_entry(data, list(STEP_TIME_CSV_COLUMNS), metrics, samples=len(samples.measured))

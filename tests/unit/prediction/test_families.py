@@ -7,11 +7,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-import pandas as pd
-
 from horus_operator.prediction import artifacts, catalog
 from horus_operator.prediction.training import common, memory_fit, roofline_fit
-from horus_operator.prediction.training.families import FAMILIES, family
+from horus_operator.prediction.training.families import family
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 
@@ -43,7 +41,19 @@ def test_the_shipped_models_were_cross_validated_on_the_derived_families() -> No
     assert Counter(family(model) for model in peak_models()) == held_out_family_sizes("memory")
 
 
-def test_the_derived_families_are_the_hand_listed_ones_for_every_measured_model() -> None:
-    pairs = pd.read_csv(DATA / "colocation" / "gavel_pairs_train.csv")
-    measured = {*step_time_models(), *peak_models(), *pairs["model_a"], *pairs["model_b"], *FAMILIES}
-    assert {name: family(name) for name in measured} == {name: FAMILIES.get(name, name) for name in measured}
+def test_the_sizes_and_variants_of_an_architecture_share_its_family() -> None:
+    assert family("regnet_x_400mf") == family("regnet_y_128gf") == "regnet"
+    assert family("vgg11") == family("vgg19_bn") == "vgg"
+    assert family("inception_v3-imagenet") == "inception"
+    assert family("lstm-lm") == "lstm"
+
+
+def test_stems_of_one_family_under_other_names_join_it() -> None:
+    assert {family(name) for name in ("resnet18", "resnext101_64x4d", "wide_resnet50_2")} == {"resnet"}
+    assert {family(name) for name in ("mobilenet_v2", "mnasnet0_75", "efficientnet_b0")} == {"mobile"}
+
+
+def test_a_model_without_relatives_is_a_family_of_its_own() -> None:
+    assert family("a3c") == "a3c"
+    assert family("cyclegan") == "cyclegan"
+    assert family("1024-mlp") == "1024-mlp"  # no letters before the separator: the whole name
