@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -64,6 +65,14 @@ def main() -> None:
             f"{outcome.scenario:24} {outcome.jobs:5d} {outcome.lost:5d} {outcome.duplicated:5d} "
             f"{outcome.oversubscribed:7d} {outcome.max_failover_s:14.1f} {outcome.drain_s:7.1f} "
             f"{outcome.polls:5d}"
+        )
+    missed = [
+        o.scenario for o in outcomes if o.lost or o.duplicated or o.oversubscribed or o.max_failover_s > 15
+    ]
+    if missed:  # `make chaos` fails, so a script or CI job sees it
+        sys.exit(
+            "targets (0 lost / 0 duplicated / 0 oversubscribed, failover <= 15 s) missed by: "
+            + ", ".join(missed)
         )
 
 

@@ -96,6 +96,7 @@ class _Watch:
     oversubscribed_gpus: set[tuple[str, str]] = field(default_factory=set)
     polls: int = 0
     failed_polls: int = 0
+    newest_pod_s: float = 0.0  # epoch s: the latest creation time among the pods seen
 
 
 def burst(count: int, duration: str) -> list[dict[str, Any]]:
@@ -199,9 +200,11 @@ class ChaosRun:
         # Not in the last batches' seconds: each death must have work arriving after it.
         moments = sorted(self.rng.uniform(1.0, window - 2 * SUBMIT_EVERY_S) for _ in faults)
         self.rng.shuffle(faults)
-        deaths = []
+        deaths: list[float] = []
         for moment, fault in zip(moments, faults, strict=True):
             time.sleep(max(0.0, started + moment - time.monotonic()))
+            if fault in ("operator", "leader") and deaths:
+                self._wait_for_placement_since(deaths[-1])
             at = time.time()
             if fault == "operator":  # the container restarts: same pod, same identity, its Lease back at once
                 replicas[0].kill()
@@ -253,6 +256,14 @@ class ChaosRun:
             self.cluster, dead.log_path, identity=f"chaos-{index}-{self._generation}"
         )
         replicas[index].start(wait_for_lease=False)
+
+    def _wait_for_placement_since(self, death: float) -> None:
+        """Hold the next operator death until a pod was created after the previous one (bounded): a
+        death that lands before the new leader's first placement would fold two failovers into one
+        time, the first one's."""
+        deadline = time.monotonic() + 60
+        while self._watch.newest_pod_s <= death and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def _wait_for_a_leader(self, replicas: list[OperatorProcess]) -> None:
         deadline = time.monotonic() + 120
@@ -338,6 +349,7 @@ class ChaosRun:
         memory_by_gpu: dict[tuple[str, str], float] = defaultdict(float)
         for pod in pods:
             meta = pod["metadata"]
+            self._watch.newest_pod_s = max(self._watch.newest_pod_s, _epoch(meta["creationTimestamp"]))
             if not _live(pod):
                 continue
             live_by_job[meta["labels"][keys.LABEL_JOB]] += 1
