@@ -7,11 +7,13 @@ writes to a DLJob except its status (re-applying a DLJob's YAML changes nothing)
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import kopf
 
 from horus_operator.operator import keys, runtime
+from horus_operator.operator.cache import ClusterCache
 
 
 @kopf.on.startup()
@@ -32,29 +34,32 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     await memo.runtime.stop()
 
 
-@kopf.on.event(keys.GROUP, keys.VERSION, keys.PLURAL)
-def dljob_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    body = event["object"]
-    if event["type"] == "DELETED":
-        memo.runtime.cache.drop_job(body)
-    else:
-        memo.runtime.cache.put_job(body)
+CacheUpdate = Callable[[ClusterCache, Mapping[str, Any]], object]
 
 
-@kopf.on.event("", "v1", "pods", labels={keys.LABEL_JOB: kopf.PRESENT})
-def pod_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    if event["type"] == "DELETED":
-        memo.runtime.cache.drop_pod(event["object"])
-    else:
-        memo.runtime.cache.put_pod(event["object"])
+def mirror(put: CacheUpdate, drop: CacheUpdate) -> Callable[..., Awaitable[None]]:
+    """An `on.event` handler keeping the cache's copy of one kind: drop it once deleted, else put it.
+
+    A coroutine on purpose: kopf runs a plain function in a thread pool, where a put raced the loop's
+    resync (`ClusterCache.replace_all` read the watched versions, the thread then wrote its newer copy,
+    the resync cleared it and wrote the listing's older one back: a pod that had finished stayed Running
+    in the cache for good) and set the loop's `asyncio.Event` from a foreign thread. On the loop, every
+    put and drop happens between the loop's own steps."""
+
+    async def changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+        update = drop if event["type"] == "DELETED" else put
+        update(memo.runtime.cache, event["object"])
+
+    return changed
 
 
-@kopf.on.event("", "v1", "nodes")
-def node_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    if event["type"] == "DELETED":
-        memo.runtime.cache.drop_node(event["object"])
-    else:
-        memo.runtime.cache.put_node(event["object"])
+kopf.on.event(keys.GROUP, keys.VERSION, keys.PLURAL, id="dljob_changed")(
+    mirror(ClusterCache.put_job, ClusterCache.drop_job)
+)
+kopf.on.event("", "v1", "pods", labels={keys.LABEL_JOB: kopf.PRESENT}, id="pod_changed")(
+    mirror(ClusterCache.put_pod, ClusterCache.drop_pod)
+)
+kopf.on.event("", "v1", "nodes", id="node_changed")(mirror(ClusterCache.put_node, ClusterCache.drop_node))
 
 
 @kopf.on.probe(id="scheduling")
