@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from horus_operator.operator import claims as claim_views
-from horus_operator.operator import keys, slices, telemetry
+from horus_operator.operator import cluster_view, keys, slices, telemetry
 from horus_operator.operator import pods as pod_views
 from horus_operator.operator.claims import ClaimId, ClaimView, Device
+from horus_operator.operator.cluster_view import NodesSummary, NodeView
 from horus_operator.operator.pods import PodView
 from horus_operator.operator.slices import SliceGpu
 from horus_operator.operator.telemetry import NodeTelemetry
@@ -54,6 +55,8 @@ class ClusterCache:
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, PodView]] = defaultdict(dict)  # job key -> pod name -> view
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_views: dict[str, NodeView] = {}  # node name -> its Node object, parsed once per change
+        self._nodes_summary: NodesSummary | None = None  # of `node_views`; None: to derive again
         self.gpunodes: dict[str, NodeTelemetry] = {}  # node name -> its agent's GPUNode, parsed once
         # DRA (when the API server serves resource.k8s.io/v1): every ResourceClaim, and the GPUs of each
         # ResourceSlice of NVIDIA's driver, parsed once
@@ -133,6 +136,8 @@ class ClusterCache:
         name = body["metadata"]["name"]
         self._note("node", name, body)
         self.nodes[name] = dict(body)
+        self.node_views[name] = cluster_view.view(body)
+        self._nodes_summary = None
         self.nodes_changed = True
         self.wake.set()
 
@@ -140,9 +145,17 @@ class ClusterCache:
         name = body["metadata"]["name"]
         self._note("node", name, body)
         self.nodes.pop(name, None)
+        self.node_views.pop(name, None)
+        self._nodes_summary = None
         self.mark(
             key for key, job_pods in self.pods.items() if any(p.node == name for p in job_pods.values())
         )
+
+    def nodes_summary(self) -> NodesSummary:
+        """Derived from all nodes once per change of any (a decision reads it for every job)."""
+        if self._nodes_summary is None:
+            self._nodes_summary = cluster_view.summarise(self.node_views.values())
+        return self._nodes_summary
 
     def put_gpunode(self, body: Mapping[str, Any], *, received_at: float) -> NodeTelemetry:
         """`received_at`: the operator's clock now (freshness is judged by receipt, operator/telemetry.py)."""
@@ -234,6 +247,8 @@ class ClusterCache:
             self._index_claims(pod)
         self.nodes.clear()
         self.nodes.update(merged_nodes)
+        self.node_views = {name: cluster_view.view(body) for name, body in merged_nodes.items()}
+        self._nodes_summary = None
         self.claims = {claim.id: claim for claim in merged_claims.values()}
         self.slices = merged_slices
         self.nodes_changed = self.claims_changed = True

@@ -5,17 +5,23 @@ of NVIDIA's DRA driver where it runs: `slices.py`) and the pods Horus placed (th
 annotations) into a `ClusterSnapshot`. Node-agent telemetry (UUIDs, health, observed memory) is merged
 here too, and GPUs that someone else's ResourceClaim holds are marked, so every decision sees one
 consistent view.
+
+Each Node object is read once per change, into a `NodeView` (the cache keeps one per node): a snapshot
+is built every scheduling cycle, and at 1,000 nodes parsing every node's labels into GPUs each time was
+most of a cycle.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import operator
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import keys, slices, telemetry
+from horus_operator.operator import keys, slices, telemetry, template
 from horus_operator.operator.pods import PodView
 from horus_operator.operator.slices import SliceGpu
 from horus_operator.placement.types import Assignment, ClusterSnapshot, Gpu, Node, RunningJob
@@ -24,8 +30,47 @@ from horus_operator.prediction.api import UnknownGpuError
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class NodeView:
+    """What the operator reads of one Node object."""
+
+    name: str
+    labelled: Node | None  # its GPUs as GPU Feature Discovery's labels give them; None: no (known) GPUs
+    schedulable: bool
+    hostname: str
+    not_ready_since: datetime | None  # see `not_ready_since`
+    allocatable: Mapping[str, float]  # status.allocatable, as numbers (unparseable quantities left out)
+
+
+def view(body: Mapping[str, Any]) -> NodeView:
+    return NodeView(
+        name=body["metadata"]["name"],
+        labelled=gpu_node(body),
+        schedulable=is_schedulable(body),
+        hostname=hostname(body),
+        not_ready_since=not_ready_since(body),
+        allocatable=template.allocatable(body),
+    )
+
+
+@dataclass(frozen=True)
+class NodesSummary:
+    """What decisions read of all nodes at once."""
+
+    largest_allocatable: dict[str, float]  # per resource, the most a GPU node offers
+    not_ready_since: dict[str, datetime]  # node -> since when it is not Ready (see `not_ready_since`)
+
+
+def summarise(nodes: Iterable[NodeView]) -> NodesSummary:
+    listed = list(nodes)
+    return NodesSummary(
+        largest_allocatable=template.largest_allocatable(n.allocatable for n in listed if n.labelled),
+        not_ready_since={n.name: n.not_ready_since for n in listed if n.not_ready_since is not None},
+    )
+
+
 def build_snapshot(
-    nodes: Iterable[Mapping[str, Any]],
+    nodes: Iterable[NodeView],
     pods: Iterable[PodView],
     *,
     now: float,
@@ -33,17 +78,22 @@ def build_snapshot(
     telemetry_ttl: float = telemetry.DEFAULT_TTL_SECONDS,
     slice_gpus: Iterable[SliceGpu] = (),
     claimed: Mapping[str, str] | None = None,
+    previous: tuple[Node, ...] = (),
 ) -> ClusterSnapshot:
-    """`gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now`: epoch seconds on the operator's
-    clock, the one the GPUNodes were heard on; `slice_gpus`: the GPUs ResourceSlices list
-    (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
-    (`claims.foreign_holders`)."""
+    """`nodes`: the Node objects (`view`); `gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now`:
+    epoch seconds on the operator's clock, the one the GPUNodes were heard on; `slice_gpus`: the GPUs
+    ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
+    (`claims.foreign_holders`); `previous`: the nodes of the last snapshot, handed out again when these
+    are the very same (the scheduling cycle judges which jobs fit anywhere once per tuple of nodes, a
+    walk over every GPU)."""
     listed = slices.by_node(slice_gpus)
-    inventory = (_inventory(body, listed.get(body["metadata"]["name"])) for body in nodes)
+    inventory = (_inventory(node, listed.get(node.name)) for node in nodes)
     known = (node for node in inventory if node is not None)
     gpu_nodes = telemetry.merge(known, gpunodes, now=now, ttl=telemetry_ttl)
     if claimed:
         gpu_nodes = tuple(_mark_claimed(node, claimed) for node in gpu_nodes)
+    if len(gpu_nodes) == len(previous) and all(map(operator.is_, gpu_nodes, previous)):
+        gpu_nodes = previous
     running = tuple(
         RunningJob(request=pod.request, node=pod.node, gpu_indices=pod.gpu_indices)
         for pod in pods
@@ -52,11 +102,11 @@ def build_snapshot(
     return ClusterSnapshot(nodes=gpu_nodes, running=running, now=now)
 
 
-def _inventory(body: Mapping[str, Any], listed: list[SliceGpu] | None) -> Node | None:
+def _inventory(node: NodeView, listed: list[SliceGpu] | None) -> Node | None:
     """From the node's ResourceSlices where the driver publishes them, else from its GFD labels."""
     if listed:
-        return slices.node_from_slices(body["metadata"]["name"], listed, schedulable=is_schedulable(body))
-    return gpu_node(body)
+        return slices.node_from_slices(node.name, listed, schedulable=node.schedulable)
+    return node.labelled
 
 
 def _mark_claimed(node: Node, claimed: Mapping[str, str]) -> Node:
@@ -94,23 +144,21 @@ def is_schedulable(body: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def not_ready_since(bodies: Iterable[Mapping[str, Any]]) -> dict[str, datetime]:
-    """Nodes whose Ready condition is not True, and since when: its last transition, which the kubelet
-    and the node lifecycle controller always set (a node without one is left out: for how long it has
-    not been ready is unknown)."""
-    since = {}
-    for body in bodies:
-        conditions = (body.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-        if ready is not None and ready.get("status") != "True" and ready.get("lastTransitionTime"):
-            stamp = str(ready["lastTransitionTime"]).replace("Z", "+00:00")
-            since[body["metadata"]["name"]] = datetime.fromisoformat(stamp)
-    return since
+def not_ready_since(body: Mapping[str, Any]) -> datetime | None:
+    """Since when the node's Ready condition is not True: its last transition, which the kubelet and the
+    node lifecycle controller always set (None without one: for how long it has not been ready is
+    unknown), or None for a Ready node."""
+    conditions = (body.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None or ready.get("status") == "True" or not ready.get("lastTransitionTime"):
+        return None
+    return datetime.fromisoformat(str(ready["lastTransitionTime"]).replace("Z", "+00:00"))
 
 
-def gpu_uuids(snapshot: ClusterSnapshot, assignment: Assignment) -> tuple[str | None, ...]:
-    """The UUIDs of an assignment's GPUs where the snapshot knows them; () for a node it does not list."""
-    node = next((n for n in snapshot.nodes if n.name == assignment.node), None)
+def gpu_uuids(nodes: Mapping[str, Node], assignment: Assignment) -> tuple[str | None, ...]:
+    """The UUIDs of an assignment's GPUs where the snapshot's `nodes` (by name) know them; () for a node
+    they do not list."""
+    node = nodes.get(assignment.node)
     if node is None:
         return ()
     by_index = {gpu.index: gpu.uuid for gpu in node.gpus}

@@ -32,7 +32,7 @@ from horus_operator.operator.moving import Mover
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
 from horus_operator.placement.moves import MoveSettings
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy
 from horus_operator.prediction.api import Predictor, Workload
 
 log = logging.getLogger(__name__)
@@ -99,8 +99,7 @@ class SchedulingLoop:
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
         self._unsatisfiable: dict[str, InvalidJob] = {}
         self._explained_at: dict[str, datetime] = {}
-        self._allocatable: dict[str, float] = {}  # resource -> the most a GPU node offers, this cycle
-        self._not_ready: dict[str, datetime] = {}  # node -> NotReady since, as of this cycle
+        self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -172,12 +171,8 @@ class SchedulingLoop:
         # decisions (they delete its pod and hold its target before anything is placed).
         await self._mover.plan(lambda: self._snapshot(now), now, waiting=bool(self._pending))
         dirty = self._cache.take_dirty()
-        self._allocatable = template.largest_allocatable(
-            body for body in self._cache.nodes.values() if cluster_view.gpu_node(body) is not None
-        )
         if self._claims is not None:
             self._foreign = claims.foreign_holders(self._cache.claims.values(), self._cache.devices())
-        self._not_ready = cluster_view.not_ready_since(self._cache.nodes.values())
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
         await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
@@ -210,6 +205,7 @@ class SchedulingLoop:
         job = jobspec.parse(body)
         workload = await self._workload(job)
         current = body.get("status") or {}
+        nodes = self._cache.nodes_summary()
         decision = reconcile.decide(
             job,
             current,
@@ -218,12 +214,12 @@ class SchedulingLoop:
                 now=now,
                 nodes=self._cache.nodes.keys(),
                 unschedulable_grace=self._config.unschedulable_grace,
-                not_ready_since=self._not_ready,
+                not_ready_since=nodes.not_ready_since,
                 not_ready_grace=self._config.not_ready_grace,
                 verdict=workload if isinstance(workload, InvalidJob) else None,
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=self._unsatisfiable.get(key)
-                or template.beyond_every_node(job.template, self._allocatable),
+                or template.beyond_every_node(job.template, nodes.largest_allocatable),
                 waiting_message=self._waiting.get(key, ""),
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
@@ -284,14 +280,16 @@ class SchedulingLoop:
     def _snapshot(self, now: datetime) -> ClusterSnapshot:
         """The cluster as the API server shows it, with the targets of jobs between pods held."""
         snapshot = cluster_view.build_snapshot(
-            self._cache.nodes.values(),
+            self._cache.node_views.values(),
             self._cache.all_pods(),
             now=now.timestamp(),
             gpunodes=self._cache.gpunodes.values(),
             telemetry_ttl=self._config.telemetry_ttl,
             slice_gpus=self._cache.slice_gpus(),
             claimed=self._foreign,
+            previous=self._gpu_nodes,
         )
+        self._gpu_nodes = snapshot.nodes
         return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
 
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
@@ -316,20 +314,21 @@ class SchedulingLoop:
             self._unsatisfiable[key] = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
         assignments = [*moved.values(), *result.assignments]
+        nodes = {node.name: node for node in view.nodes}
         if self._claims is not None:
-            await self._claims.prepare(self._claim_holders(assignments, view))
-        await asyncio.gather(*(self._bind(a, view, now) for a in assignments))
+            await self._claims.prepare(self._claim_holders(assignments, nodes))
+        await asyncio.gather(*(self._bind(a, nodes, now) for a in assignments))
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
         placed = {a.job for a in assignments}
         return placed | {r.key for r in queue if r.key in self._cache.dirty}
 
-    def _claim_holders(self, assignments: list[Assignment], snapshot: ClusterSnapshot) -> list[claims.Holder]:
+    def _claim_holders(self, assignments: list[Assignment], nodes: Mapping[str, Node]) -> list[claims.Holder]:
         """The DRA-bound placements of this cycle as holders of their GPUs' claims."""
         holders = []
         for assignment in assignments:
             pending = self._pending.get(assignment.job)
-            uuids = cluster_view.gpu_uuids(snapshot, assignment)
+            uuids = cluster_view.gpu_uuids(nodes, assignment)
             if pending is None or pending.binding != jobspec.DRA or not all(uuids):
                 continue
             request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
@@ -339,12 +338,12 @@ class SchedulingLoop:
             )
         return holders
 
-    async def _bind(self, assignment: Assignment, snapshot: ClusterSnapshot, now: datetime) -> None:
+    async def _bind(self, assignment: Assignment, nodes: Mapping[str, Node], now: datetime) -> None:
         pending = self._pending.pop(assignment.job, None)
         body = self._cache.jobs.get(assignment.job)
         if pending is None or body is None:
             return
-        uuids = cluster_view.gpu_uuids(snapshot, assignment)
+        uuids = cluster_view.gpu_uuids(nodes, assignment)
         if pending.binding == jobspec.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
             where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
@@ -357,7 +356,7 @@ class SchedulingLoop:
             request=self._request(pending.job, pending.workload, body),
             assignment=assignment,
             attempt=pending.attempt,
-            hostname=cluster_view.hostname(self._cache.nodes[assignment.node]),
+            hostname=self._cache.node_views[assignment.node].hostname,
             gpu_uuids=uuids,
             claims=claims.claim_names(assignment.node, uuids) if pending.binding == jobspec.DRA else (),
         )

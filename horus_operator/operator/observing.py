@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import cluster_view, observed, status, telemetry
+from horus_operator.operator import observed, status, telemetry
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.cluster_view import NodeView
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed_store import ObservationStore
@@ -69,7 +70,7 @@ class ObservedTelemetry:
             log.warning("observed status from GPUNode %s not updated: %s", gpunode["metadata"]["name"], error)
 
     async def _update_jobs(self, gpunode: Mapping[str, Any], now: datetime) -> None:
-        gpu = _gpu(self.cache.nodes.get(gpunode["metadata"]["name"]))
+        gpu = _gpu(self.cache.node_views.get(gpunode["metadata"]["name"]))
         gpu_type = gpu.product if gpu else ""
         entries = observed.pods_on_gpus(gpunode)
         updated: dict[str, Mapping[str, Any]] = {}
@@ -191,7 +192,7 @@ def _observed_of(job: Mapping[str, Any] | None) -> Mapping[str, Any]:
     return ((job or {}).get("status") or {}).get(status.OBSERVED) or {}
 
 
-def _gpu(node: Mapping[str, Any] | None) -> Gpu | None:
+def _gpu(node: NodeView | None) -> Gpu | None:
     """The node's GPU type and capacity as its labels say (a node has one type of GPU)."""
-    view = cluster_view.gpu_node(node) if node else None
-    return view.gpus[0] if view and view.gpus else None
+    labelled = node.labelled if node else None
+    return labelled.gpus[0] if labelled and labelled.gpus else None

@@ -123,15 +123,23 @@ def _requests(containers: Iterable[Mapping[str, Any]], kind: str) -> Iterator[Re
             yield Request(resource, amount, f"{FIELD}.{kind}[{i}].resources.{given}.{resource}", raw)
 
 
-def largest_allocatable(nodes: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Per resource, the most any of `nodes` offers (`status.allocatable`)."""
+def allocatable(node: Mapping[str, Any]) -> dict[str, float]:
+    """Per resource, what the Node object offers (`status.allocatable`); unparseable quantities left out."""
+    offered: dict[str, float] = {}
+    for resource, raw in ((node.get("status") or {}).get("allocatable") or {}).items():
+        try:
+            offered[resource] = quantity(raw)
+        except ValueError:
+            continue
+    return offered
+
+
+def largest_allocatable(nodes: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Per resource, the most any of `nodes` offers (each an `allocatable`)."""
     largest: dict[str, float] = {}
-    for node in nodes:
-        for resource, raw in ((node.get("status") or {}).get("allocatable") or {}).items():
-            try:
-                largest[resource] = max(largest.get(resource, 0.0), quantity(raw))
-            except ValueError:
-                continue
+    for offered in nodes:
+        for resource, amount in offered.items():
+            largest[resource] = max(largest.get(resource, 0.0), amount)
     return largest
 
 

@@ -109,7 +109,7 @@ def test_a_silent_agents_gpus_become_unavailable_after_the_ttl(
         """The node's GPUs as the operator's placement view builds them from the API server's objects."""
         node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json").stdout)
         view = cluster_view.build_snapshot(
-            [node],
+            [cluster_view.view(node)],
             [],
             now=time.time(),
             gpunodes=reported(cluster),
@@ -139,7 +139,8 @@ def test_without_nvml_the_agent_reports_its_node_unavailable_and_keeps_running(
 
     status = wait_for(lambda: gpunode(cluster).get("status"), timeout=60, what="the agent's GPUNode")
     node = json.loads(cluster.kubectl("get", "node", NODE, "-o", "json").stdout)
-    view = cluster_view.build_snapshot([node], [], now=time.time(), gpunodes=reported(cluster))
+    nodes = [cluster_view.view(node)]
+    view = cluster_view.build_snapshot(nodes, [], now=time.time(), gpunodes=reported(cluster))
 
     assert (status["nvmlAvailable"], status["backend"]) == (False, "nvml")
     assert "NVML" in status["message"]

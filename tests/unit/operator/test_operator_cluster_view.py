@@ -42,7 +42,8 @@ def test_not_ready_nodes_are_timed_from_their_ready_conditions_last_transition()
     down["status"]["conditions"][0]["lastTransitionTime"] = "2026-12-02T10:00:00Z"
     unknown["status"]["conditions"][0].update(status="Unknown", lastTransitionTime="2026-12-02T10:05:00Z")
 
-    since = cluster_view.not_ready_since([gpu_node("up"), down, unknown, untimed])
+    nodes = [gpu_node("up"), down, unknown, untimed]
+    since = cluster_view.summarise(cluster_view.view(node) for node in nodes).not_ready_since
 
     assert {name: moment.isoformat() for name, moment in since.items()} == {
         "down": "2026-12-02T10:00:00+00:00",
@@ -57,7 +58,7 @@ def test_only_pods_still_holding_gpus_count_as_running() -> None:
         pods.view(PodBuilder("c").phase("Succeeded").obj()),
         pods.view(PodBuilder("d").phase("Running").deleting().obj()),
     ]
-    snapshot = cluster_view.build_snapshot([gpu_node("gpu-node-0")], views, now=7.0)
+    snapshot = cluster_view.build_snapshot([cluster_view.view(gpu_node("gpu-node-0"))], views, now=7.0)
     assert sorted((r.request.key, r.gpu_indices) for r in snapshot.running) == [
         ("team-a/a", (1,)),
         ("team-a/b", (2,)),

@@ -105,7 +105,7 @@ def test_precomputed_features_are_used_as_given() -> None:
 
 
 def _snapshot() -> Capacity:
-    nodes = [gpu_node("v100-node", count=4, memory_mib=16384)]
+    nodes = [cluster_view.view(gpu_node("v100-node", count=4, memory_mib=16384))]
     return Capacity.of(cluster_view.build_snapshot(nodes, [], now=0.0))
 
 

@@ -100,7 +100,7 @@ def test_pod_requests_sum_containers_and_take_the_largest_init_container() -> No
 
 
 def test_a_pod_larger_than_every_gpu_node_is_named_by_its_largest_request() -> None:
-    largest = template.largest_allocatable([gpu_node("a"), gpu_node("b", count=8)])
+    largest = template.largest_allocatable(map(template.allocatable, [gpu_node("a"), gpu_node("b", count=8)]))
     assert largest["cpu"] == 32.0 and largest["nvidia.com/gpu"] == 8.0
     hog = _template(resources={"requests": {"cpu": "1000"}})
     invalid = template.beyond_every_node(hog, largest)
@@ -112,7 +112,8 @@ def test_a_pod_larger_than_every_gpu_node_is_named_by_its_largest_request() -> N
 
 def test_a_resource_no_node_offers_is_beyond_every_node_and_no_nodes_judge_nothing() -> None:
     wants = _template(resources={"limits": {"example.com/fpga": "1"}})
-    assert template.beyond_every_node(wants, template.largest_allocatable([gpu_node("a")])) is not None
+    largest = template.largest_allocatable([template.allocatable(gpu_node("a"))])
+    assert template.beyond_every_node(wants, largest) is not None
     assert template.beyond_every_node(wants, {}) is None
 
 

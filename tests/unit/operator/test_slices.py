@@ -39,9 +39,13 @@ def test_slices_and_gfd_labels_give_the_same_snapshot(product: str, memory_mib: 
     resource_slice, report = _fake_agent(labelled)
     driver_only = {**labelled, "metadata": {"name": "n1", "labels": {}}}  # no GFD on the node
 
-    from_labels = cluster_view.build_snapshot([labelled], [], now=NOW, gpunodes=[report])
+    from_labels = cluster_view.build_snapshot([cluster_view.view(labelled)], [], now=NOW, gpunodes=[report])
     from_slices = cluster_view.build_snapshot(
-        [driver_only], [], now=NOW, gpunodes=[report], slice_gpus=slices.gpus([resource_slice])
+        [cluster_view.view(driver_only)],
+        [],
+        now=NOW,
+        gpunodes=[report],
+        slice_gpus=slices.gpus([resource_slice]),
     )
 
     assert from_slices == from_labels
@@ -52,9 +56,9 @@ def test_slices_alone_give_the_labels_gpus_with_their_uuids() -> None:
     labelled = gpu_node("n1", count=2)
     resource_slice, _ = _fake_agent(labelled)
 
-    (from_labels,) = cluster_view.build_snapshot([labelled], [], now=NOW).nodes
+    (from_labels,) = cluster_view.build_snapshot([cluster_view.view(labelled)], [], now=NOW).nodes
     (from_slices,) = cluster_view.build_snapshot(
-        [labelled], [], now=NOW, slice_gpus=slices.gpus([resource_slice])
+        [cluster_view.view(labelled)], [], now=NOW, slice_gpus=slices.gpus([resource_slice])
     ).nodes
 
     assert [dataclasses.replace(g, uuid=None) for g in from_slices.gpus] == list(from_labels.gpus)
@@ -143,7 +147,11 @@ def test_a_gpu_someone_elses_claim_holds_is_marked_and_never_usable() -> None:
     held_uuid = slices.gpus([resource_slice])[1].uuid
 
     snapshot = cluster_view.build_snapshot(
-        [labelled], [], now=NOW, slice_gpus=slices.gpus([resource_slice]), claimed={held_uuid: "team-b/mine"}
+        [cluster_view.view(labelled)],
+        [],
+        now=NOW,
+        slice_gpus=slices.gpus([resource_slice]),
+        claimed={held_uuid: "team-b/mine"},
     )
 
     assert [g.claimed_by for g in snapshot.nodes[0].gpus] == ["", "team-b/mine"]

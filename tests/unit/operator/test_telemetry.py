@@ -135,7 +135,7 @@ def test_the_operator_snapshot_carries_the_agents_telemetry() -> None:
     }
 
     snapshot = cluster_view.build_snapshot(
-        [node_body], [], now=NOW, gpunodes=[parsed(age=120)], telemetry_ttl=60
+        [cluster_view.view(node_body)], [], now=NOW, gpunodes=[parsed(age=120)], telemetry_ttl=60
     )
 
     assert [(g.uuid, g.healthy) for g in snapshot.nodes[0].gpus] == [("GPU-a", False), ("GPU-b", False)]
