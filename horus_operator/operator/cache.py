@@ -136,7 +136,12 @@ class ClusterCache:
         name = body["metadata"]["name"]
         self._note("node", name, body)
         self.nodes[name] = dict(body)
-        self.node_views[name] = cluster_view.view(body)
+        seen = cluster_view.view(body)
+        if seen == self.node_views.get(name):
+            # A heartbeat (kwok, or a kubelet, rewrites every node's status every few minutes): nothing the
+            # operator reads changed, so nothing is placed again.
+            return
+        self.node_views[name] = seen
         self._nodes_summary = None
         self.nodes_changed = True
         self.wake.set()

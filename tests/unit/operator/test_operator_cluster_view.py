@@ -3,6 +3,7 @@ from __future__ import annotations
 from operator_builders import PodBuilder, gpu_node
 
 from horus_operator.operator import cluster_view, pods
+from horus_operator.operator.cache import ClusterCache
 
 
 def test_gfd_labels_become_gpus_of_their_own_table_row_and_label_memory() -> None:
@@ -64,3 +65,32 @@ def test_only_pods_still_holding_gpus_count_as_running() -> None:
         ("team-a/b", (2,)),
     ]
     assert snapshot.now == 7.0 and len(snapshot.nodes) == 1
+
+
+def test_a_node_is_read_again_only_when_what_placement_reads_changes() -> None:
+    cache = ClusterCache()
+    cache.put_node(gpu_node("n1"))
+    first = cache.node_views["n1"]
+    cache.nodes_changed = False
+    cache.wake.clear()
+
+    beat = gpu_node("n1")
+    beat["status"]["conditions"][0]["lastHeartbeatTime"] = "2026-12-02T10:10:00Z"
+    cache.put_node(beat)
+    assert cache.node_views["n1"] is first  # a heartbeat: nothing to place again
+    assert not cache.nodes_changed and not cache.wake.is_set()
+
+    cordoned = gpu_node("n1")
+    cordoned["spec"]["unschedulable"] = True
+    cache.put_node(cordoned)
+    assert cache.node_views["n1"].schedulable is False
+    assert cache.nodes_changed and cache.wake.is_set()
+
+
+def test_unchanged_nodes_give_the_previous_snapshots_very_tuple() -> None:
+    views = [cluster_view.view(gpu_node("a")), cluster_view.view(gpu_node("b"))]
+    first = cluster_view.build_snapshot(views, [], now=1.0)
+    again = cluster_view.build_snapshot(views, [], now=2.0, previous=first.nodes)
+    assert again.nodes is first.nodes  # the cycle judges feasibility once per tuple of nodes
+    other = cluster_view.build_snapshot(views[:1], [], now=3.0, previous=first.nodes)
+    assert other.nodes is not first.nodes and len(other.nodes) == 1
