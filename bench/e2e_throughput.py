@@ -17,14 +17,7 @@ DLJobs, writes the collapsed stacks there and prints where its CPU went, by func
 from __future__ import annotations
 
 import argparse
-import collections
 import json
-import os
-import re
-import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +26,8 @@ from typing import Any
 import kubernetes
 
 from horus_operator import devcluster
-from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing import measure
+from horus_operator.testing.builders import bench_job
 from horus_operator.testing.operator_process import OperatorProcess
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,12 +43,6 @@ def plain_pod(name: str) -> dict[str, Any]:
             "containers": [{"name": "train", "image": "example.invalid/train:1"}],
         },
     }
-
-
-def dljob(name: str, index: int) -> dict[str, Any]:
-    models = [("resnet50", 32), ("resnet18", 128), ("lstm-lm", 20), ("transformer", 64), ("vgg16", 32)]
-    architecture, batch_size = models[index % len(models)]
-    return DLJobBuilder(name).model(architecture=architecture).batch_size(batch_size).obj()
 
 
 def count_bound(core: kubernetes.client.CoreV1Api, namespace: str) -> int:
@@ -73,88 +61,14 @@ def timed_create(
     """Seconds from the start of creating `items` (`writers` kubectl processes in parallel, each a slice,
     as a GitOps tool applies many objects) until that many pods in `namespace` are bound."""
     cluster.kubectl("create", "namespace", namespace)
-    slices = [items[i::writers] for i in range(writers)]
-    argv = [
-        str(cluster.control_plane.binary("kubectl")),
-        f"--kubeconfig={cluster.kubeconfig}",
-        "create",
-        "-n",
-    ]
     start = time.monotonic()
-    processes = [
-        subprocess.Popen(
-            [*argv, namespace, "-f", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-        )
-        for _ in slices
-    ]
-    for process, chunk in zip(processes, slices, strict=True):
-        assert process.stdin is not None
-        process.stdin.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}))
-        process.stdin.close()
-    if any(process.wait(timeout=600) != 0 for process in processes):
-        raise RuntimeError(f"{namespace}: kubectl create failed")
+    measure.create_in_parallel(cluster, namespace, items, writers=writers)
     print(f"{namespace}: creating {len(items)} objects took {time.monotonic() - start:.1f} s", flush=True)
     while count_bound(core, namespace) < len(items):
         if time.monotonic() - start > 900:
             raise TimeoutError(f"{namespace}: only {count_bound(core, namespace)}/{len(items)} pods bound")
         time.sleep(0.1)
     return time.monotonic() - start
-
-
-class OperatorProfile:
-    """py-spy sampling one process into collapsed stacks ("frame;frame;... count" lines) until stopped."""
-
-    def __init__(self, pid: int, path: Path) -> None:
-        spy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
-        if spy is None:
-            raise SystemExit("--profile-operator needs py-spy (pip install -e '.[dev]')")
-        self.path = path
-        # --gil: only threads running Python, so waits on sockets and queues are not counted as work
-        argv = [spy, "record", "--pid", str(pid), "--rate", "50", "--gil", "--nonblocking", "--format", "raw"]
-        self.process = subprocess.Popen([*argv, "--output", str(path)], stdout=subprocess.DEVNULL)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGINT)  # py-spy writes what it sampled and exits
-        self.process.wait(timeout=60)
-
-    def top(self, count: int = 15) -> list[tuple[str, float, float]]:
-        """(function, % of samples in it, % in it or what it called), most samples in it first."""
-        own: collections.Counter[str] = collections.Counter()
-        inclusive: collections.Counter[str] = collections.Counter()
-        total = 0
-        for line in self.path.read_text().splitlines():
-            stack, _, samples = line.rpartition(" ")
-            frames = [frame.split(":")[0] for frame in stack.split(";")]  # "function (file" per frame
-            total += int(samples)
-            own[frames[-1]] += int(samples)
-            for frame in set(frames):
-                inclusive[frame] += int(samples)
-        return [(f, 100 * n / total, 100 * inclusive[f] / total) for f, n in own.most_common(count)]
-
-
-def api_requests(cluster: devcluster.LocalCluster) -> collections.Counter[str]:
-    """Requests the API server has served so far, by "VERB resource", from its own counters."""
-    metrics = cluster.kubectl("get", "--raw", "/metrics").stdout
-    served: collections.Counter[str] = collections.Counter()
-    for line in metrics.splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
-            served[f"{labels.get('verb')} {labels.get('resource')}"] += int(float(line.rsplit(" ", 1)[1]))
-    return served
-
-
-def per_object(
-    before: collections.Counter[str], after: collections.Counter[str], objects: int
-) -> dict[str, float]:
-    """Requests per object between two `api_requests` readings (all clients: kubectl, schedulers, kwok)."""
-    grown = after - before
-    return {kind: round(n / objects, 2) for kind, n in grown.most_common() if n >= objects / 10}
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> None:
@@ -189,20 +103,20 @@ def main() -> None:
             )
             operator.start()
             pods = [plain_pod(f"p-{i}") for i in range(args.jobs)]
-            served = api_requests(cluster)
+            served = measure.api_requests(cluster)
             plain_s = timed_create(cluster, core, "bench-plain", pods, writers=args.writers)
-            served_plain = api_requests(cluster)
-            jobs = [dljob(f"j-{i}", i) for i in range(args.jobs)]
+            served_plain = measure.api_requests(cluster)
+            jobs = [bench_job(f"j-{i}", i).obj() for i in range(args.jobs)]
             assert operator.process is not None
             profile = (
-                OperatorProfile(operator.process.pid, args.profile_operator)
+                measure.OperatorProfile(operator.process.pid, args.profile_operator)
                 if args.profile_operator
                 else None
             )
-            operator_cpu = cpu_seconds(operator.process.pid)
+            operator_cpu = measure.cpu_seconds(operator.process.pid)
             dljob_s = timed_create(cluster, core, "bench-dljob", jobs, writers=args.writers)
-            operator_cpu = cpu_seconds(operator.process.pid) - operator_cpu
-            served_dljob = api_requests(cluster)
+            operator_cpu = measure.cpu_seconds(operator.process.pid) - operator_cpu
+            served_dljob = measure.api_requests(cluster)
             if profile is not None:
                 profile.stop()
         finally:
@@ -223,8 +137,8 @@ def main() -> None:
         "dljobs_per_second": round(dljob_rate, 1),
         "ratio": round(dljob_rate / plain_rate, 3),
         "operator_cpu_seconds": round(operator_cpu, 2),  # while the DLJobs were created and placed
-        "requests_per_plain_pod": per_object(served, served_plain, args.jobs),
-        "requests_per_dljob": per_object(served_plain, served_dljob, args.jobs),
+        "requests_per_plain_pod": measure.per_object(served, served_plain, args.jobs),
+        "requests_per_dljob": measure.per_object(served_plain, served_dljob, args.jobs),
     }
     print(f"plain pods bound by kube-scheduler: {args.jobs} in {plain_s:.1f} s = {plain_rate:.1f}/s")
     print(f"DLJobs placed by Horus and bound:   {args.jobs} in {dljob_s:.1f} s = {dljob_rate:.1f}/s")
@@ -233,9 +147,7 @@ def main() -> None:
     for name in ("requests_per_plain_pod", "requests_per_dljob"):
         print(f"API requests {name[len('requests_') :]} (all clients):", figures[name])
     if profile is not None:
-        print("operator, Python on CPU while placing DLJobs (py-spy --gil): own %, inclusive %, function")
-        for function, own, inclusive in profile.top():
-            print(f"{own:6.1f} {inclusive:6.1f}  {function})")
+        profile.print_top("placing DLJobs")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 

@@ -5,8 +5,7 @@ statuses that differ, (2) runs the scheduling cycle (`placement.cycle`, the one 
 on a fresh `ClusterSnapshot` with every job waiting for a pod, then creates the pods concurrently
 (DRA-bound ones after their ResourceClaims), and (3) brings Horus's claims in line with its pods
 (`binding.ClaimKeeper`). Creation is idempotent (deterministic names, 409 = done), so a crash between
-any two steps is repaired by the next cycle of any replica. Status writes and Events go through
-`reports.Reporter`.
+any two steps is repaired by the next cycle of any replica. Status writes and Events: `reports.Reporter`.
 """
 
 from __future__ import annotations
@@ -298,6 +297,7 @@ class SchedulingLoop:
     async def _place(self, now: datetime) -> set[str]:
         """Place waiting jobs (a moved one on its target where it still fits); returns the keys whose
         pods (or verdicts) changed."""
+        started = time.perf_counter()
         snapshot = self._snapshot(now)
         moved = self._mover.retarget(snapshot, [k for k, p in self._pending.items() if p.moving])
         view = self._mover.reserved(snapshot)
@@ -310,6 +310,7 @@ class SchedulingLoop:
         result = await asyncio.to_thread(
             self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
         )
+        decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
         for key, problem in result.unsatisfiable.items():
             self._unsatisfiable[key] = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
@@ -321,6 +322,8 @@ class SchedulingLoop:
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
         placed = {a.job for a in assignments}
+        if placed:  # bench/scale.py reads these lines
+            log.info("placement: %d placed, decided in %.1f ms", len(placed), decided_ms)
         return placed | {r.key for r in queue if r.key in self._cache.dirty}
 
     def _claim_holders(self, assignments: list[Assignment], nodes: Mapping[str, Node]) -> list[claims.Holder]:

@@ -67,3 +67,13 @@ class DLJobBuilder:
 
     def obj(self) -> dict[str, Any]:
         return copy.deepcopy(self._body)
+
+
+# Benchmarks' job mix: catalog models with their usual batch sizes, in turn.
+BENCH_MODELS = (("resnet50", 32), ("resnet18", 128), ("lstm-lm", 20), ("transformer", 64), ("vgg16", 32))
+
+
+def bench_job(name: str, index: int) -> DLJobBuilder:
+    """The `index`-th job of the benchmarks' mix (`BENCH_MODELS` in turn)."""
+    architecture, batch_size = BENCH_MODELS[index % len(BENCH_MODELS)]
+    return DLJobBuilder(name).model(architecture=architecture).batch_size(batch_size)
