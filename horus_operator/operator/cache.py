@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -67,6 +68,7 @@ class ClusterCache:
         self.dirty: set[str] = set()
         self.nodes_changed = False
         self.wake = asyncio.Event()
+        self._redecide_at = 0.0  # time.monotonic() when `changed` next marks every job
         # While a resync's lists are in flight: kind -> key -> the resourceVersion the watch last wrote or
         # deleted. None outside a resync.
         self._watched: dict[str, dict[str, str]] | None = None
@@ -88,6 +90,18 @@ class ClusterCache:
     def mark(self, keys: Iterable[str]) -> None:
         self.dirty.update(keys)
         self.wake.set()
+
+    async def changed(self, *, redecide_every: float) -> None:
+        """Until a change wakes the loop. Every job is marked at least every `redecide_every` seconds (for
+        its timers: stuck pods, NotReady nodes), also where something changes all the time, as it does in
+        a large cluster (once this waited for `redecide_every` seconds without any change)."""
+        if not self.dirty:
+            with contextlib.suppress(TimeoutError):
+                due_in = max(0.0, self._redecide_at - time.monotonic())
+                await asyncio.wait_for(self.wake.wait(), timeout=due_in)
+        if time.monotonic() >= self._redecide_at:
+            self._redecide_at = time.monotonic() + redecide_every
+            self.mark(self.jobs)
 
     def take_dirty(self) -> set[str]:
         taken, self.dirty = self.dirty, set()

@@ -154,11 +154,7 @@ class SchedulingLoop:
         )
 
     async def _idle(self) -> None:
-        if not self._cache.dirty:
-            try:
-                await asyncio.wait_for(self._cache.wake.wait(), timeout=self._config.resync_every)
-            except TimeoutError:
-                self._cache.mark(self._cache.jobs)
+        await self._cache.changed(redecide_every=self._config.resync_every)
         await asyncio.sleep(self._config.batch_window)
 
     async def cycle(self) -> None:

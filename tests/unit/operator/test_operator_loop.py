@@ -294,3 +294,23 @@ def test_status_says_whether_a_prediction_came_from_observations_and_resync_rest
     predicted = kube.jobs["team-a/job-0"]["status"]["predicted"]
     assert (predicted["slowdownSource"], predicted["slowdownSamples"]) == ("observed", 3)
     assert restores == ["restored"]
+
+
+def test_every_job_is_re_decided_in_time_also_while_something_always_changes() -> None:
+    """A large cluster is never quiet for a whole resync period; the jobs' timers must still run."""
+
+    async def while_nodes_keep_changing() -> set[str]:
+        cache = ClusterCache()
+        cache.store_job(DLJobBuilder.stored("quiet").obj())
+        redecided: set[str] = set()
+        for tick in range(1_000):
+            cache.put_node(gpu_node(f"node-{tick}"))  # a change before every wait
+            await cache.changed(redecide_every=0.05)
+            redecided |= cache.take_dirty()
+            if tick and "team-a/quiet" in redecided:  # the first wait marks every job at once
+                return redecided
+            redecided.clear()
+            await asyncio.sleep(0.01)
+        return redecided
+
+    assert "team-a/quiet" in asyncio.run(while_nodes_keep_changing())
