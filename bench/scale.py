@@ -183,62 +183,75 @@ def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return statistics.fmean(ys) - slope * statistics.fmean(xs), slope
 
 
+def prepare(cluster: devcluster.LocalCluster, args: argparse.Namespace) -> None:
+    """The control plane, the nodes, the CRDs and the namespace the jobs go to."""
+    cluster.up()
+    began = time.monotonic()
+    cluster.add_pools([devcluster.GpuNodePool(count=args.nodes, gpus_per_node=args.gpus_per_node)])
+    print(f"{args.nodes} nodes Ready in {time.monotonic() - began:.0f} s", flush=True)
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.kubectl("create", "namespace", NAMESPACE)
+
+
+def watch_jobs(cluster: devcluster.LocalCluster, progress: Progress) -> list[Watch]:
+    """Started watches of the DLJobs and of Horus's pods, feeding `progress`."""
+    client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
+    core, custom = kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
+    selector = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER}"
+
+    def dljobs(**options: Any) -> Any:
+        where = (keys.GROUP, keys.VERSION, NAMESPACE, keys.PLURAL)
+        return custom.list_namespaced_custom_object(*where, **options)
+
+    def pods(**options: Any) -> Any:
+        return core.list_namespaced_pod(NAMESPACE, label_selector=selector, **options)
+
+    watches = [Watch(dljobs, progress.dljob), Watch(pods, progress.pod)]
+    for watch in watches:
+        watch.start()
+    return watches
+
+
+def submit_in_stages(
+    args: argparse.Namespace, cluster: devcluster.LocalCluster, progress: Progress, pid: int
+) -> list[Sample]:
+    """Create the jobs stage by stage; the operator (`pid`) sampled before the first and after each."""
+    started = time.monotonic()
+
+    def sample() -> Sample:
+        at = time.monotonic() - started
+        return Sample(*progress.counts(), measure.rss_bytes(pid) / 2**20, measure.cpu_seconds(pid), at)
+
+    samples, created = [sample()], 0
+    for fraction in args.stages:
+        target = round(fraction * args.jobs)
+        print(f"stage: jobs {created}..{target - 1}", flush=True)
+        jobs = [bench_job(f"j-{i}", i).obj() for i in range(created, target)]
+        measure.create_in_parallel(cluster, NAMESPACE, jobs, writers=args.writers)
+        created = target
+        wait_stage(progress, target, settle=args.settle, timeout=args.stage_timeout, started=started)
+        time.sleep(args.quiet)  # let the status writes and Events in flight land
+        samples.append(sample())
+        print(f"  sample: {samples[-1]}", flush=True)
+    return samples
+
+
 def run(args: argparse.Namespace, state: Path) -> dict[str, Any]:
-    pool = devcluster.GpuNodePool(count=args.nodes, gpus_per_node=args.gpus_per_node)
     cluster = devcluster.LocalCluster(state / "cluster", pools=(), timeout=args.start_timeout, progress=print)
     operator, watches, profile = None, [], None
     try:
-        cluster.up()
-        began = time.monotonic()
-        cluster.add_pools([pool])
-        print(f"{args.nodes} nodes Ready in {time.monotonic() - began:.0f} s", flush=True)
-        cluster.kubectl("apply", "-k", str(REPO / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        client = kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
-        core, custom = kubernetes.client.CoreV1Api(client), kubernetes.client.CustomObjectsApi(client)
+        prepare(cluster, args)
         progress = Progress()
-        selector = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER}"
-        watches = [
-            Watch(
-                lambda **kw: custom.list_namespaced_custom_object(
-                    keys.GROUP, keys.VERSION, NAMESPACE, keys.PLURAL, **kw
-                ),
-                progress.dljob,
-            ),
-            Watch(
-                lambda **kw: core.list_namespaced_pod(NAMESPACE, label_selector=selector, **kw), progress.pod
-            ),
-        ]
-        for watch in watches:
-            watch.start()
+        watches = watch_jobs(cluster, progress)
         operator = OperatorProcess(cluster, args.out / "operator.log", identity="bench-scale", settings={})
         operator.start()
         assert operator.process is not None
-        pid = operator.process.pid
         time.sleep(5)  # the operator idle after its resync: the baseline sample
-        started = time.monotonic()
-        samples = [Sample(0, 0, 0, measure.rss_bytes(pid) / 2**20, measure.cpu_seconds(pid), 0.0)]
         served_before = measure.api_requests(cluster)
         if args.profile_operator:
-            profile = measure.OperatorProfile(pid, args.out / "operator.stacks.txt")
-        created = 0
-        for fraction in args.stages:
-            target = round(fraction * args.jobs)
-            jobs = [bench_job(f"j-{i}", i).obj() for i in range(created, target)]
-            print(f"stage: jobs {created}..{target - 1}", flush=True)
-            measure.create_in_parallel(cluster, NAMESPACE, jobs, writers=args.writers)
-            created = target
-            wait_stage(progress, target, settle=args.settle, timeout=args.stage_timeout, started=started)
-            time.sleep(args.quiet)  # let the status writes and Events in flight land
-            sample = Sample(
-                *progress.counts(),
-                measure.rss_bytes(pid) / 2**20,
-                measure.cpu_seconds(pid),
-                time.monotonic() - started,
-            )
-            samples.append(sample)
-            print(f"  sample: {sample}", flush=True)
+            profile = measure.OperatorProfile(operator.process.pid, args.out / "operator.stacks.txt")
+        samples = submit_in_stages(args, cluster, progress, operator.process.pid)
         served_after = measure.api_requests(cluster)
         if profile is not None:
             profile.stop()
