@@ -29,9 +29,10 @@ from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
 from horus_operator.operator.moving import Mover
 from horus_operator.operator.reports import Reporter, needs_write
-from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy
+from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Predictor, Workload
 
 log = logging.getLogger(__name__)

@@ -25,11 +25,11 @@ Applying the assignments (pods, or simulated starts) is the caller's business.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
+import functools
 import itertools
 import operator
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -40,75 +40,8 @@ from horus_operator.placement.makespan import guarded
 from horus_operator.placement.moves import Mobility, Move, MoveSettings, plan_moves, retarget
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
+from horus_operator.placement.waitqueue import WaitQueue, prefix_length
 from horus_operator.prediction.api import Predictor
-
-QueueKey = tuple[int, float, float, str]
-
-
-def queue_order(request: JobRequest) -> QueueKey:
-    """Priority (higher first), then first come first served, then the longest remaining work first
-    among jobs submitted together (a sweep or a burst: longest-processing-time first is the classic
-    makespan rule, so the job that would set the makespan does not start last), then the key so ties
-    are deterministic.
-
-    Policies read a prefix of the queue in this order and never sort it themselves, so a call costs the
-    same with 10 or 100,000 jobs waiting.
-    """
-    return (-request.priority, request.submitted_at, -(request.remaining_s or 0.0), request.key)
-
-
-class WaitQueue(Sequence[JobRequest]):
-    """The waiting jobs, always in `queue_order`, and those with known remaining work also by that work
-    (the makespan horizon wants the longest). Kept sorted on insert: the simulator keeps one for a
-    whole run (tens of thousands of jobs), so re-sorting it on every event would cost more than
-    deciding."""
-
-    def __init__(self, requests: Iterable[JobRequest] = ()) -> None:
-        self._requests: dict[str, JobRequest] = {}
-        self._order: list[tuple[QueueKey, str]] = []
-        self._by_work: list[tuple[float, QueueKey, str]] = []
-        for request in requests:
-            self.add(request)
-
-    def add(self, request: JobRequest) -> None:
-        """Queue `request`, replacing a waiting job of the same key."""
-        if request.key in self._requests:
-            self.remove(request.key)
-        self._requests[request.key] = request
-        bisect.insort(self._order, (queue_order(request), request.key))
-        if request.remaining_s:
-            bisect.insort(self._by_work, (-request.remaining_s, queue_order(request), request.key))
-
-    def remove(self, key: str) -> JobRequest:
-        request = self._requests.pop(key)
-        del self._order[bisect.bisect_left(self._order, (queue_order(request), key))]
-        if request.remaining_s:
-            entry = (-request.remaining_s, queue_order(request), key)
-            del self._by_work[bisect.bisect_left(self._by_work, entry)]
-        return request
-
-    def longest_remaining_s(self) -> float:
-        """The most remaining work of any waiting job (0 when none is known)."""
-        return -self._by_work[0][0] if self._by_work else 0.0
-
-    def __contains__(self, item: object) -> bool:
-        return isinstance(item, JobRequest) and self._requests.get(item.key) == item
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __iter__(self) -> Iterator[JobRequest]:
-        requests = self._requests
-        return (requests[key] for _, key in self._order)
-
-    @overload
-    def __getitem__(self, position: int) -> JobRequest: ...
-    @overload
-    def __getitem__(self, position: slice) -> list[JobRequest]: ...
-    def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
-        if isinstance(position, slice):
-            return [self._requests[key] for _, key in self._order[position]]
-        return self._requests[self._order[position][1]]
 
 
 class Cooldowns:
@@ -195,12 +128,9 @@ class SchedulingCycle:
         # Capping a job to a whole GPU pays only if one is free: otherwise it waits, and waiting delays
         # it more than sharing would.
         horizon = snapshot.horizon_s if index.empty_count() else None
-        walk = _Walk(
-            queue,
-            self.max_batch,
-            self._judge,
-            lambda request: guarded(request, snapshot.now, horizon),
-        )
+        # No guard without a horizon (`guarded` would hand every request back as it is).
+        guard = None if horizon is None else functools.partial(guarded, now=snapshot.now, horizon=horizon)
+        walk = _Walk(queue, self.max_batch, self._judge, guard)
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
         # A makespan guard re-caps requests as time passes, and a corrected predictor answers anew:
@@ -328,7 +258,7 @@ class _Walk:
         queue: Iterable[JobRequest],
         limit: int,
         judge: Callable[[JobRequest], Unsatisfiable | None],
-        guard: Callable[[JobRequest], JobRequest],
+        guard: Callable[[JobRequest], JobRequest] | None,
     ) -> None:
         self._source = iter(queue)
         self._limit = limit
@@ -341,23 +271,36 @@ class _Walk:
 
     def waiting(self, placed: Container[str]) -> Iterator[JobRequest]:
         """The feasible jobs not in `placed`, in queue order."""
+        feasible, limit = self._feasible, self._limit
         position = 0
-        while position < self._limit:
-            if position == len(self._feasible) and not self._reach_next():
+        while position < limit:
+            if position == len(feasible) and not self._reach_next():
                 return
-            request = self._feasible[position]
+            request = feasible[position]
             position += 1
             if request.key not in placed:
                 yield request
+
+    def head(self, placed: Collection[str], count: int) -> list[JobRequest]:
+        """The first `count` jobs of `waiting(placed)`, reaching exactly as far as it would: `placed` were
+        all reached, so the `count`-th other job lies within `count + len(placed)` positions."""
+        feasible, within = self._feasible, min(count + len(placed), self._limit)
+        while len(feasible) < within and self._reach_next():
+            pass
+        return [request for request in itertools.islice(feasible, within) if request.key not in placed][
+            :count
+        ]
 
     def reached(self) -> Iterator[str]:
         return itertools.chain(self.feasible_by_key, self.rejected)
 
     def _reach_next(self) -> bool:
+        judge, guard = self._judge, self._guard
         for request in self._source:
-            problem = self._judge(request)
+            problem = judge(request)
             if problem is None:
-                request = self._guard(request)
+                if guard is not None:
+                    request = guard(request)
                 self._feasible.append(request)
                 self.feasible_by_key[request.key] = request
                 return True
@@ -385,4 +328,6 @@ class _Remaining(Sequence[JobRequest]):
     @overload
     def __getitem__(self, position: slice) -> list[JobRequest]: ...
     def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
+        if isinstance(position, slice) and (count := prefix_length(position)) is not None:
+            return self._walk.head(self._placed, count)  # a list, not a generator a job at a time
         return list(self)[position]

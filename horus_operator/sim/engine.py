@@ -34,10 +34,11 @@ from dataclasses import replace
 
 from tqdm import tqdm
 
-from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.moves import TOLERANCE, Mobility, Move
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
+from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
 from horus_operator.sim.learning import MIN_OBSERVED_S, OnlineLearning, Settled, cotenants_of

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 from placement_builders import job, nodes, predictor, running, snapshot
 
-from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.feasibility import Cause
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.placement.waitqueue import WaitQueue
 
 
 def _cycle(policy: str = "exclusive", **tunables: object) -> SchedulingCycle:

@@ -7,10 +7,11 @@ import dataclasses
 import pytest
 from placement_builders import job, nodes, predictor, running, snapshot
 
-from horus_operator.placement.cycle import SchedulingCycle, WaitQueue
+from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.makespan import SHARING_FLOOR, guarded, horizon_s
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import JobRequest
+from horus_operator.placement.waitqueue import WaitQueue
 
 
 def _long(key: str, remaining_s: float, *, at: float = 0.0, max_slowdown: float = 3.0) -> JobRequest:

@@ -1,0 +1,148 @@
+"""The waiting jobs in the order every cycle reads them (`queue_order`), kept sorted as jobs come and go.
+
+The simulator keeps one queue for a whole run, tens of thousands of jobs long when the cluster is
+overloaded, and starts most jobs from near its head. One flat sorted list would move every entry behind
+a started job, so a queue of 50,000 cost more to keep than to decide on; the entries are kept in sorted
+chunks instead (`_SortedChunks`), and an insert or removal moves at most a chunk.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import operator
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, overload
+
+from horus_operator.placement.types import JobRequest
+
+QueueKey = tuple[int, float, float, str]
+
+
+def queue_order(request: JobRequest) -> QueueKey:
+    """Priority (higher first), then first come first served, then the longest remaining work first
+    among jobs submitted together (a sweep or a burst: longest-processing-time first is the classic
+    makespan rule, so the job that would set the makespan does not start last), then the key so ties
+    are deterministic.
+
+    Policies read a prefix of the queue in this order and never sort it themselves, so a call costs the
+    same with 10 or 100,000 jobs waiting.
+    """
+    return (-request.priority, request.submitted_at, -(request.remaining_s or 0.0), request.key)
+
+
+class WaitQueue(Sequence[JobRequest]):
+    """The waiting jobs, always in `queue_order`, and those with known remaining work also by that work
+    (the makespan horizon wants the longest). Kept sorted on insert: re-sorting on every event would
+    cost more than deciding."""
+
+    def __init__(self, requests: Iterable[JobRequest] = ()) -> None:
+        self._requests: dict[str, JobRequest] = {}
+        # (order, request): the request rides along so iterating reads no dictionary. The order ends
+        # with the key, so two entries never compare their requests.
+        self._order = _SortedChunks()
+        self._by_work = _SortedChunks()  # (-remaining_s, order)
+        for request in requests:
+            self.add(request)
+
+    def add(self, request: JobRequest) -> None:
+        """Queue `request`, replacing a waiting job of the same key."""
+        if request.key in self._requests:
+            self.remove(request.key)
+        self._requests[request.key] = request
+        order = queue_order(request)
+        self._order.insert((order, request))
+        if request.remaining_s:
+            self._by_work.insert((-request.remaining_s, order))
+
+    def remove(self, key: str) -> JobRequest:
+        request = self._requests.pop(key)
+        order = queue_order(request)
+        self._order.delete((order,))  # sorts just before its entry, after every other
+        if request.remaining_s:
+            self._by_work.delete((-request.remaining_s, order))
+        return request
+
+    def longest_remaining_s(self) -> float:
+        """The most remaining work of any waiting job (0 when none is known)."""
+        first = self._by_work.first()
+        return 0.0 if first is None else -first[0]
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, JobRequest) and self._requests.get(item.key) == item
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def __iter__(self) -> Iterator[JobRequest]:
+        return map(_REQUEST, self._order)
+
+    @overload
+    def __getitem__(self, position: int) -> JobRequest: ...
+    @overload
+    def __getitem__(self, position: slice) -> list[JobRequest]: ...
+    def __getitem__(self, position: int | slice) -> JobRequest | list[JobRequest]:
+        if isinstance(position, slice):
+            count = prefix_length(position)
+            return list(itertools.islice(self, count)) if count is not None else list(self)[position]
+        return _REQUEST(self._order.at(position))
+
+
+_REQUEST = operator.itemgetter(1)
+
+
+def prefix_length(position: slice) -> int | None:
+    """n for a slice `[:n]` (what policies take of a queue), None for any other."""
+    plain = position.start in (None, 0) and position.step in (None, 1)
+    return position.stop if plain and isinstance(position.stop, int) and position.stop >= 0 else None
+
+
+class _SortedChunks:
+    """Distinct tuples in ascending order, held in chunks of at most 2 × `CHUNK` with each chunk's last
+    entry beside them, to find an entry's chunk by bisection."""
+
+    CHUNK = 512
+
+    def __init__(self) -> None:
+        self._chunks: list[list[tuple[Any, ...]]] = []
+        self._lasts: list[tuple[Any, ...]] = []
+
+    def insert(self, entry: tuple[Any, ...]) -> None:
+        chunks, lasts = self._chunks, self._lasts
+        if not chunks:
+            chunks.append([entry])
+            lasts.append(entry)
+            return
+        at = min(bisect.bisect_left(lasts, entry), len(chunks) - 1)
+        chunk = chunks[at]
+        bisect.insort(chunk, entry)
+        lasts[at] = chunk[-1]
+        if len(chunk) > 2 * self.CHUNK:
+            chunks[at : at + 1] = [chunk[: self.CHUNK], chunk[self.CHUNK :]]
+            lasts[at : at + 1] = [chunk[self.CHUNK - 1], chunk[-1]]
+
+    def delete(self, probe: tuple[Any, ...]) -> None:
+        """Deletes the first entry not below `probe` (present: the caller knows it is there)."""
+        at = bisect.bisect_left(self._lasts, probe)
+        chunk = self._chunks[at]
+        del chunk[bisect.bisect_left(chunk, probe)]
+        if chunk:
+            self._lasts[at] = chunk[-1]
+        else:
+            del self._chunks[at]
+            del self._lasts[at]
+
+    def first(self) -> tuple[Any, ...] | None:
+        return self._chunks[0][0] if self._chunks else None
+
+    def at(self, position: int) -> tuple[Any, ...]:
+        if position < 0:
+            position += sum(map(len, self._chunks))
+        for chunk in self._chunks:
+            if 0 <= position < len(chunk):
+                return chunk[position]
+            position -= len(chunk)
+        raise IndexError("queue position out of range")
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return itertools.chain.from_iterable(self._chunks)
