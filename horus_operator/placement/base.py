@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -36,6 +36,32 @@ class Limits:
     memory_margin_mib: float = 500.0
     busy_utilization: float = 0.95
     scan_depth: int = 256
+
+
+class RequestKinds:
+    """Small integers for kinds of jobs (`kind_of(request)`, e.g. workload and GPU count): jobs of one
+    kind fit the same places, so a policy that found one fits nowhere skips its likes.
+
+    Remembered per job key while the job's request object stays the same, so a waiting job's kind is
+    worked out once, not on every call that reads it (hashing a workload runs Python code). The memo
+    forgets every job once it holds `remembered` of them: those are long gone, and it refills with the
+    waiting ones."""
+
+    def __init__(self, kind_of: Callable[[JobRequest], Hashable], remembered: int = 100_000) -> None:
+        self._kind_of = kind_of
+        self._remembered = remembered
+        self._kinds: dict[Hashable, int] = {}
+        self._of_job: dict[str, tuple[JobRequest, int]] = {}
+
+    def __call__(self, request: JobRequest) -> int:
+        known = self._of_job.get(request.key)
+        if known is not None and known[0] is request:
+            return known[1]
+        kind = self._kinds.setdefault(self._kind_of(request), len(self._kinds))
+        if len(self._of_job) >= self._remembered:
+            self._of_job.clear()
+        self._of_job[request.key] = (request, kind)
+        return kind
 
 
 class PlacementCall:
@@ -180,7 +206,7 @@ class PlacementCall:
         """Some GPU could still take a job: an empty one, or a shared one below the co-location limit."""
         if self.index.empty_count():
             return True
-        return next(self.index.shared_groups(below=self.limits.max_jobs_per_gpu), None) is not None
+        return self.index.has_shared(below=self.limits.max_jobs_per_gpu)
 
     def whole_gpus(self, request: JobRequest) -> list[GpuSlot] | None:
         """`request.gpus` empty GPUs on one node that fit it, best fit first; None when no node has them."""
@@ -193,10 +219,9 @@ class PlacementCall:
         return None
 
     def queue_prefix(self, queue: Sequence[JobRequest]) -> Iterator[JobRequest]:
-        """The first `scan_depth` jobs of the queue not placed in this call, in the caller's order."""
-        for request in itertools.islice(queue, self.limits.scan_depth):
-            if request.key not in self.placed:
-                yield request
+        """The first `scan_depth` jobs of the queue, in the caller's order. Keys are unique, so one pass
+        never meets a job it placed (no filter on `placed`: this is read on every call)."""
+        return itertools.islice(queue, self.limits.scan_depth)
 
 
 # Why a GPU is out of every placement, whatever the job (`PlacementCall.unusable`).

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from horus_operator.placement.base import Limits, PlacementCall, summarise_reasons
+from horus_operator.placement.base import Limits, PlacementCall, RequestKinds, summarise_reasons
 from horus_operator.placement.index import GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
@@ -24,19 +24,20 @@ class BinpackPolicy:
     def __init__(self, predictor: Predictor, limits: Limits | None = None) -> None:
         self.predictions = CachedPredictions(predictor)
         self.limits = limits or Limits()
+        self._alike = RequestKinds(_alike)
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes until a placement.
-            fits_nowhere: set[tuple[Workload, int, bool]] = set()
+            fits_nowhere: set[int] = set()
             room, headroom = call.has_room(), call.shared_headroom_mib()
             for request in call.queue_prefix(queue):
                 if not room:
                     break
-                workload, whole = request.workload, wants_whole_gpus(request)
-                alike = (workload, request.gpus, whole)  # Workload equality: model, batch, key, precision
+                alike = self._alike(request)
                 if alike in fits_nowhere:
                     continue
+                whole = wants_whole_gpus(request)
                 # A long queue in a full cluster asks this of every kind of job on every call: the
                 # headroom answers most of them without visiting the groups.
                 may_share = not whole and call.may_fit_beside(request, headroom)
@@ -80,3 +81,9 @@ class BinpackPolicy:
                 if slot.usable
             )
             return summarise_reasons(reasons, call.unusable())
+
+
+def _alike(request: JobRequest) -> tuple[Workload, int, bool]:
+    """Jobs with equal answers fit the same GPUs (workloads are equal in model, batch size, features key
+    and precision)."""
+    return (request.workload, request.gpus, wants_whole_gpus(request))

@@ -27,17 +27,14 @@ predictions, so it is memoised until the predictor learns something (its revisio
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from horus_operator.placement.base import Limits, PlacementCall, summarise_reasons
+from horus_operator.placement.base import Limits, PlacementCall, RequestKinds, summarise_reasons
 from horus_operator.placement.index import GpuKey, GpuSlot, GroupKey, group_token, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import Predictor, Workload
-
-SIGNATURE_CACHE_JOBS = 100_000
 
 
 @dataclass(frozen=True)
@@ -84,9 +81,11 @@ class HorusPolicy:
         self.predictions = CachedPredictions(predictor)
         self.limits = limits or Limits()
         self.tunables = tunables or HorusTunables()
-        self._verdicts: dict[tuple[int, int], ShareVerdict | str] = {}
-        self._signatures: dict[tuple[Workload, float, int], int] = {}
-        self._signature_of_job: dict[str, tuple[JobRequest, int]] = {}
+        # group token -> newcomer signature -> verdict: a row per group, so the pairing loop reads one
+        # dictionary per (group, job) and builds no key.
+        self._verdicts: dict[int, dict[int, ShareVerdict | str]] = {}
+        # The newcomer's half of a verdict's memo key, and what makes two queued jobs alike for placement.
+        self._signature = RequestKinds(_signature)
         self._verdicts_revision = self.predictions.sync()
 
     def _drop_stale_verdicts(self) -> None:
@@ -102,7 +101,7 @@ class HorusPolicy:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             if not call.has_room():
                 return []
-            candidates = list(itertools.islice(queue, self.limits.scan_depth))
+            candidates = list(queue[: self.limits.scan_depth])
             first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
             # Jobs alike (same signature) fit the same places: once one found none, its likes are
@@ -227,12 +226,12 @@ class HorusPolicy:
             for position, request in enumerate(candidates)
             if not wants_whole_gpus(request)
         ]
-        verdicts = self._verdicts
         for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
+            row = self._verdict_row(group.token)
             for position, request, signature in shareable:
-                verdict = verdicts.get((group.token, signature))
+                verdict = row.get(signature)
                 if verdict is None:
-                    verdict = self._verdict(call, group.token, group.key, signature, request)
+                    verdict = row[signature] = self._judge(call, group.key, request)
                 if not isinstance(verdict, ShareVerdict) or verdict.gain < min_gain:
                     continue
                 if best is not None and (verdict.score, -position) <= (best[0], best[1]):
@@ -256,31 +255,20 @@ class HorusPolicy:
         return set()
 
     # -- prediction verdicts (memoised) ----------------------------------------------------------
-    def _signature(self, request: JobRequest) -> int:
-        """A small integer for (workload, maxSlowdown, GPUs): the newcomer's half of a verdict's memo
-        key, and what makes two queued jobs alike for placement.
-
-        Remembered per job key while the job's request object stays the same, so a waiting job is
-        hashed once, not once per call (the workload's hash is computed in Python)."""
-        known = self._signature_of_job.get(request.key)
-        if known is not None and known[0] is request:
-            return known[1]
-        signature = self._signatures.setdefault(
-            (request.workload, request.max_slowdown, request.gpus), len(self._signatures)
-        )
-        if len(self._signature_of_job) >= SIGNATURE_CACHE_JOBS:
-            self._signature_of_job.clear()  # jobs long gone; the cache refills with those waiting
-        self._signature_of_job[request.key] = (request, signature)
-        return signature
-
     def _verdict(
         self, call: PlacementCall, token: int, group_key: GroupKey, signature: int, request: JobRequest
     ) -> ShareVerdict | str:
-        verdict = self._verdicts.get((token, signature))
+        row = self._verdict_row(token)
+        verdict = row.get(signature)
         if verdict is None:
-            verdict = self._judge(call, group_key, request)
-            self._verdicts[(token, signature)] = verdict
+            verdict = row[signature] = self._judge(call, group_key, request)
         return verdict
+
+    def _verdict_row(self, token: int) -> dict[int, ShareVerdict | str]:
+        row = self._verdicts.get(token)
+        if row is None:
+            row = self._verdicts[token] = {}
+        return row
 
     def _judge(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:
         product, memory_mib, tenants = group_key
@@ -334,3 +322,8 @@ class HorusPolicy:
                 else:
                     reason = "a shared GPU fits; jobs ahead in the queue go first"
             yield reason or f"fewer than {request.gpus} free GPUs on one node"
+
+
+def _signature(request: JobRequest) -> tuple[Workload, float, int]:
+    """What a verdict on a newcomer depends on: its workload, maxSlowdown and GPU count."""
+    return (request.workload, request.max_slowdown, request.gpus)

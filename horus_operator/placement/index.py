@@ -66,7 +66,7 @@ def workload_order(workload: Workload) -> tuple[str, int, str, str]:
 class GpuSlot:
     """One GPU and the jobs on it. Mutable; owned by its `ClusterIndex`."""
 
-    __slots__ = ("gpu", "key", "node", "tenants", "usable")
+    __slots__ = ("gpu", "group", "key", "node", "tenants", "usable")
 
     def __init__(self, gpu: Gpu, schedulable: bool) -> None:
         self.gpu = gpu
@@ -74,12 +74,16 @@ class GpuSlot:
         self.node = gpu.node
         self.usable = gpu.healthy and schedulable and not gpu.claimed_by
         self.tenants: list[RunningJob] = []
+        self.group: Group | None = None  # the index's group it is filed in, while it is shareable
 
     @property
     def product(self) -> str:
         return self.gpu.product
 
     def group_key(self) -> GroupKey:
+        if len(self.tenants) == 1:  # most shared GPUs: nothing to sort
+            request = self.tenants[0].request
+            return (self.gpu.product, self.gpu.memory_mib, ((request.workload, request.max_slowdown),))
         tenants = sorted(
             ((job.request.workload, job.request.max_slowdown) for job in self.tenants),
             key=lambda tenant: (workload_order(tenant[0]), tenant[1]),
@@ -88,7 +92,10 @@ class GpuSlot:
 
     def shareable(self) -> bool:
         """Has tenants, none of which wants its GPUs whole."""
-        return bool(self.tenants) and not any(wants_whole_gpus(job.request) for job in self.tenants)
+        for job in self.tenants:  # a loop, not any(...): asked on every change of the index
+            if wants_whole_gpus(job.request):
+                return False
+        return bool(self.tenants)
 
 
 class ClusterIndex:
@@ -159,6 +166,11 @@ class ClusterIndex:
         for count in range(1, below):
             yield from self._shared.get(count, {}).values()
 
+    def has_shared(self, below: int) -> bool:
+        """Some GPU is in `shared_groups(below)` (a group is dropped with its last GPU)."""
+        shared = self._shared
+        return any(shared.get(count) for count in range(1, below))
+
     def empty_count(self) -> int:
         """Empty usable GPUs in the cluster."""
         return self._empty_total
@@ -175,13 +187,11 @@ class ClusterIndex:
             return
         if not slot.tenants:
             self._move_node(slot.node, lambda empty: empty.pop(slot.key))
-        elif slot.shareable():
-            groups = self._shared[len(slot.tenants)]
-            group_key = slot.group_key()
-            group = groups[group_key]
+        elif slot.group is not None:  # filed as shareable: its group is known, no key to work out
+            group, slot.group = slot.group, None
             del group.slots[slot.key]
             if not group.slots:
-                del groups[group_key]
+                del self._shared[len(slot.tenants)][group.key]
 
     def _attach(self, slot: GpuSlot) -> None:
         if not slot.usable:
@@ -198,6 +208,7 @@ class ClusterIndex:
         if group is None:
             group = groups[key] = Group(key)
         group.slots[slot.key] = slot
+        slot.group = group
 
     def _move_node(self, node: str, change: Callable[[dict[GpuKey, GpuSlot]], object]) -> None:
         empty = self._empty[node]
