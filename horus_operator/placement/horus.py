@@ -126,10 +126,14 @@ class HorusPolicy:
     ) -> tuple[list[JobRequest], int]:
         """The next `lookahead` candidates from `first` not placed yet, and the position after the last
         (found by counting: `list.index` would compare requests field by field)."""
+        lookahead, placed = self.tunables.lookahead, call.placed
+        if not placed:  # nothing to skip: a slice
+            window = candidates[first : first + lookahead]
+            return window, first + len(window)
         window: list[JobRequest] = []
         position = first
-        while position < len(candidates) and len(window) < self.tunables.lookahead:
-            if candidates[position].key not in call.placed:
+        while position < len(candidates) and len(window) < lookahead:
+            if candidates[position].key not in placed:
                 window.append(candidates[position])
             position += 1
         return window, position
@@ -140,8 +144,7 @@ class HorusPolicy:
         signatures together with `hopeless`."""
         seen = set(hopeless)
         unique = []
-        for request in window:
-            signature = self._signature(request)
+        for request, signature in zip(window, map(self._signature, window), strict=True):
             if signature not in seen:
                 seen.add(signature)
                 unique.append(request)
