@@ -130,7 +130,7 @@ class SchedulingCycle:
         horizon = snapshot.horizon_s if index.empty_count() else None
         # No guard without a horizon (`guarded` would hand every request back as it is).
         guard = None if horizon is None else functools.partial(guarded, now=snapshot.now, horizon=horizon)
-        walk = _Walk(queue, self.max_batch, self._judge, guard)
+        walk = _Walk(queue, self.max_batch, self._verdicts, self._judge, guard)
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
         # A makespan guard re-caps requests as time passes, and a corrected predictor answers anew:
@@ -257,11 +257,13 @@ class _Walk:
         self,
         queue: Iterable[JobRequest],
         limit: int,
+        known: Mapping[str, tuple[JobRequest, Unsatisfiable | None]],
         judge: Callable[[JobRequest], Unsatisfiable | None],
         guard: Callable[[JobRequest], JobRequest] | None,
     ) -> None:
         self._source = iter(queue)
         self._limit = limit
+        self._known = known  # `judge`'s memo, by key: (the request judged, its verdict)
         self._judge = judge
         self._guard = guard
         self._feasible: list[JobRequest] = []
@@ -295,9 +297,11 @@ class _Walk:
         return itertools.chain(self.feasible_by_key, self.rejected)
 
     def _reach_next(self) -> bool:
-        judge, guard = self._judge, self._guard
+        known, judge, guard = self._known, self._judge, self._guard
         for request in self._source:
-            problem = judge(request)
+            # Most jobs reached were judged in an earlier cycle: read the memo here, not through a call.
+            verdict = known.get(request.key)
+            problem = verdict[1] if verdict is not None and verdict[0] is request else judge(request)
             if problem is None:
                 if guard is not None:
                     request = guard(request)
