@@ -3,7 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _number(flag: str, kind: type, default: float, help: str | None = None) -> Callable[[F], F]:
+    """A numeric setting: `--name` or the environment variable `HORUS_NAME`, with its default shown."""
+    envvar = "HORUS_" + flag.removeprefix("--").upper().replace("-", "_")
+    return click.option(flag, type=kind, default=default, show_default=True, envvar=envvar, help=help)
 
 
 @click.command()
@@ -19,31 +30,12 @@ import click
     help="Namespace of the leader-election Lease.",
 )
 @click.option("--identity", envvar="HORUS_IDENTITY", help="Lease holder identity [default: host name].")
-@click.option("--resync-seconds", type=float, default=10.0, show_default=True, envvar="HORUS_RESYNC_SECONDS")
-@click.option(
-    "--unschedulable-grace-seconds",
-    type=float,
-    default=30.0,
-    show_default=True,
-    envvar="HORUS_UNSCHEDULABLE_GRACE_SECONDS",
-    help="Re-place a pod unschedulable for longer.",
-)
-@click.option(
-    "--not-ready-grace-seconds",
-    type=float,
-    default=300.0,
-    show_default=True,
-    envvar="HORUS_NOT_READY_GRACE_SECONDS",
-    help="Re-place a pod whose node has been NotReady for longer.",
-)
-@click.option("--api-workers", type=int, default=32, show_default=True, envvar="HORUS_API_WORKERS")
-@click.option(
-    "--telemetry-ttl-seconds",
-    type=float,
-    default=60.0,
-    show_default=True,
-    envvar="HORUS_TELEMETRY_TTL_SECONDS",
-    help="GPUs of a node whose agent has been silent longer are not used.",
+@_number("--resync-seconds", float, 10.0)
+@_number("--unschedulable-grace-seconds", float, 30.0, "Re-place a pod unschedulable for longer.")
+@_number("--not-ready-grace-seconds", float, 300.0, "Re-place a pod whose node has been NotReady for longer.")
+@_number("--api-workers", int, 32)
+@_number(
+    "--telemetry-ttl-seconds", float, 60.0, "GPUs of a node whose agent has been silent longer are not used."
 )
 @click.option(
     "--binding",
@@ -64,38 +56,20 @@ import click
     help="How DRA-bound co-tenants share a GPU's claim: MPS with limits from their predictions (the "
     "driver's MPSSupport feature gate) or the driver's time-slicing.",
 )
-@click.option(
+@_number(
     "--migration-over-limit-seconds",
-    type=float,
-    default=300.0,
-    show_default=True,
-    envvar="HORUS_MIGRATION_OVER_LIMIT_SECONDS",
-    help="Move a job that allows it once its observed slowdown has stayed above maxSlowdown this long.",
+    float,
+    300.0,
+    "Move a job that allows it once its observed slowdown has stayed above maxSlowdown this long.",
 )
-@click.option(
+@_number(
     "--migration-restart-cost-seconds",
-    type=float,
-    default=120.0,
-    show_default=True,
-    envvar="HORUS_MIGRATION_RESTART_COST_SECONDS",
-    help="Progress a move costs beyond the grace period; a re-pack must gain more, with the grace.",
+    float,
+    120.0,
+    "Progress a move costs beyond the grace period; a re-pack must gain more, with the grace.",
 )
-@click.option(
-    "--migration-cooldown-seconds",
-    type=float,
-    default=1800.0,
-    show_default=True,
-    envvar="HORUS_MIGRATION_COOLDOWN_SECONDS",
-    help="At most one move per job per this many seconds.",
-)
-@click.option(
-    "--migration-max-moves",
-    type=int,
-    default=3,
-    show_default=True,
-    envvar="HORUS_MIGRATION_MAX_MOVES",
-    help="Moves per job over its life.",
-)
+@_number("--migration-cooldown-seconds", float, 1800.0, "At most one move per job per this many seconds.")
+@_number("--migration-max-moves", int, 3, "Moves per job over its life.")
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
