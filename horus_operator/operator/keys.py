@@ -4,6 +4,7 @@ that link a pod to its DLJob and its GPU assignment (the API server is the opera
 from __future__ import annotations
 
 GROUP = "horus.dev"
+PREFIX = f"{GROUP}/"  # of every label and annotation Horus writes
 VERSION = "v1alpha1"
 PLURAL = "dljobs"
 KIND = "DLJob"

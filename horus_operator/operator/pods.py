@@ -20,6 +20,8 @@ from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+NO_GPU = "void"  # the NVIDIA container toolkit's value for "no GPU device and no driver in the container"
 
 
 def pod_name(job_name: str, attempt: int) -> str:
@@ -58,13 +60,13 @@ def build_pod(placement: Placement) -> dict[str, Any]:
     spec: dict[str, Any] = template.get("spec", {})
     if placement.claims:
         _reference_claims(spec, placement.claims)
+        # Init containers and sidecars are outside the claims: they see no GPU, whatever their image's
+        # ENV or an envFrom says (an explicit `env` entry wins over both).
+        _set_visible_devices(spec.get("initContainers", []), NO_GPU)
     else:
-        env = {
-            "name": "NVIDIA_VISIBLE_DEVICES",
-            "value": visible_devices(assignment.gpu_indices, placement.gpu_uuids),
-        }
-        for container in spec.get("containers", []):
-            container["env"] = [*container.get("env", []), env]
+        devices = visible_devices(assignment.gpu_indices, placement.gpu_uuids)
+        for kind in ("initContainers", "containers"):
+            _set_visible_devices(spec.get(kind, []), devices)
     spec["nodeSelector"] = {**spec.get("nodeSelector", {}), keys.LABEL_HOSTNAME: placement.hostname}
     spec.setdefault("restartPolicy", "Never")  # Horus counts attempts; "OnFailure" would hide failures
     return {
@@ -88,6 +90,14 @@ def build_pod(placement: Placement) -> dict[str, Any]:
         },
         "spec": spec,
     }
+
+
+def _set_visible_devices(containers: Sequence[dict[str, Any]], devices: str) -> None:
+    """Every container of the pod, init containers and sidecars too, sees exactly `devices`: under env
+    binding a container without the variable would see every GPU of its node (the NVIDIA runtime's
+    default for a CUDA image)."""
+    for container in containers:
+        container["env"] = [*container.get("env", []), {"name": VISIBLE_DEVICES, "value": devices}]
 
 
 def _reference_claims(spec: dict[str, Any], claims: Sequence[str]) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_operator.operator import keys
 from horus_operator.operator.jobspec import InvalidJob
 
 FIELD = "spec.template.spec"
@@ -27,7 +28,9 @@ _DECIMAL = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "
 
 
 def check(template: Mapping[str, Any]) -> None:
-    """Raise `InvalidJob` for the first field that would choose the node or the GPUs for Horus."""
+    """Raise `InvalidJob` for the first field that would choose the node or the GPUs for Horus, or
+    write Horus's own record of a placement."""
+    _check_metadata(template.get("metadata") or {})
     spec = template.get("spec") or {}
     for name in NODE_FIELDS:
         if spec.get(name):
@@ -40,6 +43,17 @@ def check(template: Mapping[str, Any]) -> None:
         )
     for where, container in _containers(spec):
         _check_container(where, container)
+
+
+def _check_metadata(metadata: Mapping[str, Any]) -> None:
+    """Horus's labels and annotations on a pod are its record of the placement (which GPUs, which
+    claims); one copied from the template would be read back as if Horus had written it."""
+    for kind in ("labels", "annotations"):
+        for key in sorted(metadata.get(kind) or {}):
+            if key.startswith(keys.PREFIX):
+                raise InvalidJob(
+                    f"spec.template.metadata.{kind}", key, f"keys under {keys.PREFIX} are Horus's own"
+                )
 
 
 def _check_container(where: str, container: Mapping[str, Any]) -> None:

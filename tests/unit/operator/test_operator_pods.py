@@ -152,3 +152,30 @@ def test_the_share_scope_travels_with_the_request_and_old_pods_read_as_unscoped(
     old = pods.encode_request(request)
     del old["shareScope"]
     assert pods.decode_request(old).share_scope == ""
+
+
+def _with_init_and_sidecar(body: dict) -> dict:
+    template = body["spec"]["template"]
+    template["spec"]["initContainers"] = [
+        {"name": "fetch", "image": "cuda", "envFrom": [{"configMapRef": {"name": "all-gpus"}}]},
+        {"name": "logger", "image": "cuda", "restartPolicy": "Always"},
+    ]
+    return body
+
+
+def test_every_init_container_and_sidecar_sees_exactly_the_assigned_gpus() -> None:
+    pod = pods.build_pod(_placement(_with_init_and_sidecar(DLJobBuilder.stored("cnn").obj())))
+    for container in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]:
+        # An explicit env entry wins over envFrom and the image's ENV.
+        assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "1,2"} in container["env"], container["name"]
+
+
+def test_under_dra_containers_outside_the_claims_see_no_gpu() -> None:
+    placement = dataclasses.replace(
+        _placement(_with_init_and_sidecar(DLJobBuilder.stored("cnn").obj())), claims=("c-0", "c-1")
+    )
+    pod = pods.build_pod(placement)
+    for container in pod["spec"]["initContainers"]:
+        assert container["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+        assert "claims" not in container.get("resources", {})
+    assert all("NVIDIA_VISIBLE_DEVICES" not in str(c.get("env")) for c in pod["spec"]["containers"])

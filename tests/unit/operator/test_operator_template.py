@@ -54,6 +54,14 @@ def _with_spec(**spec: Any) -> dict[str, Any]:
             _template(securityContext={"privileged": True}),
             "spec.template.spec.containers[0].securityContext.privileged",
         ),
+        (
+            {"metadata": {"annotations": {"horus.dev/gpu-uuids": "GPU-x"}}, **_template()},
+            "spec.template.metadata.annotations",
+        ),
+        (
+            {"metadata": {"labels": {"horus.dev/dljob": "other"}}, **_template()},
+            "spec.template.metadata.labels",
+        ),
     ],
 )
 def test_fields_that_would_choose_the_node_or_gpu_are_refused_by_name(
