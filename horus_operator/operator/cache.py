@@ -244,7 +244,7 @@ class ClusterCache:
         `resyncing`; what the watches wrote meanwhile stands unless the listing is provably newer."""
         watched = self._watched or {kind: {} for kind in _KINDS}
         stale_jobs = set(self.jobs) | set(self.pods)
-        pods_by_key = {f"{pod.namespace}/{pod.name}": pod for pod in self.all_pods()}
+        pods_by_key = {f"{pod.namespace}/{pod.name}": pod for pod in self._every_pod()}
         merged_jobs = _merge(self.jobs, _keyed(jobs, job_key, dict), watched["job"])
         merged_pods = _merge(pods_by_key, _keyed(pods, job_key, pod_views.view), watched["pod"])
         merged_nodes = _merge(
@@ -274,6 +274,20 @@ class ClusterCache:
         self.mark(stale_jobs | set(self.jobs) | set(self.pods))
 
     def all_pods(self) -> list[PodView]:
+        """The pods of known DLJobs (`job_pods`): what holds GPUs and what the jobs' statuses read."""
+        return [pod for key in self.pods for pod in self.job_pods(key)]
+
+    def job_pods(self, key: str) -> list[PodView]:
+        """The pods that DLJob `key` controls. A pod with Horus's labels but another owner (made by
+        anyone who may create pods, or left by an earlier DLJob of the same name) is none of its pods:
+        it neither holds GPUs in Horus's books nor says how the job went."""
+        body = self.jobs.get(key)
+        uid = (body or {}).get("metadata", {}).get("uid")
+        if not uid:
+            return []
+        return [pod for pod in self.pods.get(key, {}).values() if pod.owner_uid == uid]
+
+    def _every_pod(self) -> list[PodView]:
         return [pod for job_pods in self.pods.values() for pod in job_pods.values()]
 
 

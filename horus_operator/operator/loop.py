@@ -37,6 +37,8 @@ from horus_operator.prediction.api import Predictor, Workload
 
 log = logging.getLogger(__name__)
 
+MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a foreign pod before the job fails
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -98,6 +100,7 @@ class SchedulingLoop:
         self._waiting: dict[str, str] = {}  # job key -> why it still waits
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
         self._unsatisfiable: dict[str, InvalidJob] = {}
+        self._name_conflicts: dict[str, int] = {}  # job key -> tries that met a foreign pod of its pod's name
         self._explained_at: dict[str, datetime] = {}
         self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
 
@@ -205,7 +208,7 @@ class SchedulingLoop:
         decision = reconcile.decide(
             job,
             current,
-            list(self._cache.pods.get(key, {}).values()),
+            self._cache.job_pods(key),
             reconcile.Context(
                 now=now,
                 nodes=self._cache.nodes.keys(),
@@ -272,6 +275,7 @@ class SchedulingLoop:
         self._pending.pop(key, None)
         self._waiting.pop(key, None)
         self._unsatisfiable.pop(key, None)
+        self._name_conflicts.pop(key, None)
 
     def _snapshot(self, now: datetime) -> ClusterSnapshot:
         """The cluster as the API server shows it, with the targets of jobs between pods held."""
@@ -370,11 +374,40 @@ class SchedulingLoop:
                 self._cache.mark([assignment.job])
                 return
             raise
+        if pods.controlling_dljob(stored["metadata"]) != pending.job.uid:
+            self._name_taken(pending.job, stored, now)
+            return
+        self._name_conflicts.pop(assignment.job, None)
         self._waiting.pop(assignment.job, None)
         self._cache.put_pod(stored)
         if created:
             reason = "Moved" if pending.moving else "Placed"
             self._reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
+
+    def _name_taken(self, job: JobSpec, pod: Mapping[str, Any], now: datetime) -> None:
+        """The pod name of the job's attempt belongs to a pod the job does not control. One still being
+        deleted (left by an earlier DLJob of the same name) is waited for; any other fails the job after
+        `MAX_NAME_CONFLICTS` tries, never adopted: its GPUs, phase and annotations
+        are not Horus's."""
+        meta = pod["metadata"]
+        where = f"pod {meta['namespace']}/{meta['name']}"
+        if meta.get("deletionTimestamp"):
+            self._note_waiting(job.key, f"waiting: {where} of an earlier owner is being deleted", now)
+            return
+        tries = self._name_conflicts.get(job.key, 0) + 1
+        self._name_conflicts[job.key] = tries
+        if tries < MAX_NAME_CONFLICTS:
+            # The same message each time: only the first marks the job, later tries come with the
+            # periodic re-decision, so a pod the garbage collector is about to delete has time to go.
+            self._note_waiting(job.key, f"waiting: {where} exists and is not this DLJob's", now)
+            return
+        self._workloads[(job.uid, job.generation)] = InvalidJob(
+            "metadata.name",
+            job.name,
+            f"{where} exists and is not this DLJob's (another owner, or none); delete it, or submit the "
+            "job under another name",
+        )
+        self._cache.mark([job.key])
 
     def _explanation_due(self, request: JobRequest, now: datetime) -> bool:
         """At most one explanation per job per resync period: an explanation scans every GPU."""

@@ -168,11 +168,11 @@ class ObservedTelemetry:
         return self.learning.predictor.correction.alone_rate(gpu.product, workload)
 
     def _workload(self, key: str) -> Workload | None:
-        requests = [p.request for p in self.cache.pods.get(key, {}).values() if p.request is not None]
+        requests = [p.request for p in self.cache.job_pods(key) if p.request is not None]
         return requests[0].workload if requests else None
 
     def _current_pod(self, key: str) -> PodView | None:
-        holding = [p for p in self.cache.pods.get(key, {}).values() if p.holds_gpus]
+        holding = [p for p in self.cache.job_pods(key) if p.holds_gpus]
         return max(holding, key=lambda p: p.attempt, default=None)
 
 

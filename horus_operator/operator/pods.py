@@ -77,16 +77,7 @@ def build_pod(placement: Placement) -> dict[str, Any]:
             "namespace": job.namespace,
             "labels": {**template.get("metadata", {}).get("labels", {}), **_labels(job)},
             "annotations": {**template.get("metadata", {}).get("annotations", {}), **_annotations(placement)},
-            "ownerReferences": [
-                {
-                    "apiVersion": keys.API_VERSION,
-                    "kind": keys.KIND,
-                    "name": job.name,
-                    "uid": job.uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [owner_reference(job.name, job.uid)],
         },
         "spec": spec,
     }
@@ -98,6 +89,18 @@ def _set_visible_devices(containers: Sequence[dict[str, Any]], devices: str) -> 
     default for a CUDA image)."""
     for container in containers:
         container["env"] = [*container.get("env", []), {"name": VISIBLE_DEVICES, "value": devices}]
+
+
+def owner_reference(job_name: str, uid: str) -> dict[str, Any]:
+    """The controller reference a DLJob's pods carry: what makes a pod the job's (`controlling_dljob`)."""
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": keys.KIND,
+        "name": job_name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def _reference_claims(spec: dict[str, Any], claims: Sequence[str]) -> None:
@@ -212,6 +215,7 @@ class PodView:
     claims: tuple[str, ...] = ()  # DRA binding: its GPUs' ResourceClaims, in GPU order
     scheduling_message: str = ""  # kube-scheduler's word while it cannot schedule the pod
     created_at: datetime | None = None  # when Horus created it: the placement it carries began then
+    owner_uid: str = ""  # the uid of the DLJob that controls it ("" when no DLJob does)
 
     @property
     def job_key(self) -> str:
@@ -249,7 +253,22 @@ def view(pod: Mapping[str, Any]) -> PodView:
         claims=tuple(c for c in annotations.get(keys.ANNOTATION_CLAIMS, "").split(",") if c),
         scheduling_message=_scheduling_message(status),
         created_at=_time(meta.get("creationTimestamp")),
+        owner_uid=controlling_dljob(meta),
     )
+
+
+def controlling_dljob(meta: Mapping[str, Any]) -> str:
+    """The uid of the DLJob named in the pod's controller owner reference, "" when none is. Anyone who
+    may create pods can copy Horus's labels; only the pod Horus made for a DLJob is controlled by that
+    DLJob's uid (an owner reference to another namespace or a made-up uid is garbage-collected)."""
+    for owner in meta.get("ownerReferences") or []:
+        if (
+            owner.get("controller")
+            and owner.get("kind") == keys.KIND
+            and owner.get("apiVersion") == keys.API_VERSION
+        ):
+            return str(owner.get("uid") or "")
+    return ""
 
 
 def _request(annotations: Mapping[str, str]) -> JobRequest | None:

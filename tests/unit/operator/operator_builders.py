@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from horus_operator.operator import keys
+from horus_operator.operator import keys, pods
 from horus_operator.operator.cache import job_key
 
 
@@ -24,6 +24,8 @@ class PodBuilder:
                 "namespace": namespace,
                 "uid": f"pod-uid-{job}-{attempt}",
                 "labels": {keys.LABEL_JOB: job, keys.LABEL_MANAGED_BY: keys.MANAGER},
+                # As DLJobBuilder.stored(job) is: the DLJob controls its pods.
+                "ownerReferences": [pods.owner_reference(job, f"uid-{job}")],
                 "annotations": {
                     keys.ANNOTATION_ATTEMPT: str(attempt),
                     keys.ANNOTATION_NODE: "gpu-node-0",
@@ -37,6 +39,13 @@ class PodBuilder:
             "spec": {"containers": [{"name": "train"}]},
             "status": {"phase": "Pending"},
         }
+
+    def owned_by(self, uid: str | None) -> PodBuilder:
+        """Controlled by the DLJob of `uid` (None: by no DLJob, as a pod someone else made)."""
+        self._body["metadata"]["ownerReferences"] = (
+            [] if uid is None else [{**self._body["metadata"]["ownerReferences"][0], "uid": uid}]
+        )
+        return self
 
     def on(self, node: str, *gpus: int) -> PodBuilder:
         annotations = self._body["metadata"]["annotations"]

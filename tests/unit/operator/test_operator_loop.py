@@ -314,3 +314,46 @@ def test_every_job_is_re_decided_in_time_also_while_something_always_changes() -
         return redecided
 
     assert "team-a/quiet" in asyncio.run(while_nodes_keep_changing())
+
+
+def _foreign(job: str, namespace: str = "team-a", *gpus: int) -> dict[str, Any]:
+    """A pod with Horus's labels and annotations that no DLJob controls (anyone who may create pods)."""
+    return (
+        PodBuilder(job, namespace=namespace)
+        .on("gpu-node-0", *gpus)
+        .bound()
+        .phase("Running")
+        .owned_by(None)
+        .obj()
+    )
+
+
+def test_pods_with_horus_labels_but_no_dljob_owner_hold_no_gpus_and_are_not_adopted() -> None:
+    kube = _cluster(jobs=2, gpus=2)
+    for name, gpu in (("squatter-a", 0), ("squatter-b", 1)):
+        kube.pods[f"other-team/{name}-0"] = _foreign(name, "other-team", gpu)
+    kube.pods["team-a/job-0-0"] = _foreign("job-0", "team-a", 0)  # named as job-0's first pod, made first
+    asyncio.run(_settle(_loop(kube)))
+    assert kube.jobs["team-a/job-1"]["status"]["phase"] == "Scheduled"  # the squatters' GPUs were free
+    job_0 = kube.jobs["team-a/job-0"]["status"]
+    assert job_0["phase"] == "Queued", "the foreign pod is not job-0's pod"
+    assert "team-a/job-0-0 exists and is not this DLJob's" in job_0["message"]
+
+
+def test_a_pod_name_taken_by_a_foreign_pod_fails_the_job_after_bounded_tries() -> None:
+    kube = _cluster(jobs=1, gpus=2)
+    kube.pods["team-a/job-0-0"] = _foreign("job-0", "team-a", 0)
+    loop = _loop(kube)
+
+    async def redecide_every_job(rounds: int) -> None:
+        await loop.resync()
+        for _ in range(rounds):
+            loop._cache.mark(loop._cache.jobs)  # what each resync period does
+            await loop.cycle()
+            await loop.settle()
+
+    asyncio.run(redecide_every_job(rounds=5))
+    status = kube.jobs["team-a/job-0"]["status"]
+    assert status["phase"] == "Failed"
+    assert "metadata.name='job-0'" in status["message"] and "team-a/job-0-0" in status["message"]
+    assert kube.creates == 0 and kube.pods["team-a/job-0-0"]["metadata"]["ownerReferences"] == []
