@@ -235,7 +235,7 @@ class SchedulingLoop:
         else:
             self._pending.pop(key, None)
         request = self._request(job, workload, body) if placeable else None
-        self._mover.note(key, decision.status, request)
+        self._mover.note(key, decision.moving, request)
         return body, decision
 
     async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:

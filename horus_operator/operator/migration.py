@@ -75,9 +75,24 @@ def _moves(status: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [m for m in moves if isinstance(m, Mapping)] if isinstance(moves, list) else []
 
 
-def in_progress(status: Mapping[str, Any]) -> InProgress | None:
+def in_progress(job: JobSpec, status: Mapping[str, Any], pods: Sequence[PodView]) -> InProgress | None:
     """The job's move still under way (its last entry, while `Moving`); None when none is, or the entry
-    is unreadable (hand-edited: the job is then placed as any waiting job)."""
+    is unreadable or not one Horus could have written (hand-edited: the job is then placed as any
+    waiting job). Status is no control channel: anyone who may patch `dljobs/status` could write an
+    entry, so one counts only for a job whose spec allows moving, to as many GPUs as it asks, and for
+    the attempt of its pod moved from: that pod still exists, or else no pod of the job is live and none
+    is newer."""
+    recorded = _recorded(status)
+    if recorded is None or not job.migration_allowed or len(recorded.gpu_indices) != job.gpus:
+        return None
+    if any(p.attempt == recorded.attempt for p in pods):
+        return recorded
+    live = any(p.holds_gpus for p in pods)
+    newer = any(p.attempt > recorded.attempt for p in pods)
+    return None if live or newer else recorded
+
+
+def _recorded(status: Mapping[str, Any]) -> InProgress | None:
     moves = _moves(status)
     if not moves or moves[-1].get("state") != MOVING:
         return None

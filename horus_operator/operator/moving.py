@@ -86,7 +86,8 @@ class Mover:
                 continue
             job = jobspec.parse(body)
             current = body.get("status") or {}
-            if job.migration_allowed and migration.in_progress(current) is None:
+            moving = migration.in_progress(job, current, self._cache.job_pods(pod.job_key))
+            if job.migration_allowed and moving is None:
                 yield pod.job_key, (pod, migration.mobility(job, current, pod, now))
 
     async def _record(self, move: Move, pod: PodView, now: datetime) -> None:
@@ -112,9 +113,8 @@ class Mover:
         self._cache.mark([move.job])
 
     # -- holding the target ------------------------------------------------------------------------
-    def note(self, key: str, decided: Mapping[str, Any], request: JobRequest | None) -> None:
-        """After each decision of job `key` (its new status): hold its target while it moves."""
-        moving = migration.in_progress(decided)
+    def note(self, key: str, moving: migration.InProgress | None, request: JobRequest | None) -> None:
+        """After each decision of job `key` (the move it found under way): hold its target meanwhile."""
         if moving is None or request is None:
             self._reserved.pop(key, None)
             return

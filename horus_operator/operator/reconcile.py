@@ -7,6 +7,7 @@ placed or a stuck pod removed. Running it twice on the same inputs gives the sam
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -44,6 +45,7 @@ class Decision:
     # gone), and place the next pod where the move chose, if it still fits.
     delete_grace_s: int | None = None
     move_to: migration.InProgress | None = None
+    moving: migration.InProgress | None = None  # the move under way, whose target is held meanwhile
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,11 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
         return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
     current = migration.settled(current, pods)
     next_attempt = migration.next_attempt(current, pods)
-    moving = migration.in_progress(current)
+    moving = migration.in_progress(job, current, pods)
     if moving is not None:
         decided = _moving(job, current, pods, moving, next_attempt, ctx)
         if decided is not None:
-            return decided
+            return dataclasses.replace(decided, moving=moving)
     live = [p for p in pods if not p.deleting]
     latest = max(live, key=lambda p: p.attempt, default=None)
     if any(p.phase == "Succeeded" for p in live):

@@ -80,7 +80,24 @@ def test_an_old_pod_that_ends_by_itself_before_the_delete_decides_the_job() -> N
 
 @pytest.mark.parametrize("broken", [{"to": "nowhere"}, {"attempt": "zero"}, {"state": "Moved"}])
 def test_an_unreadable_or_finished_entry_is_no_move_in_progress(broken: dict) -> None:
-    assert migration.in_progress({"moves": [{**MOVING, **broken}]}) is None
+    running = [pods.view(PodBuilder("cnn").bound().phase("Running").obj())]
+    assert migration.in_progress(jobspec.parse(_job()), {"moves": [{**MOVING, **broken}]}, running) is None
+
+
+def test_status_is_no_control_channel_an_entry_horus_could_not_have_written_moves_nothing() -> None:
+    """Anyone who may patch dljobs/status could write `status.moves`; such an entry is ignored unless the
+    spec allows moving, it moves as many GPUs as the job asks, and names the attempt of the job's pod."""
+    running = PodBuilder("cnn").bound().phase("Running")
+    not_allowed = DLJobBuilder.stored("cnn").status(moves=[MOVING]).obj()
+    four_gpus = _job(moves=[{**MOVING, "to": "gpu-node-1/0,1,2,3"}])
+    future_attempt = _job(moves=[{**MOVING, "attempt": 7}])
+    for body in (not_allowed, four_gpus, future_attempt):
+        decision = _decide(body, running)
+        assert (decision.delete_pods, decision.place_attempt, decision.moving) == ((), None, None)
+        assert decision.status["phase"] == "Running", "the running pod goes on"
+    # With no pod left, an entry for an attempt older than one of the job's pods is no move either.
+    failed_later = PodBuilder("cnn", attempt=2).bound().phase("Failed")
+    assert _decide(_job(moves=[MOVING]), failed_later).move_to is None
 
 
 def test_what_the_planner_reads_from_status() -> None:
