@@ -165,15 +165,37 @@ class WorkloadResolver:
             features = self.onnx_features(data, job.batch_size)
         except Exception as error:  # any parse failure of user data is the user's input error
             raise InvalidJob("spec.model.onnx", where, f"unreadable ONNX graph: {error}") from error
+        _check_features(features, f"spec.model.onnx ({where})")
         return _custom(features, job.batch_size, "onnx:" + _digest(data))
 
 
-def _check_features(features: Mapping[str, float]) -> None:
+# Beyond these no training step can run on any GPU node: a graph whose shapes say more (a "shape bomb"
+# of 4.7e49 FLOPs was once placed with 1.5 GiB predicted) describes no real job. A step of 1e20 FLOPs
+# takes over three hours on eight GPUs of 1e15 FLOP/s; 1e13 parameters are five times the largest model
+# trained; 1e15 bytes (a petabyte) is a thousand times the GPU memory of the largest node.
+PHYSICAL_LIMITS: Mapping[str, float] = {
+    "flops_per_sample": 1e18,
+    "flops_per_batch": 1e20,
+    "params": 1e13,
+    "param_bytes": 1e15,
+    "activation_bytes_per_sample": 1e15,
+    "activation_bytes_per_batch": 1e15,
+    "input_bytes_per_sample": 1e15,
+    "input_bytes_per_batch": 1e15,
+}
+
+
+def _check_features(features: Mapping[str, float], field_path: str = "spec.model.features") -> None:
     """Counts and sizes: a negative one would predict negative memory and let co-tenants overfill a GPU
-    (the schema refuses it; a DLJob stored under an older CRD is checked here)."""
+    (the schema refuses it; a DLJob stored under an older CRD is checked here), and one beyond
+    `PHYSICAL_LIMITS` describes no job a GPU could run."""
     for name, value in sorted(features.items()):
         if not math.isfinite(value) or value < 0:
-            raise InvalidJob(f"spec.model.features.{name}", value, "a count or size: finite and at least 0")
+            raise InvalidJob(f"{field_path}.{name}", value, "a count or size: finite and at least 0")
+        if value > PHYSICAL_LIMITS.get(name, math.inf):
+            raise InvalidJob(
+                f"{field_path}.{name}", value, f"beyond any GPU node (at most {PHYSICAL_LIMITS[name]:g})"
+            )
 
 
 def _custom(features: Mapping[str, float], batch_size: int, key: str) -> Workload:

@@ -23,6 +23,7 @@ from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import as_invalid
+from horus_operator.operator.graphs import GraphQueue
 from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
 from horus_operator.operator.keys import GPU_DRIVER
 from horus_operator.operator.kube import Kube
@@ -37,6 +38,7 @@ from horus_operator.prediction.api import Predictor, Workload
 
 log = logging.getLogger(__name__)
 
+READING_GRAPH = "waiting: reading its model graph (spec.model.onnx)"
 MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a foreign pod before the job fails
 
 
@@ -58,6 +60,7 @@ class LoopConfig:
     sharing: str = claims.MPS  # how DRA-bound co-tenants share a GPU (claims.sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
     moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
+    graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/graphs.py)
 
 
 @dataclass
@@ -96,6 +99,11 @@ class SchedulingLoop:
             ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
         )
         self._foreign: dict[str, str] = {}  # GPU UUID -> the claim not Horus's that holds it
+        self._graphs = GraphQueue(
+            lambda job: kube.call(resolver.workload, job),
+            lambda key: cache.mark([key]),
+            per_namespace=config.graphs_per_namespace,
+        )
         self._pending: dict[str, _Pending] = {}
         self._waiting: dict[str, str] = {}  # job key -> why it still waits
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
@@ -202,8 +210,9 @@ class SchedulingLoop:
             self._forget(key)
             return None
         job = jobspec.parse(body)
-        workload = await self._workload(job)
         current = body.get("status") or {}
+        # A final job is never resolved again (after a restart, a Failed job's graph is not re-read).
+        workload = None if reconcile.is_final(job, current) else self._workload(job)
         nodes = self._cache.nodes_summary()
         decision = reconcile.decide(
             job,
@@ -219,7 +228,7 @@ class SchedulingLoop:
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=self._unsatisfiable.get(key)
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
-                waiting_message=self._waiting.get(key, ""),
+                waiting_message=self._waiting.get(key, "") or (READING_GRAPH if job.onnx else ""),
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
                 foreign=self._foreign,
@@ -257,16 +266,20 @@ class SchedulingLoop:
     def _binding(self, job: JobSpec) -> str:
         return jobspec.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
 
-    async def _workload(self, job: JobSpec) -> Workload | InvalidJob:
+    def _workload(self, job: JobSpec) -> Workload | InvalidJob | None:
+        """The job's workload, or why it cannot run; None while its ONNX graph is read in the background
+        (`graphs.GraphQueue`: the job is re-decided once it is)."""
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
-            try:  # an ONNX job reads its ConfigMap: off the event loop
+            try:
                 template.check(job.template)
                 self._binding(job)  # a binding this cluster cannot give fails the job like a bad model
-                resolve = self._resolver.workload
-                self._workloads[cache_key] = await self._kube.call(resolve, job) if job.onnx else resolve(job)
+                verdict = self._graphs.verdict(job) if job.onnx else self._resolver.workload(job)
             except InvalidJob as invalid:
-                self._workloads[cache_key] = invalid
+                verdict = invalid
+            if verdict is None:
+                return None
+            self._workloads[cache_key] = verdict
         return self._workloads[cache_key]
 
     def _forget(self, key: str) -> None:

@@ -65,7 +65,7 @@ class Context:
 
 
 def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
-    if _is_final(job, current):
+    if is_final(job, current):
         return Decision(status=dict(current))
     if ctx.verdict is not None:
         return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
@@ -156,7 +156,7 @@ def _without_live_pod(
     return Decision(_queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt)
 
 
-def _is_final(job: JobSpec, current: Mapping[str, Any]) -> bool:
+def is_final(job: JobSpec, current: Mapping[str, Any]) -> bool:
     if current.get("phase") not in TERMINAL:
         return False
     failed = _condition(current, "Failed")

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
+from horus_operator.operator.graphs import GraphReader
 from horus_operator.operator.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
@@ -35,6 +36,7 @@ class Runtime:
     elector: LeaderElector
     loop: SchedulingLoop
     observing: ObservedTelemetry
+    graph_reader: GraphReader
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start(self) -> None:
@@ -56,6 +58,7 @@ class Runtime:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.loop.settle(), timeout=5)
         self.kube.close()
+        self.graph_reader.close()
 
 
 def _wall_clock() -> datetime:
@@ -69,10 +72,11 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
     learning = Learning(
         predictor, kube, CorrectionStore(kube, config.lease_namespace), prior_id=prior.models.identity()
     )
+    graph_reader = GraphReader(features.from_onnx)
     resolver = WorkloadResolver(
         canonical_model=catalog.canonical,
         read_onnx=kube.read_config_map_file,
-        onnx_features=features.from_onnx,
+        onnx_features=graph_reader,
     )
     cache = ClusterCache()
     loop = SchedulingLoop(
@@ -107,7 +111,15 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         clock=clock,
         learning=learning,
     )
-    return Runtime(config=config, cache=cache, kube=kube, elector=elector, loop=loop, observing=observing)
+    return Runtime(
+        config=config,
+        cache=cache,
+        kube=kube,
+        elector=elector,
+        loop=loop,
+        observing=observing,
+        graph_reader=graph_reader,
+    )
 
 
 def _crash_loudly(task: asyncio.Task[None]) -> None:
