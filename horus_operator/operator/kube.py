@@ -270,6 +270,14 @@ class Kube:
         with contextlib.suppress(apierrors.NotFound):
             _json(self._core.delete_namespaced_config_map, name, namespace)
 
+    async def read_config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        """A ConfigMap's `data`, None when there is no such ConfigMap."""
+        try:
+            config_map = await self.raw(self._core.read_namespaced_config_map, name, namespace)
+        except apierrors.NotFound:
+            return None
+        return dict(config_map.get("data") or {})
+
     def read_config_map_file(self, namespace: str, name: str, key: str) -> bytes:
         """Blocking (the workload resolver runs in the pool): the bytes under `key` of a ConfigMap."""
         try:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from horus_operator.operator import claims, cluster_view, jobspec, pods, reconcile, status, template
+from horus_operator.operator import claims, cluster_view, jobspec, pods, reconcile, status, template, tenancy
 from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
@@ -61,6 +61,7 @@ class LoopConfig:
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
     moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
     graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/graphs.py)
+    own_namespace: str = "horus-system"  # where the operator runs: its tenancy ConfigMap (tenancy.py)
 
 
 @dataclass
@@ -111,6 +112,8 @@ class SchedulingLoop:
         self._name_conflicts: dict[str, int] = {}  # job key -> tries that met a foreign pod of its pod's name
         self._explained_at: dict[str, datetime] = {}
         self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
+        self._tenancy = tenancy.Tenancy()
+        self._tenancy_read_at: datetime | None = None
 
     async def run(self, leading: asyncio.Event) -> None:
         """Forever: while this replica holds the lease, resync once, then cycle on every change."""
@@ -152,6 +155,7 @@ class SchedulingLoop:
                 claims=resource_claims,
                 resource_slices=resource_slices,
             )
+        await self._read_tenancy(self._clock())
         if self._on_resync is not None:
             await self._on_resync()
         self._pending.clear()
@@ -165,6 +169,17 @@ class SchedulingLoop:
             len(resource_slices),
         )
 
+    async def _read_tenancy(self, now: datetime) -> None:
+        """The platform team's tenancy setting, read again every resync period; a change re-judges
+        every job."""
+        self._tenancy_read_at = now
+        data = await self._kube.read_config_map_data(self._config.own_namespace, tenancy.CONFIG_MAP)
+        read = tenancy.parse(data)
+        if read != self._tenancy:
+            log.info("tenancy: %s", read)
+            self._tenancy = read
+            self._cache.mark(self._cache.jobs)
+
     async def _idle(self) -> None:
         await self._cache.changed(redecide_every=self._config.resync_every)
         await asyncio.sleep(self._config.batch_window)
@@ -174,6 +189,8 @@ class SchedulingLoop:
         status write (Scheduled), not two (Queued, then Scheduled)."""
         now = self._clock()
         started = time.perf_counter()
+        if (now - (self._tenancy_read_at or now)).total_seconds() >= self._config.resync_every:
+            await self._read_tenancy(now)
         # Moves first: each is recorded in its job's status, which marks the job for this cycle's
         # decisions (they delete its pod and hold its target before anything is placed).
         await self._mover.plan(lambda: self._snapshot(now), now, waiting=bool(self._pending))
@@ -211,20 +228,24 @@ class SchedulingLoop:
             return None
         job = jobspec.parse(body)
         current = body.get("status") or {}
+        job_pods = self._cache.job_pods(key)
         # A final job is never resolved again (after a restart, a Failed job's graph is not re-read).
         workload = None if reconcile.is_final(job, current) else self._workload(job)
+        verdict = (
+            workload if isinstance(workload, InvalidJob) else self._beyond_tenancy(job, workload, job_pods)
+        )
         nodes = self._cache.nodes_summary()
         decision = reconcile.decide(
             job,
             current,
-            self._cache.job_pods(key),
+            job_pods,
             reconcile.Context(
                 now=now,
                 nodes=self._cache.nodes.keys(),
                 unschedulable_grace=self._config.unschedulable_grace,
                 not_ready_since=nodes.not_ready_since,
                 not_ready_grace=self._config.not_ready_grace,
-                verdict=workload if isinstance(workload, InvalidJob) else None,
+                verdict=verdict,
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=self._unsatisfiable.get(key)
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
@@ -237,8 +258,8 @@ class SchedulingLoop:
         if decision.avoid_node:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
-        placeable = isinstance(workload, Workload)
-        if decision.place_attempt is not None and isinstance(workload, Workload):
+        placeable = isinstance(workload, Workload) and verdict is None
+        if decision.place_attempt is not None and isinstance(workload, Workload) and placeable:
             moving = decision.move_to is not None
             self._pending[key] = _Pending(decision.place_attempt, job, workload, self._binding(job), moving)
         else:
@@ -265,6 +286,19 @@ class SchedulingLoop:
 
     def _binding(self, job: JobSpec) -> str:
         return jobspec.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
+
+    def _beyond_tenancy(
+        self, job: JobSpec, workload: Workload | None, job_pods: Sequence[pods.PodView]
+    ) -> InvalidJob | None:
+        """What a DLJob-only tenant's template may not ask (tenancy.py). Judged at each decision of a job
+        not yet placed, since the platform team's setting may change; a job already running goes on."""
+        if workload is None or job_pods:
+            return None
+        try:
+            tenancy.check(job.template, self._tenancy)
+        except InvalidJob as invalid:
+            return invalid
+        return None
 
     def _workload(self, job: JobSpec) -> Workload | InvalidJob | None:
         """The job's workload, or why it cannot run; None while its ONNX graph is read in the background

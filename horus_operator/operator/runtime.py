@@ -95,6 +95,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             sharing=config.sharing,
             dra_served=config.dra_served,
             moves=config.moves,
+            own_namespace=config.lease_namespace,
         ),
         clock=clock,
         on_resync=learning.restore,

@@ -41,7 +41,7 @@ def check(template: Mapping[str, Any]) -> None:
             spec["resourceClaims"],
             "Horus assigns the GPU (under DRA binding through its own ResourceClaim); remove it",
         )
-    for where, container in _containers(spec):
+    for where, container in containers(spec):
         _check_container(where, container)
 
 
@@ -72,7 +72,8 @@ def _check_container(where: str, container: Mapping[str, Any]) -> None:
         )
 
 
-def _containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+def containers(spec: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Each init container and container of a pod spec, with its field path in the DLJob."""
     for kind in CONTAINER_LISTS:
         for i, container in enumerate(spec.get(kind) or []):
             yield f"{FIELD}.{kind}[{i}]", container

@@ -123,12 +123,16 @@ class FakeKube:
         self.slices: list[dict[str, Any]] = []
         self.events: list[tuple[str, str, str]] = []
         self.creates = 0
+        self.config_maps: dict[str, dict[str, str]] = {}  # "namespace/name" -> data
         self.claim_creates = 0
         self.graceful: list[tuple[str, int]] = []  # pods deleted with a grace period, and its seconds
         self._uids = itertools.count()
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return fn(*args)
+
+    async def read_config_map_data(self, namespace: str, name: str) -> dict[str, str] | None:
+        return copy.deepcopy(self.config_maps.get(f"{namespace}/{name}"))
 
     async def list_dljobs(self, namespace: str | None) -> list[dict[str, Any]]:
         return copy.deepcopy(list(self.jobs.values()))
