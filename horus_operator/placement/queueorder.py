@@ -28,7 +28,7 @@ import bisect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from horus_operator.placement.types import JobRequest
 
@@ -45,7 +45,7 @@ LAS_LEVELS_GPU_S = (3600.0, 36000.0)
 DEFAULT_MAX_WAIT_S = 86400.0  # a day: past the longest wait any order shows under horus on horus-2500
 
 
-class QueueOrder(str, Enum):
+class QueueOrder(StrEnum):
     FIFO = "fifo"
     SHORTEST_REMAINING = "shortest-remaining"
     LAS = "las"
