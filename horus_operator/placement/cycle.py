@@ -2,9 +2,11 @@
 
 A cycle takes a snapshot and the waiting jobs (a `WaitQueue` made by `SchedulingCycle.queue`, in the
 cycle's queue order) and
-1. orders the queue: priority (higher first), then the jobs past their starvation bound, then the queue
-   order (`placement/queueorder.py`: fifo, shortest-remaining or las), then key; the jobs that starve
-   by `snapshot.now` move up (`WaitQueue.advance`), the one change the cycle makes to its inputs;
+1. orders the queue: priority (higher first), then the jobs that would set the makespan (given a
+   horizon, under orders that serve short work first), then those past their starvation bound, then the
+   queue order (`placement/queueorder.py`: fifo, shortest-remaining or las), then key; the jobs that
+   starve or turn critical by `snapshot.now` move up (`WaitQueue.advance`), the one change the cycle
+   makes to its inputs;
 2. judges, as it walks the queue, whether any node can ever run each job (`feasibility`): those that
    cannot are returned to be taken off the queue; at most `max_batch` feasible jobs are considered;
    each feasible job's maxSlowdown is capped by the makespan guard (`makespan.guarded`) where the
@@ -135,7 +137,7 @@ class SchedulingCycle:
         by `snapshot.now` moving up the queue (a borrowed `snapshot.index` comes back as it was)."""
         if not queue:
             return CycleResult()
-        queue.advance(snapshot.now)
+        queue.advance(snapshot.now, snapshot.horizon_s)
         self._judge_against(snapshot)
         snapshot = self.cooldowns.apply(snapshot)
         given = snapshot.index

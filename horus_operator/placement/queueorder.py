@@ -16,10 +16,18 @@ than a multiple of its own length, moves to the front of its priority, where the
 come first served. Under `fifo` a bound on the wait alone never changes the order: the starved are the
 oldest of their priority already.
 
-A key never changes while its job waits, so a sorted queue stays sorted: attained service grows only
-while a job runs (it is part of the request the caller queues again), lengths are the request's, and
-the one change with time — starving — happens at a time known when the job is queued
-(`Ordering.starves_at`), at which the queue re-inserts it (`WaitQueue.advance`).
+The orders that serve short work first keep the makespan guard's longest-work-first at the end of a
+trace: once the caller knows the makespan horizon (all work has arrived: `ClusterSnapshot.horizon_s`),
+a job whose remaining work alone reaches `CRITICAL_SHARE` of the time left to it is *critical* and goes
+before the starved, longest first — started later it would set the makespan (on Gavel's generator,
+where every job arrives at once, shortest-remaining without this ended 16 % later than fifo). Critical
+is judged on the lengths the horizon is made of (`JobRequest.remaining_s`, as the makespan guard reads
+them), not on the order's: in the simulator those are the trace's true durations.
+
+A key changes while its job waits only when it starves or turns critical, so a sorted queue stays sorted
+if the queue re-inserts the job then (`WaitQueue.advance`): attained service grows only while a job runs
+(it is part of the request the caller queues again), lengths are the request's, the time it starves is
+known when it is queued (`Ordering.starves_at`), and the critical threshold only falls as work is done.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import bisect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 from horus_operator.placement.types import JobRequest
 
@@ -42,13 +50,26 @@ OrderKey = Callable[[JobRequest], tuple[float, ...]]
 # Attained GPU-seconds at which a job drops a LAS level: after one GPU-hour, then after ten. Tiresias
 # found two or three levels enough, and its thresholds grow by a factor of ten (its Figure 12).
 LAS_LEVELS_GPU_S = (3600.0, 36000.0)
-DEFAULT_MAX_WAIT_S = 86400.0  # a day: past the longest wait any order shows under horus on horus-2500
+DEFAULT_MAX_WAIT_S = 86400.0  # a day
+# A job whose remaining work alone is at least this share of the time left to the makespan horizon is
+# critical. Not 1.0: a critical job still waits for GPUs to free up, which takes a share of the time left.
+# 0.6 brought shortest-remaining's makespan back to fifo's on gavel-generator (seed 1); measured across
+# traces in bench/queue_order.py.
+CRITICAL_SHARE = 0.6
 
 
 class QueueOrder(StrEnum):
     FIFO = "fifo"
     SHORTEST_REMAINING = "shortest-remaining"
     LAS = "las"
+
+
+class Standing(IntEnum):
+    """Where a waiting job lines up within its priority, first to last."""
+
+    CRITICAL = 0  # would set the makespan if started later: longest remaining work first
+    STARVED = 1  # past its starvation bound: first come first served
+    WAITING = 2  # in the queue order
 
 
 def known_remaining(request: JobRequest) -> float | None:
@@ -82,10 +103,19 @@ def _shortest_remaining(remaining: Remaining) -> OrderKey:
     return key
 
 
-ORDERS: dict[QueueOrder, Callable[[Remaining], OrderKey]] = {
-    QueueOrder.FIFO: _fifo,
-    QueueOrder.SHORTEST_REMAINING: _shortest_remaining,
-    QueueOrder.LAS: _las,
+@dataclass(frozen=True)
+class Order:
+    key: Callable[[Remaining], OrderKey]  # the order's key within a priority, from where lengths are read
+    # Puts critical jobs first at the end of a trace. fifo does not: it serves the oldest (and, among
+    # jobs submitted together, the longest) first already, and its decisions stay what they always were.
+    longest_first_at_end: bool
+
+
+ORDERS: dict[QueueOrder, Order] = {
+    QueueOrder.FIFO: Order(_fifo, longest_first_at_end=False),
+    QueueOrder.SHORTEST_REMAINING: Order(_shortest_remaining, longest_first_at_end=True),
+    # las is for clusters where lengths are unknown: it reads none, not even at the end.
+    QueueOrder.LAS: Order(_las, longest_first_at_end=False),
 }
 
 
@@ -120,15 +150,25 @@ class Ordering:
         self.order = order
         self.starvation = starvation
         self.remaining = remaining
-        self._key = ORDERS[order](remaining)
+        self.longest_first_at_end = ORDERS[order].longest_first_at_end
+        self._key = ORDERS[order].key(remaining)
 
-    def key(self, request: JobRequest, *, starved: bool) -> QueueKey:
-        """Priority, then the starved first of all (first come first served), then the order's key, then
-        the job's key so ties are deterministic."""
-        if starved:
-            return (-request.priority, 0, request.submitted_at, -(request.remaining_s or 0.0), request.key)
-        return (-request.priority, 1, *self._key(request), request.key)
+    def key(self, request: JobRequest, standing: Standing) -> QueueKey:
+        """Priority, then standing, then the standing's order, then the job's key so ties are
+        deterministic."""
+        head = (-request.priority, standing)
+        if standing == Standing.CRITICAL:
+            return (*head, -(request.remaining_s or 0.0), request.submitted_at, request.key)
+        if standing == Standing.STARVED:
+            return (*head, request.submitted_at, -(request.remaining_s or 0.0), request.key)
+        return (*head, *self._key(request), request.key)
 
     def starves_at(self, request: JobRequest) -> float:
         """When `request` starves (seconds on the caller's clock; inf: never)."""
         return self.starvation.starves_at(request.submitted_at, self.remaining(request))
+
+    def critical_from_s(self, now: float, horizon: float | None) -> float | None:
+        """The remaining work at which a waiting job is critical at `now` (None: none is)."""
+        if horizon is None or not self.longest_first_at_end:
+            return None
+        return CRITICAL_SHARE * (horizon - now)

@@ -6,8 +6,10 @@ overloaded, and starts most jobs from near its head. One flat sorted list would 
 a started job, so a queue of 50,000 cost more to keep than to decide on; the entries are kept in sorted
 chunks instead (`_SortedChunks`), and an insert or removal moves at most a chunk.
 
-A job's key is fixed while it waits except once: when it starves (`Ordering.starves_at`, known when it is
-queued). The queue keeps those times in a heap and re-inserts a job when `advance` passes its time.
+A job's key is fixed while it waits except when its standing rises (`queueorder.Standing`): when it
+starves (`Ordering.starves_at`, known when it is queued: the queue keeps those times in a heap) or turns
+critical (its remaining work passes a threshold that falls with time: the queue keeps that work sorted).
+`advance` re-inserts those jobs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
-from horus_operator.placement.queueorder import Ordering, QueueKey
+from horus_operator.placement.queueorder import Ordering, QueueKey, Standing
 from horus_operator.placement.types import JobRequest
 
 
@@ -32,7 +34,7 @@ class WaitQueue(Sequence[JobRequest]):
     def __init__(self, requests: Iterable[JobRequest] = (), *, ordering: Ordering | None = None) -> None:
         self.ordering = ordering or Ordering()
         self._requests: dict[str, JobRequest] = {}
-        self._keys: dict[str, QueueKey] = {}  # each waiting job's key as inserted (starving changes it)
+        self._keys: dict[str, QueueKey] = {}  # each waiting job's key as inserted (its standing changes it)
         # (key, request): the request rides along so iterating reads no dictionary. The key ends with
         # the job's key, so two entries never compare their requests.
         self._order = _SortedChunks()
@@ -52,7 +54,7 @@ class WaitQueue(Sequence[JobRequest]):
         starved = starves_at <= self._now
         if not starved and starves_at < math.inf:
             heapq.heappush(self._starving, (starves_at, next(self._sequence), request.key, request))
-        self._insert(request, starved=starved)
+        self._insert(request, Standing.STARVED if starved else Standing.WAITING)
         if request.remaining_s:
             self._by_work.insert((-request.remaining_s, request.key))
 
@@ -63,23 +65,34 @@ class WaitQueue(Sequence[JobRequest]):
             self._by_work.delete((-request.remaining_s, key))
         return request
 
-    def advance(self, now: float) -> None:
-        """Moves the jobs that have starved by `now` (the caller's clock) to the front of their priority."""
+    def advance(self, now: float, horizon: float | None = None) -> None:
+        """Moves up the jobs that have starved by `now` (the caller's clock) and, given the makespan
+        `horizon`, those that have turned critical (`Ordering.critical_from_s`)."""
         self._now = max(self._now, now)
         starving = self._starving
         while starving and starving[0][0] <= self._now:
             _, _, key, request = heapq.heappop(starving)
             if self._requests.get(key) is request:  # still waiting, not replaced since
-                self._order.delete((self._keys[key],))
-                self._insert(request, starved=True)
+                self._rise(key, Standing.STARVED)
+        critical_from = self.ordering.critical_from_s(now, horizon)
+        if critical_from is not None:
+            for negative_work, key in self._by_work:
+                if -negative_work < critical_from:
+                    break
+                self._rise(key, Standing.CRITICAL)
+
+    def _rise(self, key: str, standing: Standing) -> None:
+        if self._keys[key][1] > standing:
+            self._order.delete((self._keys[key],))
+            self._insert(self._requests[key], standing)
 
     def longest_remaining_s(self) -> float:
         """The most remaining work of any waiting job (0 when none is known)."""
         first = self._by_work.first()
         return 0.0 if first is None else -first[0]
 
-    def _insert(self, request: JobRequest, *, starved: bool) -> None:
-        order = self._keys[request.key] = self.ordering.key(request, starved=starved)
+    def _insert(self, request: JobRequest, standing: Standing) -> None:
+        order = self._keys[request.key] = self.ordering.key(request, standing)
         self._order.insert((order, request))
 
     def __contains__(self, item: object) -> bool:
