@@ -91,6 +91,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             sharing=config.sharing,
             dra_served=config.dra_served,
             moves=config.moves,
+            ordering=config.ordering,
         ),
         clock=clock,
         on_resync=learning.restore,
