@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, QueueOrder
+from horus_operator.commands.queueing import queue_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,27 +72,7 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 )
 @_number("--migration-cooldown-seconds", float, 1800.0, "At most one move per job per this many seconds.")
 @_number("--migration-max-moves", int, 3, "Moves per job over its life.")
-@click.option(
-    "--queue-order",
-    type=click.Choice([order.value for order in QueueOrder]),
-    default=QueueOrder.FIFO.value,
-    show_default=True,
-    envvar="HORUS_QUEUE_ORDER",
-    help="The order waiting jobs of one priority are served in: fifo, shortest-remaining (least remaining "
-    "GPU-work first) or las (least attained GPU-service first).",
-)
-@_number(
-    "--max-wait-seconds",
-    float,
-    DEFAULT_MAX_WAIT_S,
-    "A job waiting longer moves to the front of its priority.",
-)
-@click.option(
-    "--starvation-multiple",
-    type=float,
-    envvar="HORUS_STARVATION_MULTIPLE",
-    help="A job waiting longer than this multiple of its remaining work moves up too [default: off].",
-)
+@queue_options(environment=True)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import click
 
+from horus_operator.commands.queueing import queue_options
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
-from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
+from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
@@ -158,13 +159,7 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     show_default=True,
     help="--migration: every job's spec.migration.gracePeriodSeconds",
 )
-@click.option(
-    "--queue-order",
-    type=click.Choice([order.value for order in QueueOrder]),
-    default=QueueOrder.FIFO.value,
-    show_default=True,
-    help="the order waiting jobs of one priority are served in (placement/queueorder.py)",
-)
+@queue_options(environment=False)
 @click.option(
     "--durations",
     type=click.Choice([kind.value for kind in Durations]),
@@ -172,18 +167,6 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     show_default=True,
     help="the job lengths the queue order reads: estimated (predicted step time x steps, as the operator "
     "knows them) or truth (the trace's)",
-)
-@click.option(
-    "--max-wait-seconds",
-    type=float,
-    default=DEFAULT_MAX_WAIT_S,
-    show_default=True,
-    help="a job waiting longer moves to the front of its priority (the starvation bound)",
-)
-@click.option(
-    "--starvation-multiple",
-    type=float,
-    help="a job waiting longer than this multiple of its own length moves to the front too [default: off]",
 )
 @click.option("--output", required=True, type=click.Path(file_okay=False, path_type=Path))
 def simulate(
