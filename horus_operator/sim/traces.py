@@ -113,7 +113,7 @@ def _scenario(name: str, jobs: list[SimJob], site: Site, notes: tuple[str, ...])
         replace(job, request=replace(job.request, submitted_at=job.arrival_s - first)) for job in jobs
     )
     common = (
-        f"homogeneous {site.gpu} cluster, {GPUS_PER_NODE} GPUs per node",
+        f"homogeneous {site.gpu.upper()} cluster, {GPUS_PER_NODE} GPUs per node",
         "jobs wider than a node are clipped to one node, GPU-time kept",
     )
     nodes = cluster(site.gpus, GPUS_PER_NODE, product=site.gpu)

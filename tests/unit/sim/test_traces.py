@@ -153,4 +153,4 @@ def test_every_trace_format_runs_on_the_gpu_asked_for(tmp_path: Path) -> None:
     for scenario, gpu in ((plain, "rtx-3090"), (gavel, "p100"), (muri, "a100-80gb")):
         assert scenario.gpu == gpu
         assert {g.product for node in scenario.nodes for g in node.gpus} == {gpu}
-        assert f"homogeneous {gpu} cluster" in scenario.notes[0]
+        assert f"homogeneous {gpu.upper()} cluster" in scenario.notes[0]
