@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 import click
 
+from horus_operator.commands.queueing import queue_options
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -70,6 +72,7 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 )
 @_number("--migration-cooldown-seconds", float, 1800.0, "At most one move per job per this many seconds.")
 @_number("--migration-max-moves", int, 3, "Moves per job over its life.")
+@queue_options(environment=True)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
@@ -92,6 +95,9 @@ def run(
     migration_restart_cost_seconds: float,
     migration_cooldown_seconds: float,
     migration_max_moves: int,
+    queue_order: str,
+    max_wait_seconds: float,
+    starvation_multiple: float | None,
     liveness: str,
     log_format: str,
     verbose: bool,
@@ -117,5 +123,8 @@ def run(
         migration_cooldown_seconds=migration_cooldown_seconds,
         migration_over_limit_seconds=migration_over_limit_seconds,
         migration_max_moves=migration_max_moves,
+        queue_order=queue_order,
+        max_wait_seconds=max_wait_seconds,
+        starvation_multiple=starvation_multiple,
     )
     entry.run(config, liveness_endpoint=liveness or None, json_logs=log_format == "json", verbose=verbose)

@@ -4,6 +4,8 @@
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
                    [--truth-models DIR]
                    [--decide-with predictions|truth] [--online-learning]
+                   [--queue-order fifo|shortest-remaining|las] [--durations estimated|truth]
+                   [--max-wait-seconds S] [--starvation-multiple K]
                    [--migration [--restart-cost-seconds S] [--grace-period-seconds S]] --output DIR
 
 writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
@@ -17,13 +19,16 @@ from pathlib import Path
 
 import click
 
+from horus_operator.commands.queueing import queue_options
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
+from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.measured import TruthTable
+from horus_operator.sim.durations import Durations, remaining
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.learning import OnlineLearning
 from horus_operator.sim.metrics import details, summarise
@@ -42,25 +47,48 @@ def _scenario(
     workload: str, table_: TruthTable, seed: int, jobs: int | None, gpus: int | None, gpu: str | None
 ) -> Scenario:
     rng = random.Random(seed)
-    if gpu is not None and (gpu not in GPU_SPECS or not table_.configs(gpu)):
+    if gpu is not None and gpu not in GPU_SPECS:
+        raise click.BadParameter(f"--gpu {gpu!r}: not a GPU type Horus knows ({', '.join(GPU_SPECS)})")
+    gpu = gpu or DEFAULT_GPU
+    generated = workload in ("horus-2500", "synthetic", "gavel-generator")
+    if generated and not table_.configs(gpu):
+        # The generators draw configurations and their throughputs from the truth table's measurements.
         measured = sorted({g for g, _, _ in table_.isolated})
         raise click.BadParameter(f"--gpu {gpu!r}: the truth table measured only {', '.join(measured)}")
     if workload == "horus-2500":
         if jobs is not None or gpus is not None:
             raise click.UsageError("horus-2500 is fixed (2,500 jobs, 64 GPUs); use --workload synthetic")
-        return horus_2500(table_, rng, gpu=gpu or DEFAULT_GPU)
+        return horus_2500(table_, rng, gpu=gpu)
     if workload == "synthetic":
-        return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64, gpu=gpu or DEFAULT_GPU)
-    if gpu is not None:
-        raise click.UsageError("--gpu is for horus-2500 and synthetic: the others run on V100")
+        return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64, gpu=gpu)
     if workload == "gavel-generator":
-        return gavel_generator(table_, rng, jobs=jobs or 300, gpus=gpus or 32)
+        return gavel_generator(table_, rng, jobs=jobs or 300, gpus=gpus or 32, gpu=gpu)
     path = Path(workload)
     if not path.is_file():
         raise click.BadParameter(
             f"{workload!r} is neither horus-2500, synthetic, gavel-generator nor a trace file"
         )
-    return load_trace(path, table_, rng, gpus)
+    try:
+        return load_trace(path, table_, rng, gpus, gpu)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint="--workload") from None
+
+
+def _ordering(
+    queue_order: str,
+    durations: str,
+    max_wait_seconds: float | None,
+    starvation_multiple: float | None,
+    scenario: Scenario,
+    table_: TruthTable,
+    predictor: Predictor,
+) -> Ordering:
+    """The queue order, its starvation bound and the lengths it reads (`sim/durations.py`)."""
+    return Ordering(
+        QueueOrder(queue_order),
+        starvation=Starvation(max_wait_seconds, starvation_multiple),
+        remaining=remaining(Durations(durations), scenario, table_, predictor),
+    )
 
 
 def _predictor(models: str | None) -> Predictor:
@@ -78,7 +106,8 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
 @click.option(
     "--workload",
     required=True,
-    help="horus-2500, synthetic, gavel-generator, or a Gavel/Muri/Alibaba trace file",
+    help="horus-2500, synthetic, gavel-generator, or a Gavel/Muri/Alibaba trace file or a Horus plain CSV "
+    "(job_id,submit_s,gpus,duration_s,model,batch_size[,max_slowdown,priority]; docs/simulator.md)",
 )
 @click.option("--policy", "policy_names", default="horus,exclusive,binpack", show_default=True)
 @click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
@@ -86,7 +115,9 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
 @click.option("--jobs", type=int, help="synthetic, gavel-generator: number of jobs")
 @click.option("--gpus", type=int, help="synthetic, gavel-generator or traces: number of GPUs")
 @click.option(
-    "--gpu", help="horus-2500 or synthetic: the GPU type, one the truth table measured [default: v100]"
+    "--gpu",
+    help="the GPU type of every node [default: v100]; for the generators and Gavel traces one the truth "
+    "table measured (their throughputs come from it), for the other traces any type Horus knows",
 )
 @click.option("--models", type=click.Path(file_okay=False), help="prediction models directory")
 @click.option(
@@ -128,6 +159,15 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     show_default=True,
     help="--migration: every job's spec.migration.gracePeriodSeconds",
 )
+@queue_options(environment=False)
+@click.option(
+    "--durations",
+    type=click.Choice([kind.value for kind in Durations]),
+    default=Durations.ESTIMATED.value,
+    show_default=True,
+    help="the job lengths the queue order reads: estimated (predicted step time x steps, as the operator "
+    "knows them) or truth (the trace's)",
+)
 @click.option("--output", required=True, type=click.Path(file_okay=False, path_type=Path))
 def simulate(
     workload: str,
@@ -144,6 +184,10 @@ def simulate(
     migration: bool,
     restart_cost_seconds: float,
     grace_period_seconds: float,
+    queue_order: str,
+    durations: str,
+    max_wait_seconds: float,
+    starvation_multiple: float | None,
     output: Path,
 ) -> None:
     """Simulate WORKLOAD under each policy: decisions from predictions, progress from measured truth."""
@@ -162,12 +206,15 @@ def simulate(
     deciding = OraclePredictor(truth, predictor) if decide_with == "truth" else predictor
     scenario = _scenario(workload, truth_table, seed, jobs, gpus, gpu)
     progress = len(scenario.jobs) >= PROGRESS_FROM_JOBS
+    ordering = _ordering(
+        queue_order, durations, max_wait_seconds, starvation_multiple, scenario, truth_table, predictor
+    )
     results, summaries, extra = [], {}, {}
     for name in names:
         learning = _learning(predictor, scenario) if online_learning else None
         decides = learning.predictor if learning else deciding  # each policy learns on its own
         policy = make_policy(name, predictor=decides, rng=random.Random(seed))
-        cycle = SchedulingCycle(policy, decides)
+        cycle = SchedulingCycle(policy, decides, ordering=ordering)
         moving = (
             Migration(MoveSettings(restart_cost_s=restart_cost_seconds), grace_period_seconds)
             if migration
@@ -188,6 +235,10 @@ def simulate(
         "decide_with": decide_with,
         "online_learning": online_learning,
         "migration": migration,
+        "queue_order": queue_order,
+        "durations": durations,
+        "max_wait_s": max_wait_seconds,
+        "starvation_multiple": starvation_multiple,
         "models": models or "shipped",
         "truth_models": truth_models or models or "shipped",
         "assumptions": list(scenario.notes),

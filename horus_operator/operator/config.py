@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from horus_operator.placement.moves import MoveSettings
+from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class OperatorConfig:
     migration_cooldown_seconds: float = 1800.0
     migration_over_limit_seconds: float = 300.0
     migration_max_moves: int = 3
+    # The order waiting jobs of one priority are served in, and its starvation bound (queueorder.py)
+    queue_order: str = QueueOrder.FIFO.value
+    max_wait_seconds: float = DEFAULT_MAX_WAIT_S
+    starvation_multiple: float | None = None
 
     @property
     def moves(self) -> MoveSettings:
@@ -39,6 +44,11 @@ class OperatorConfig:
             max_moves_per_job=self.migration_max_moves,
             over_limit_for_s=self.migration_over_limit_seconds,
         )
+
+    @property
+    def ordering(self) -> Ordering:
+        starvation = Starvation(self.max_wait_seconds, self.starvation_multiple)
+        return Ordering(QueueOrder(self.queue_order), starvation=starvation)
 
     @property
     def unschedulable_grace(self) -> timedelta:

@@ -32,8 +32,8 @@ from horus_operator.operator.moving import Mover
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
+from horus_operator.placement.queueorder import Ordering
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy
-from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Predictor, Workload
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class LoopConfig:
     moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
     graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/graphs.py)
     own_namespace: str = "horus-system"  # where the operator runs: its tenancy ConfigMap (tenancy.py)
+    ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
 
 
 @dataclass
@@ -92,7 +93,11 @@ class SchedulingLoop:
         self._on_resync = on_resync
         self._resolver, self._config, self._clock = resolver, config, clock
         self._cycle = SchedulingCycle(
-            policy, predictor, max_batch=config.max_batch, max_explanations=config.max_explanations
+            policy,
+            predictor,
+            max_batch=config.max_batch,
+            max_explanations=config.max_explanations,
+            ordering=config.ordering,
         )
         self._reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
         self._mover = Mover(kube, cache, self._cycle, self._reports, config.moves, every=config.resync_every)
@@ -349,7 +354,7 @@ class SchedulingLoop:
         snapshot = self._snapshot(now)
         moved = self._mover.retarget(snapshot, [k for k, p in self._pending.items() if p.moving])
         view = self._mover.reserved(snapshot)
-        queue = WaitQueue(
+        queue = self._cycle.queue(
             self._request(pending.job, pending.workload, self._cache.jobs[key])
             for key, pending in self._pending.items()
             if key not in moved

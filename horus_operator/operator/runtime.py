@@ -96,6 +96,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             dra_served=config.dra_served,
             moves=config.moves,
             own_namespace=config.lease_namespace,
+            ordering=config.ordering,
         ),
         clock=clock,
         on_resync=learning.restore,

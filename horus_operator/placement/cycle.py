@@ -1,8 +1,12 @@
 """The one scheduling cycle: what the operator's loop and the simulator's engine both run on every change.
 
-A cycle takes a snapshot and the waiting jobs and
-1. orders the queue: priority (higher first), then submission time, then the longest known remaining
-   work, then key (`queue_order`);
+A cycle takes a snapshot and the waiting jobs (a `WaitQueue` made by `SchedulingCycle.queue`, in the
+cycle's queue order) and
+1. orders the queue: priority (higher first), then the jobs that would set the makespan (given a
+   horizon, under orders that serve short work first), then those past their starvation bound, then the
+   queue order (`placement/queueorder.py`: fifo, shortest-remaining or las), then key; the jobs that
+   starve or turn critical by `snapshot.now` move up (`WaitQueue.advance`), the one change the cycle
+   makes to its inputs;
 2. judges, as it walks the queue, whether any node can ever run each job (`feasibility`): those that
    cannot are returned to be taken off the queue; at most `max_batch` feasible jobs are considered;
    each feasible job's maxSlowdown is capped by the makespan guard (`makespan.guarded`) where the
@@ -39,6 +43,7 @@ from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.makespan import guarded
 from horus_operator.placement.moves import Mobility, Move, MoveSettings, plan_moves, retarget
 from horus_operator.placement.predictions import CachedPredictions
+from horus_operator.placement.queueorder import Ordering
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
 from horus_operator.placement.waitqueue import WaitQueue, prefix_length
 from horus_operator.prediction.api import Predictor
@@ -93,12 +98,20 @@ class SchedulingCycle:
       `scan_depth` of them a call, again after each placement).
     - `max_explanations`: waiting jobs (from the head of the queue) explained per cycle; an explanation
       scans every GPU.
+    - `ordering`: the queue order of the queues it makes (`queue`).
     """
 
     def __init__(
-        self, policy: Policy, predictor: Predictor, *, max_batch: int = 1000, max_explanations: int = 50
+        self,
+        policy: Policy,
+        predictor: Predictor,
+        *,
+        max_batch: int = 1000,
+        max_explanations: int = 50,
+        ordering: Ordering | None = None,
     ) -> None:
         self.policy = policy
+        self.ordering = ordering or Ordering()
         self.cooldowns = Cooldowns()
         self.max_batch = max_batch
         self.max_explanations = max_explanations
@@ -108,6 +121,10 @@ class SchedulingCycle:
         self._verdicts: dict[str, tuple[JobRequest, Unsatisfiable | None]] = {}
         self._unanswered: _Unanswered | None = None
 
+    def queue(self, requests: Iterable[JobRequest] = ()) -> WaitQueue:
+        """A wait queue of `requests` in this cycle's queue order: what `run` takes."""
+        return WaitQueue(requests, ordering=self.ordering)
+
     def run(
         self,
         snapshot: ClusterSnapshot,
@@ -116,10 +133,11 @@ class SchedulingCycle:
         explain: Callable[[JobRequest], bool] | None = None,
     ) -> CycleResult:
         """Assignments for `queue` on `snapshot`, and what else the caller must know; `explain` says which
-        waiting jobs want a reason (None: none do). Neither input changes (a borrowed `snapshot.index`
-        comes back as it was)."""
+        waiting jobs want a reason (None: none do). Neither input changes but for the jobs that starve
+        by `snapshot.now` moving up the queue (a borrowed `snapshot.index` comes back as it was)."""
         if not queue:
             return CycleResult()
+        queue.advance(snapshot.now, snapshot.horizon_s)
         self._judge_against(snapshot)
         snapshot = self.cooldowns.apply(snapshot)
         given = snapshot.index

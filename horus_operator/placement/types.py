@@ -69,6 +69,9 @@ class JobRequest:
     # jobs; the operator gives DRA-bound jobs their namespace's: co-tenants share one ResourceClaim, and
     # a pod can reference claims of its own namespace only.
     share_scope: str = ""
+    # GPU-seconds of service the job has had (time run × GPUs) before it queued again; what `las`
+    # orders by (placement/queueorder.py). 0 for a job that never ran.
+    attained_gpu_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -1,47 +1,47 @@
-"""The waiting jobs in the order every cycle reads them (`queue_order`), kept sorted as jobs come and go.
+"""The waiting jobs in the order every cycle reads them (`queueorder.Ordering`), kept sorted as jobs come
+and go.
 
 The simulator keeps one queue for a whole run, tens of thousands of jobs long when the cluster is
 overloaded, and starts most jobs from near its head. One flat sorted list would move every entry behind
 a started job, so a queue of 50,000 cost more to keep than to decide on; the entries are kept in sorted
 chunks instead (`_SortedChunks`), and an insert or removal moves at most a chunk.
+
+A job's key is fixed while it waits except when its standing rises (`queueorder.Standing`): when it
+starves (`Ordering.starves_at`, known when it is queued: the queue keeps those times in a heap) or turns
+critical (its remaining work passes a threshold that falls with time: the queue keeps that work sorted).
+`advance` re-inserts those jobs.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
+import math
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
+from horus_operator.placement.queueorder import Ordering, QueueKey, Standing
 from horus_operator.placement.types import JobRequest
-
-QueueKey = tuple[int, float, float, str]
-
-
-def queue_order(request: JobRequest) -> QueueKey:
-    """Priority (higher first), then first come first served, then the longest remaining work first
-    among jobs submitted together (a sweep or a burst: longest-processing-time first is the classic
-    makespan rule, so the job that would set the makespan does not start last), then the key so ties
-    are deterministic.
-
-    Policies read a prefix of the queue in this order and never sort it themselves, so a call costs the
-    same with 10 or 100,000 jobs waiting.
-    """
-    return (-request.priority, request.submitted_at, -(request.remaining_s or 0.0), request.key)
 
 
 class WaitQueue(Sequence[JobRequest]):
-    """The waiting jobs, always in `queue_order`, and those with known remaining work also by that work
-    (the makespan horizon wants the longest). Kept sorted on insert: re-sorting on every event would
+    """The waiting jobs, always in `ordering`'s order, and those with known remaining work also by that
+    work (the makespan horizon wants the longest). Kept sorted on insert: re-sorting on every event would
     cost more than deciding."""
 
-    def __init__(self, requests: Iterable[JobRequest] = ()) -> None:
+    def __init__(self, requests: Iterable[JobRequest] = (), *, ordering: Ordering | None = None) -> None:
+        self.ordering = ordering or Ordering()
         self._requests: dict[str, JobRequest] = {}
-        # (order, request): the request rides along so iterating reads no dictionary. The order ends
-        # with the key, so two entries never compare their requests.
+        self._keys: dict[str, QueueKey] = {}  # each waiting job's key as inserted (its standing changes it)
+        # (key, request): the request rides along so iterating reads no dictionary. The key ends with
+        # the job's key, so two entries never compare their requests.
         self._order = _SortedChunks()
-        self._by_work = _SortedChunks()  # (-remaining_s, order)
+        self._by_work = _SortedChunks()  # (-remaining_s, job key)
+        self._starving: list[tuple[float, int, str, JobRequest]] = []  # (starves at, seq, key, request)
+        self._sequence = itertools.count()
+        self._now = -math.inf
         for request in requests:
             self.add(request)
 
@@ -50,23 +50,50 @@ class WaitQueue(Sequence[JobRequest]):
         if request.key in self._requests:
             self.remove(request.key)
         self._requests[request.key] = request
-        order = queue_order(request)
-        self._order.insert((order, request))
+        starves_at = self.ordering.starves_at(request)
+        starved = starves_at <= self._now
+        if not starved and starves_at < math.inf:
+            heapq.heappush(self._starving, (starves_at, next(self._sequence), request.key, request))
+        self._insert(request, Standing.STARVED if starved else Standing.WAITING)
         if request.remaining_s:
-            self._by_work.insert((-request.remaining_s, order))
+            self._by_work.insert((-request.remaining_s, request.key))
 
     def remove(self, key: str) -> JobRequest:
         request = self._requests.pop(key)
-        order = queue_order(request)
-        self._order.delete((order,))  # sorts just before its entry, after every other
+        self._order.delete((self._keys.pop(key),))  # sorts just before its entry, after every other
         if request.remaining_s:
-            self._by_work.delete((-request.remaining_s, order))
+            self._by_work.delete((-request.remaining_s, key))
         return request
+
+    def advance(self, now: float, horizon: float | None = None) -> None:
+        """Moves up the jobs that have starved by `now` (the caller's clock) and, given the makespan
+        `horizon`, those that have turned critical (`Ordering.critical_from_s`)."""
+        self._now = max(self._now, now)
+        starving = self._starving
+        while starving and starving[0][0] <= self._now:
+            _, _, key, request = heapq.heappop(starving)
+            if self._requests.get(key) is request:  # still waiting, not replaced since
+                self._rise(key, Standing.STARVED)
+        critical_from = self.ordering.critical_from_s(now, horizon)
+        if critical_from is not None:
+            for negative_work, key in self._by_work:
+                if -negative_work < critical_from:
+                    break
+                self._rise(key, Standing.CRITICAL)
+
+    def _rise(self, key: str, standing: Standing) -> None:
+        if self._keys[key][1] > standing:
+            self._order.delete((self._keys[key],))
+            self._insert(self._requests[key], standing)
 
     def longest_remaining_s(self) -> float:
         """The most remaining work of any waiting job (0 when none is known)."""
         first = self._by_work.first()
         return 0.0 if first is None else -first[0]
+
+    def _insert(self, request: JobRequest, standing: Standing) -> None:
+        order = self._keys[request.key] = self.ordering.key(request, standing)
+        self._order.insert((order, request))
 
     def __contains__(self, item: object) -> bool:
         return isinstance(item, JobRequest) and self._requests.get(item.key) == item

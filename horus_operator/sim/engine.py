@@ -1,9 +1,10 @@
 """The discrete-event simulator: policies decide from predictions, jobs advance by the truth.
 
 Events are arrivals and completions. After each event time the scheduling cycle runs — the very
-`placement.cycle.SchedulingCycle` the operator runs: queue in priority then arrival order, jobs no node
-can run rejected, the policy asked until it places nothing more. The simulator keeps a `ClusterIndex`
-current and hands it in so a cycle does not re-index the cluster. A job's progress rate is
+`placement.cycle.SchedulingCycle` the operator runs: queue in priority then the cycle's queue order
+(`placement/queueorder.py`, fifo by default), jobs no node can run rejected, the policy asked until it
+places nothing more. The simulator keeps a `ClusterIndex` current and hands it in so a cycle does not
+re-index the cluster. A job's progress rate is
 its isolated throughput divided by its *true* slowdown next to its current co-tenants (the worst over
 its GPUs), recomputed whenever a co-tenant arrives or leaves.
 
@@ -38,7 +39,6 @@ from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.moves import TOLERANCE, Mobility, Move
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
-from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
 from horus_operator.sim.learning import MIN_OBSERVED_S, OnlineLearning, Settled, cotenants_of
@@ -73,7 +73,7 @@ class Simulation:
         self.learning = learning
         self.migration = migration
         self.index = ClusterIndex(scenario.nodes)
-        self.queue = WaitQueue()
+        self.queue = cycle.queue()
         self.rejected: dict[str, str] = {}
         self.jobs = {job.request.key: job for job in scenario.jobs}
         self.active: dict[str, ActiveJob] = {}

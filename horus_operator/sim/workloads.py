@@ -11,9 +11,9 @@
 - Arrivals: Poisson, rate chosen so mean isolated duration x rate = 2 x GPU count — twice what the
   cluster can serve with whole GPUs, so a queue builds (the regime the Horus papers study).
 
-`synthetic --jobs N --gpus M` is the same generator at another size, for scale runs. Both run on another
-GPU type the truth table measured with `--gpu` (e.g. p100, k80): the configurations, throughputs and
-truth are then that GPU's, and the GPUs have its datasheet memory.
+`synthetic --jobs N --gpus M` is the same generator at another size, for scale runs. All three generators
+run on another GPU type the truth table measured with `--gpu` (e.g. p100, k80): the configurations,
+throughputs and truth are then that GPU's, and the GPUs have its datasheet memory.
 
 `gavel-generator` (default 300 jobs on 32 V100s, `--jobs`/`--gpus` to change): the single-GPU jobs of
 Gavel's own job generator (stanford-futuredata/gavel, scheduler/utils.py `generate_job` with
@@ -145,8 +145,10 @@ def synthetic(
     return philly_like(table, rng, jobs=jobs, gpus=gpus, name=f"synthetic-{jobs}x{gpus}", gpu=gpu)
 
 
-def gavel_generator(table: TruthTable, rng: random.Random, *, jobs: int = 300, gpus: int = 32) -> Scenario:
-    configs = table.configs(DEFAULT_GPU)
+def gavel_generator(
+    table: TruthTable, rng: random.Random, *, jobs: int = 300, gpus: int = 32, gpu: str = DEFAULT_GPU
+) -> Scenario:
+    configs = table.configs(gpu)
     sim_jobs = []
     for i in range(jobs):
         model, batch = rng.choice(configs)
@@ -154,6 +156,6 @@ def gavel_generator(table: TruthTable, rng: random.Random, *, jobs: int = 300, g
         request = JobRequest(
             f"job-{i:06d}", Workload(model, batch), 1, draw_max_slowdown(rng), 0, 0.0, remaining_s=duration
         )
-        throughput = table.isolated[(DEFAULT_GPU, model, batch)]
+        throughput = table.isolated[(gpu, model, batch)]
         sim_jobs.append(SimJob(request, throughput * duration, throughput))
-    return Scenario(f"gavel-generator-{jobs}x{gpus}", tuple(sim_jobs), cluster(gpus), DEFAULT_GPU)
+    return Scenario(f"gavel-generator-{jobs}x{gpus}", tuple(sim_jobs), cluster(gpus, product=gpu), gpu)

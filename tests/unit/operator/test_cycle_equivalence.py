@@ -1,9 +1,10 @@
 """The operator and the simulator decide alike: same cluster and queue in, same assignments out.
 
-Random clusters (node count, GPUs per node, GPU memory, cordoned nodes) and queues (model, GPUs,
-maxSlowdown, priority, creation time) go through the operator's scheduling loop against the fake API
-adapter (DLJob and Node objects in, pods out) and through the simulator's decision round (a scenario
-in, started jobs out). Both must place the same jobs on the same GPUs, and reject the same ones.
+Random clusters (node count, GPUs per node, GPU memory, cordoned nodes), queues (model, GPUs,
+maxSlowdown, priority, creation time) and queue orders (with a starvation bound some jobs have passed)
+go through the operator's scheduling loop against the fake API adapter (DLJob and Node objects in, pods
+out) and through the simulator's decision round (a scenario in, started jobs out). Both must place the
+same jobs on the same GPUs, and reject the same ones.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.fake import TablePredictor
+from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.placement.types import Gpu, JobRequest, Node
 from horus_operator.prediction.api import Workload
@@ -37,6 +39,12 @@ PRODUCT_LABEL = "Tesla-V100-SXM2-16GB"  # GFD's label; the operator normalises i
 JOBS = {"good": (0.4, 4000.0), "fair": (0.5, 4000.0), "poor": (0.9, 4000.0), "huge": (0.6, 12000.0)}
 JOBS["giant"] = (0.9, 40000.0)
 MODELS = tuple(JOBS)
+# Jobs created in the first two minutes have waited past it at NOW, the later ones not.
+MAX_WAIT_S = (timedelta(hours=2) - timedelta(minutes=2)).total_seconds()
+
+
+def ordering(order: QueueOrder) -> Ordering:
+    return Ordering(order, starvation=Starvation(max_wait_s=MAX_WAIT_S))
 
 
 def predictor() -> TablePredictor:
@@ -65,7 +73,9 @@ job_specs = st.lists(
 )
 
 
-def _operator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tuple[int, ...]]]:
+def _operator(
+    policy: str, order: QueueOrder, nodes: list, jobs: list
+) -> dict[str, tuple[str, tuple[int, ...]]]:
     kube = FakeKube()
     for n, (gpus, memory_mib, cordoned) in enumerate(nodes):
         body = gpu_node(f"node-{n}", count=gpus, product=PRODUCT_LABEL, memory_mib=memory_mib)
@@ -89,7 +99,7 @@ def _operator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tupl
         resolver=jobspec.WorkloadResolver(
             lambda n: n, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}
         ),
-        config=LoopConfig(),
+        config=LoopConfig(ordering=ordering(order)),
         clock=lambda: NOW,
     )
 
@@ -110,7 +120,9 @@ def _operator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tupl
     return placed
 
 
-def _simulator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tuple[int, ...]]]:
+def _simulator(
+    policy: str, order: QueueOrder, nodes: list, jobs: list
+) -> dict[str, tuple[str, tuple[int, ...]]]:
     cluster = tuple(
         Node(f"node-{n}", tuple(Gpu(f"node-{n}", i, "v100", memory_mib) for i in range(gpus)), not cordoned)
         for n, (gpus, memory_mib, cordoned) in enumerate(nodes)
@@ -136,7 +148,7 @@ def _simulator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tup
     truth = Truth(TruthTable(isolated={}, pairs={}), fallback=believed)
     sim = Simulation(
         Scenario("equivalence", sim_jobs, cluster, "v100"),
-        SchedulingCycle(make_policy(policy, predictor=believed), believed),
+        SchedulingCycle(make_policy(policy, predictor=believed), believed, ordering=ordering(order)),
         truth,
     )
     sim.now = NOW.timestamp()
@@ -147,9 +159,14 @@ def _simulator(policy: str, nodes: list, jobs: list) -> dict[str, tuple[str, tup
 
 
 @settings(derandomize=True, max_examples=60, deadline=None)
-@given(policy=st.sampled_from(sorted(POLICIES)), nodes=node_specs, jobs=job_specs)
+@given(
+    policy=st.sampled_from(sorted(POLICIES)),
+    order=st.sampled_from(list(QueueOrder)),
+    nodes=node_specs,
+    jobs=job_specs,
+)
 def test_operator_and_simulator_place_the_same_jobs_on_the_same_gpus(
-    policy: str, nodes: list, jobs: list
+    policy: str, order: QueueOrder, nodes: list, jobs: list
 ) -> None:
-    operator = _operator(policy, nodes, jobs)
-    assert operator == _simulator(policy, nodes, jobs)
+    operator = _operator(policy, order, nodes, jobs)
+    assert operator == _simulator(policy, order, nodes, jobs)

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from horus_operator.commands.run import run
 from horus_operator.operator import entry
 from horus_operator.operator.config import OperatorConfig
+from horus_operator.placement.queueorder import QueueOrder, Starvation
 
 
 @pytest.fixture
@@ -58,3 +59,21 @@ def test_migration_flags_make_the_move_settings(handed_over: list[OperatorConfig
         60.0,
         1,
     )
+
+
+def test_the_queue_order_and_its_starvation_bound_make_the_ordering(
+    handed_over: list[OperatorConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HORUS_QUEUE_ORDER", "shortest-remaining")
+    result = CliRunner().invoke(run, ["--max-wait-seconds", "600", "--starvation-multiple", "3"])
+    assert result.exit_code == 0, result.output
+    ordering = handed_over[0].ordering
+    assert ordering.order == QueueOrder.SHORTEST_REMAINING
+    assert ordering.starvation == Starvation(max_wait_s=600.0, length_multiple=3.0)
+
+
+def test_the_queue_order_defaults_to_fifo_with_a_day_s_bound(handed_over: list[OperatorConfig]) -> None:
+    result = CliRunner().invoke(run, [])
+    assert result.exit_code == 0, result.output
+    ordering = handed_over[0].ordering
+    assert (ordering.order, ordering.starvation) == (QueueOrder.FIFO, Starvation(max_wait_s=86400.0))

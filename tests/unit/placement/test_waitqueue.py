@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_builders import job
 
+from horus_operator.placement.queueorder import Ordering, Standing
 from horus_operator.placement.types import JobRequest
-from horus_operator.placement.waitqueue import WaitQueue, _SortedChunks, queue_order
+from horus_operator.placement.waitqueue import WaitQueue, _SortedChunks
 
 # (add or remove, job number, arrival time, remaining seconds): few job numbers, so removals hit jobs
 # that wait and adds replace them.
@@ -46,7 +47,7 @@ def _replay(steps: list[tuple[bool, int, float, float | None]]) -> None:
             expected[key] = request
         elif key in expected:
             assert queue.remove(key) is expected.pop(key)
-        ordered = sorted(expected.values(), key=queue_order)
+        ordered = sorted(expected.values(), key=lambda request: Ordering().key(request, Standing.WAITING))
         assert list(queue) == ordered
         assert len(queue) == len(ordered)
         assert queue[:3] == ordered[:3]

@@ -107,3 +107,40 @@ def test_contradictory_or_unmeasured_choices_are_refused(
     result = CliRunner().invoke(command.simulate, [*args, "--output", str(tmp_path / "out")])
 
     assert result.exit_code == 2 and message in result.output
+
+
+@pytest.mark.parametrize("order", ["shortest-remaining", "las"])
+def test_the_queue_order_and_durations_reach_the_run_and_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
+    result, output = simulate_synthetic(
+        tmp_path, monkeypatch, "--policy", "horus", "--queue-order", order, "--durations", "truth", jobs=30
+    )
+    assert result.exit_code == 0, result.output
+    scenario = json.loads((output / "details.json").read_text())["scenario"]
+    assert (scenario["queue_order"], scenario["durations"]) == (order, "truth")
+    assert scenario["max_wait_s"] == 86400.0 and scenario["starvation_multiple"] is None
+
+
+def test_a_plain_csv_trace_runs_on_an_rtx_3090(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(command, "_predictor", lambda models: predictor())
+    truth, trace, output = tmp_path / "truth.csv", tmp_path / "lucid.csv", tmp_path / "out"
+    truth.write_text(HEADER + ROWS)
+    trace.write_text("job_id,submit_s,gpus,duration_s,model,batch_size\nx,0,1,60,a,1\ny,10,1,30,b,1\n")
+    args = ["--workload", str(trace), "--gpu", "rtx-3090", "--gpus", "8", "--truth", str(truth)]
+    result = CliRunner().invoke(command.simulate, [*args, "--policy", "horus", "--output", str(output)])
+    assert result.exit_code == 0, result.output
+    assert "lucid: 2 jobs on 8 GPUs" in result.output
+
+
+def test_a_bad_trace_is_a_usage_error_naming_the_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(command, "_predictor", lambda models: predictor())
+    truth, trace = tmp_path / "truth.csv", tmp_path / "bad.csv"
+    truth.write_text(HEADER + ROWS)
+    trace.write_text("job_id,submit_s,gpus,duration_s,model,batch_size\nx,0,two,60,a,1\n")
+    args = ["--workload", str(trace), "--truth", str(truth), "--output", str(tmp_path / "out")]
+    result = CliRunner().invoke(command.simulate, args)
+    assert result.exit_code != 0
+    assert "line 2, column gpus" in result.output

@@ -9,6 +9,7 @@ import pytest
 
 from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.traces import GPUS_PER_NODE, load_trace
+from horus_operator.sim.workloads import Scenario
 
 REPO = Path(__file__).resolve().parents[3]
 TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
@@ -79,3 +80,77 @@ def test_an_unknown_format_is_refused(tmp_path: Path) -> None:
     trace.write_text("a,b\n1,2\n")
     with pytest.raises(ValueError, match="not a Gavel"):
         load_trace(trace, TruthTable.from_csv(TRUTH), random.Random(1), None)
+
+
+PLAIN = "job_id,submit_s,gpus,duration_s,model,batch_size,max_slowdown,priority\n"
+
+
+def load_plain(tmp_path: Path, text: str, gpu: str = "v100") -> Scenario:
+    trace = tmp_path / "plain.csv"
+    trace.write_text(text)
+    return load_trace(trace, TruthTable.from_csv(TRUTH), random.Random(1), 16, gpu)
+
+
+def test_a_plain_csv_gives_each_job_its_own_length_slowdown_and_priority(tmp_path: Path) -> None:
+    scenario = load_plain(
+        tmp_path,
+        PLAIN + "b,130,2,600,resnet50,64,1.5,1\na,100,1,3600,resnet18,32,,\nwide,100,16,10,vgg16,8,,\n",
+    )
+    jobs = {job.request.key: job for job in scenario.jobs}
+    assert [job.request.key for job in scenario.jobs] == ["a", "wide", "b"]  # by arrival
+    assert jobs["b"].request.submitted_at == 30.0  # times from the first arrival
+    assert jobs["b"].request.max_slowdown == 1.5 and jobs["b"].request.priority == 1
+    assert jobs["b"].isolated_duration_s == 600.0 and jobs["b"].request.gpus == 2
+    assert jobs["a"].request.priority == 0 and jobs["a"].request.max_slowdown >= 1.0
+    assert jobs["wide"].request.gpus == GPUS_PER_NODE and jobs["wide"].isolated_duration_s == 20.0
+
+
+def test_the_optional_columns_may_be_left_out(tmp_path: Path) -> None:
+    scenario = load_plain(tmp_path, "job_id,submit_s,gpus,duration_s,model,batch_size\nx,0,1,60,dqn,128\n")
+    assert scenario.jobs[0].request.workload.model == "dqn"
+    assert scenario.jobs[0].request.priority == 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("job_id,submit_s,gpus,model,batch_size\n", "header lacks column\\(s\\) duration_s"),
+        (
+            PLAIN + "a,0,1,60,resnet18,32,,\nb,0,one,60,resnet18,32,,\n",
+            "line 3, column gpus: 'one' is not an integer",
+        ),
+        (
+            PLAIN + "a,0,1,-5,resnet18,32,,\n",
+            "line 2, column duration_s: '-5' is not a finite number of at least 0",
+        ),
+        (PLAIN + "a,0,1,60,,32,,\n", "line 2, column model: is empty"),
+        (PLAIN + "a,0,1,60,resnet18,32,0.5,\n", "column max_slowdown: '0.5'"),
+        (PLAIN + "a,x,1,60,resnet18,32,,\n", "column submit_s: 'x' is not a number"),
+        (PLAIN + "a,0,1,nan,resnet18,32,,\n", "column duration_s: 'nan'"),
+    ],
+)
+def test_a_bad_plain_csv_names_the_line_and_column(tmp_path: Path, rows: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        load_plain(tmp_path, rows)
+
+
+def test_every_trace_format_runs_on_the_gpu_asked_for(tmp_path: Path) -> None:
+    plain = load_plain(tmp_path, PLAIN + "a,0,1,60,resnet18,32,,\n", gpu="rtx-3090")
+    gavel = load_trace(
+        REPO / "data" / "traces" / "gavel_small_test.trace",
+        TruthTable.from_csv(TRUTH),
+        random.Random(1),
+        8,
+        "p100",
+    )
+    muri = load_trace(
+        REPO / "data" / "traces" / "muri_cluster_trace.csv",
+        TruthTable.from_csv(TRUTH),
+        random.Random(1),
+        8,
+        "a100-80gb",
+    )
+    for scenario, gpu in ((plain, "rtx-3090"), (gavel, "p100"), (muri, "a100-80gb")):
+        assert scenario.gpu == gpu
+        assert {g.product for node in scenario.nodes for g in node.gpus} == {gpu}
+        assert f"homogeneous {gpu.upper()} cluster" in scenario.notes[0]

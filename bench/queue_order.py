@@ -1,0 +1,139 @@
+"""Queue orders side by side in one run (issue #28): fifo vs shortest-remaining vs las under horus.
+
+Each workload is replayed once per order, with the same jobs, the same policy (horus, decisions from the
+shipped predictions, progress from Gavel's measured pairs) and the default starvation bound (a day):
+- `fifo` — the default, first come first served;
+- `srpt-est` — shortest-remaining on the lengths the operator would know: predicted step time × steps
+  (`horus simulate --durations estimated`); jobs whose step time either side lacks have no length;
+- `srpt-true` — shortest-remaining on the trace's true lengths (an oracle, for scale);
+- `las` — least attained service, which reads no lengths;
+- `srpt-est-nobound` — srpt-est without the starvation bound, to show what the bound costs and buys.
+
+Per order: mean and p99 JCT, mean and max wait, makespan, QoS violations (jobs above maxSlowdown), and
+mean JCT and makespan over fifo's. Targets (issue #28): srpt-est's mean JCT ≤ 0.85× fifo's with its
+makespan ≤ 1.01× fifo's; las's mean JCT below fifo's.
+
+Workloads: horus-2500 and gavel-generator (seed 1), and the copied traces in data/traces/ (Gavel,
+Muri, Alibaba openb) at their loaders' defaults (64 V100s).
+
+    .venv/bin/python bench/queue_order.py [--out out/bench/queue_order.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from pathlib import Path
+
+from horus_operator.placement.cycle import SchedulingCycle
+from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
+from horus_operator.placement.registry import make_policy
+from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.measured import TruthTable
+from horus_operator.prediction.predictor import load_predictor
+from horus_operator.sim.durations import Durations, remaining
+from horus_operator.sim.engine import Simulation
+from horus_operator.sim.metrics import summarise
+from horus_operator.sim.results import RunResult
+from horus_operator.sim.traces import load_trace
+from horus_operator.sim.truth import Truth
+from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
+
+REPO = Path(__file__).resolve().parents[1]
+TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
+TRACES = (
+    "gavel_small_test.trace",
+    "gavel_artifact_evaluation.trace",
+    "muri_cluster_trace.csv",
+    "muri_trace1.csv",
+    "alibaba_openb_pod_list_default.csv",
+)
+SEED = 1
+# label -> (order, where it reads lengths, starvation bound)
+ORDERS = {
+    "fifo": (QueueOrder.FIFO, Durations.ESTIMATED, Starvation()),
+    "srpt-est": (QueueOrder.SHORTEST_REMAINING, Durations.ESTIMATED, Starvation()),
+    "srpt-true": (QueueOrder.SHORTEST_REMAINING, Durations.TRUTH, Starvation()),
+    "las": (QueueOrder.LAS, Durations.ESTIMATED, Starvation()),
+    "srpt-est-nobound": (QueueOrder.SHORTEST_REMAINING, Durations.ESTIMATED, Starvation(max_wait_s=None)),
+}
+HOUR = 3600.0
+
+
+def scenarios(table: TruthTable) -> dict[str, Scenario]:
+    made = {
+        "horus-2500": horus_2500(table, random.Random(SEED)),
+        "gavel-generator": gavel_generator(table, random.Random(SEED)),
+    }
+    for name in TRACES:
+        made[name] = load_trace(REPO / "data" / "traces" / name, table, random.Random(SEED), None)
+    return made
+
+
+def run_order(
+    scenario: Scenario, label: str, table: TruthTable, truth: Truth, predictor: Predictor
+) -> dict[str, float | int]:
+    order, durations, starvation = ORDERS[label]
+    lengths = remaining(durations, scenario, table, predictor)
+    ordering = Ordering(order, starvation=starvation, remaining=lengths)
+    policy = make_policy("horus", predictor=predictor, rng=random.Random(SEED))
+    result = Simulation(scenario, SchedulingCycle(policy, predictor, ordering=ordering), truth).run()
+    summary = summarise(result, scenario)
+    return {
+        "mean_jct_h": summary["mean_jct_s"] / HOUR,
+        "p99_jct_h": summary["p99_jct_s"] / HOUR,
+        "mean_wait_h": summary["mean_wait_s"] / HOUR,
+        "max_wait_h": max_wait_s(result) / HOUR,
+        "makespan_h": summary["makespan_s"] / HOUR,
+        "qos_violations": summary["qos_violations"],
+        "jobs": summary["jobs"],
+    }
+
+
+def max_wait_s(result: RunResult) -> float:
+    return max((record.start_s - record.arrival_s for record in result.records), default=0.0)
+
+
+def known_lengths(scenario: Scenario, table: TruthTable, predictor: Predictor) -> float:
+    """The share of jobs whose length the estimate knows."""
+    estimate = remaining(Durations.ESTIMATED, scenario, table, predictor)
+    return sum(estimate(job.request) is not None for job in scenario.jobs) / max(len(scenario.jobs), 1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "out" / "bench" / "queue_order.json")
+    args = parser.parse_args()
+    table = TruthTable.from_csv(TRUTH)
+    predictor = load_predictor()
+    truth = Truth(table, fallback=predictor)
+    rows = []
+    print(
+        "workload                           order            mean JCT h  p99 JCT h  mean wait h  max wait h"
+        "  makespan h  QoS   JCT/fifo  makespan/fifo"
+    )
+    for name, scenario in scenarios(table).items():
+        results = {label: run_order(scenario, label, table, truth, predictor) for label in ORDERS}
+        fifo = results["fifo"]
+        known = known_lengths(scenario, table, predictor)
+        for label, r in results.items():
+            jct_ratio = r["mean_jct_h"] / fifo["mean_jct_h"]
+            makespan_ratio = r["makespan_h"] / fifo["makespan_h"]
+            rows.append(
+                {"workload": name, "order": label, "known_lengths": round(known, 3), **r}
+                | {"mean_jct_over_fifo": round(jct_ratio, 3), "makespan_over_fifo": round(makespan_ratio, 3)}
+            )
+            print(
+                f"{name:<34} {label:<16} {r['mean_jct_h']:>10.2f} {r['p99_jct_h']:>10.1f}"
+                f" {r['mean_wait_h']:>12.2f} {r['max_wait_h']:>11.1f} {r['makespan_h']:>11.1f}"
+                f" {r['qos_violations']:>4} {jct_ratio:>10.3f} {makespan_ratio:>14.3f}"
+            )
+        print(f"{'':<34} (lengths known to the estimate: {known:.0%} of {fifo['jobs']} jobs)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""Queue orders: how the waiting jobs of one priority line up, and when a job has waited too long.
+
+Priority always comes first (higher first). Within a priority:
+- `fifo` — first come first served, the longest remaining work first among jobs submitted together (a
+  sweep or a burst: longest-processing-time first is the classic makespan rule, so the job that would
+  set the makespan does not start last). The default, and the order before any other existed.
+- `shortest-remaining` — the least remaining GPU-work first (remaining seconds alone × GPUs): shortest
+  remaining processing time minimises mean completion time. Jobs whose length nobody knows follow those
+  whose length is known, in the `las` order.
+- `las` — least attained GPU-service first, discretized as Tiresias (NSDI'19) does: a job's attained
+  GPU-seconds place it in one of a few levels (`LAS_LEVELS_GPU_S`), first come first served within a
+  level; the two dimensions (GPUs × time) are in the GPU-seconds. For clusters where lengths are unknown.
+
+Every order has a starvation bound (`Starvation`): a job that has waited longer than a set time, or
+than a multiple of its own length, moves to the front of its priority, where the starved line up first
+come first served. Under `fifo` a bound on the wait alone never changes the order: the starved are the
+oldest of their priority already.
+
+The orders that serve short work first keep the makespan guard's longest-work-first at the end of a
+trace: once the caller knows the makespan horizon (all work has arrived: `ClusterSnapshot.horizon_s`),
+a job whose remaining work alone reaches `CRITICAL_SHARE` of the time left to it is *critical* and goes
+before the starved, longest first — started later it would set the makespan (on Gavel's generator,
+where every job arrives at once, shortest-remaining without this ended 16 % later than fifo). Critical
+is judged on the lengths the horizon is made of (`JobRequest.remaining_s`, as the makespan guard reads
+them), not on the order's: in the simulator those are the trace's true durations.
+
+A key changes while its job waits only when it starves or turns critical, so a sorted queue stays sorted
+if the queue re-inserts the job then (`WaitQueue.advance`): attained service grows only while a job runs
+(it is part of the request the caller queues again), lengths are the request's, the time it starves is
+known when it is queued (`Ordering.starves_at`), and the critical threshold only falls as work is done.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+
+from horus_operator.placement.types import JobRequest
+
+QueueKey = tuple[object, ...]
+# Seconds of work a waiting job has left if it ran alone; None when unknown. The operator's requests
+# carry their estimate (`JobRequest.remaining_s`); the simulator may pass estimates instead of its truth.
+Remaining = Callable[[JobRequest], "float | None"]
+# An order's key within one priority (the queue adds priority, starving and the job's key around it).
+OrderKey = Callable[[JobRequest], tuple[float, ...]]
+
+# Attained GPU-seconds at which a job drops a LAS level: after one GPU-hour, then after ten. Tiresias
+# found two or three levels enough, and its thresholds grow by a factor of ten (its Figure 12).
+LAS_LEVELS_GPU_S = (3600.0, 36000.0)
+DEFAULT_MAX_WAIT_S = 86400.0  # a day
+# A job whose remaining work alone is at least this share of the time left to the makespan horizon is
+# critical. Not 1.0: a critical job still waits for GPUs to free up, which takes a share of the time left.
+# 0.6 brought shortest-remaining's makespan back to fifo's on gavel-generator (seed 1); measured across
+# traces in bench/queue_order.py.
+CRITICAL_SHARE = 0.6
+
+
+class QueueOrder(StrEnum):
+    FIFO = "fifo"
+    SHORTEST_REMAINING = "shortest-remaining"
+    LAS = "las"
+
+
+class Standing(IntEnum):
+    """Where a waiting job lines up within its priority, first to last."""
+
+    CRITICAL = 0  # would set the makespan if started later: longest remaining work first
+    STARVED = 1  # past its starvation bound: first come first served
+    WAITING = 2  # in the queue order
+
+
+def known_remaining(request: JobRequest) -> float | None:
+    """The length the request itself carries (the operator's estimate; the simulator's truth)."""
+    return request.remaining_s
+
+
+def las_level(attained_gpu_s: float) -> int:
+    return bisect.bisect_right(LAS_LEVELS_GPU_S, attained_gpu_s)
+
+
+def _fifo(remaining: Remaining) -> OrderKey:
+    # The tie-break reads the request's own remaining work, as it always has: the simulator's truth
+    # there keeps fifo's decisions what they were before other orders existed.
+    return lambda request: (request.submitted_at, -(request.remaining_s or 0.0))
+
+
+def _las(remaining: Remaining) -> OrderKey:
+    return lambda request: (las_level(request.attained_gpu_s), request.submitted_at)
+
+
+def _shortest_remaining(remaining: Remaining) -> OrderKey:
+    las = _las(remaining)
+
+    def key(request: JobRequest) -> tuple[float, ...]:
+        left = remaining(request)
+        if left is None:
+            return (1, *las(request))
+        return (0, left * request.gpus, request.submitted_at)
+
+    return key
+
+
+@dataclass(frozen=True)
+class Order:
+    key: Callable[[Remaining], OrderKey]  # the order's key within a priority, from where lengths are read
+    # Puts critical jobs first at the end of a trace. fifo does not: it serves the oldest (and, among
+    # jobs submitted together, the longest) first already, and its decisions stay what they always were.
+    longest_first_at_end: bool
+
+
+ORDERS: dict[QueueOrder, Order] = {
+    QueueOrder.FIFO: Order(_fifo, longest_first_at_end=False),
+    QueueOrder.SHORTEST_REMAINING: Order(_shortest_remaining, longest_first_at_end=True),
+    # las is for clusters where lengths are unknown: it reads none, not even at the end.
+    QueueOrder.LAS: Order(_las, longest_first_at_end=False),
+}
+
+
+@dataclass(frozen=True)
+class Starvation:
+    """A job starves once it has waited `max_wait_s`, or `length_multiple` × its remaining work alone
+    (where known); None turns either off. The multiple is off by default: it lets a short late job
+    overtake a long early one, which would change `fifo`."""
+
+    max_wait_s: float | None = DEFAULT_MAX_WAIT_S
+    length_multiple: float | None = None
+
+    def starves_at(self, submitted_at: float, length_s: float | None) -> float:
+        waits = [math.inf]
+        if self.max_wait_s is not None:
+            waits.append(self.max_wait_s)
+        if self.length_multiple is not None and length_s is not None:
+            waits.append(self.length_multiple * length_s)
+        return submitted_at + min(waits)
+
+
+class Ordering:
+    """One queue order with its starvation bound and where it reads lengths: what a `WaitQueue` sorts by."""
+
+    def __init__(
+        self,
+        order: QueueOrder = QueueOrder.FIFO,
+        *,
+        starvation: Starvation = Starvation(),
+        remaining: Remaining = known_remaining,
+    ) -> None:
+        self.order = order
+        self.starvation = starvation
+        self.remaining = remaining
+        self.longest_first_at_end = ORDERS[order].longest_first_at_end
+        self._key = ORDERS[order].key(remaining)
+
+    def key(self, request: JobRequest, standing: Standing) -> QueueKey:
+        """Priority, then standing, then the standing's order, then the job's key so ties are
+        deterministic."""
+        head = (-request.priority, standing)
+        if standing == Standing.CRITICAL:
+            return (*head, -(request.remaining_s or 0.0), request.submitted_at, request.key)
+        if standing == Standing.STARVED:
+            return (*head, request.submitted_at, -(request.remaining_s or 0.0), request.key)
+        return (*head, *self._key(request), request.key)
+
+    def starves_at(self, request: JobRequest) -> float:
+        """When `request` starves (seconds on the caller's clock; inf: never)."""
+        return self.starvation.starves_at(request.submitted_at, self.remaining(request))
+
+    def critical_from_s(self, now: float, horizon: float | None) -> float | None:
+        """The remaining work at which a waiting job is critical at `now` (None: none is)."""
+        if horizon is None or not self.longest_first_at_end:
+            return None
+        return CRITICAL_SHARE * (horizon - now)
