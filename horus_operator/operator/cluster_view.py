@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import operator
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -59,13 +60,18 @@ class NodesSummary:
 
     largest_allocatable: dict[str, float]  # per resource, the most a GPU node offers
     not_ready_since: dict[str, datetime]  # node -> since when it is not Ready (see `not_ready_since`)
+    # The GPU type most of the cluster's GPUs are (None without GPU nodes): where a waiting job's length
+    # is estimated, before anyone knows where it will run.
+    common_gpu: str | None = None
 
 
 def summarise(nodes: Iterable[NodeView]) -> NodesSummary:
     listed = list(nodes)
+    counts = Counter(gpu.product for n in listed if n.labelled for gpu in n.labelled.gpus)
     return NodesSummary(
         largest_allocatable=template.largest_allocatable(n.allocatable for n in listed if n.labelled),
         not_ready_since={n.name: n.not_ready_since for n in listed if n.not_ready_since is not None},
+        common_gpu=min(counts, key=lambda product: (-counts[product], product)) if counts else None,
     )
 
 

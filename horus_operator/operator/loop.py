@@ -11,6 +11,7 @@ any two steps is repaired by the next cycle of any replica. Status writes and Ev
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -345,7 +346,17 @@ class SchedulingLoop:
         return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
 
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
-        return jobspec.request(job, workload, jobspec.created_at(body), self._binding(job))
+        request = jobspec.request(job, workload, jobspec.created_at(body), self._binding(job))
+        return dataclasses.replace(request, remaining_s=self._length_s(job, workload))
+
+    def _length_s(self, job: JobSpec, workload: Workload) -> float | None:
+        """The job's work alone, as the queue orders read it: `spec.totalSteps` at the predicted step
+        time on the cluster's most common GPU type; None without totalSteps or a step model."""
+        gpu = self._cache.nodes_summary().common_gpu
+        if not job.total_steps or gpu is None:
+            return None
+        step_s = self._cycle.step_s(workload, gpu)
+        return job.total_steps * step_s if step_s else None
 
     async def _place(self, now: datetime) -> set[str]:
         """Place waiting jobs (a moved one on its target where it still fits); returns the keys whose

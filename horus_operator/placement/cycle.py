@@ -46,7 +46,7 @@ from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.queueorder import Ordering
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
 from horus_operator.placement.waitqueue import WaitQueue, prefix_length
-from horus_operator.prediction.api import Predictor
+from horus_operator.prediction.api import Predictor, Workload
 
 
 class Cooldowns:
@@ -120,6 +120,11 @@ class SchedulingCycle:
         self._capacity: Capacity | None = None
         self._verdicts: dict[str, tuple[JobRequest, Unsatisfiable | None]] = {}
         self._unanswered: _Unanswered | None = None
+
+    def step_s(self, workload: Workload, gpu: str) -> float | None:
+        """Seconds per training step of `workload` alone on a `gpu` (None where the predictor has no step
+        model), from the predictions placement reads."""
+        return self._predictions.job(workload, gpu).step_s
 
     def queue(self, requests: Iterable[JobRequest] = ()) -> WaitQueue:
         """A wait queue of `requests` in this cycle's queue order: what `run` takes."""

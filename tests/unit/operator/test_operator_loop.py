@@ -8,12 +8,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from operator_builders import FakeKube, PodBuilder, gpu_node
 
 from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.index import ClusterIndex
+from horus_operator.placement.queueorder import Ordering, QueueOrder
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
@@ -357,3 +359,32 @@ def test_a_pod_name_taken_by_a_foreign_pod_fails_the_job_after_bounded_tries() -
     assert status["phase"] == "Failed"
     assert "metadata.name='job-0'" in status["message"] and "team-a/job-0-0" in status["message"]
     assert kube.creates == 0 and kube.pods["team-a/job-0-0"]["metadata"]["ownerReferences"] == []
+
+
+class SteppedPredictor(FixedPredictor):
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        return JobPrediction(utilization=0.5, memory_mib=4000.0, step_s=0.1)
+
+
+@pytest.mark.parametrize(
+    ("order", "first"), [(QueueOrder.FIFO, "long"), (QueueOrder.SHORTEST_REMAINING, "short")]
+)
+def test_the_operator_orders_its_queue_by_length_from_total_steps_and_the_predicted_step_time(
+    order: QueueOrder, first: str
+) -> None:
+    kube = _cluster(jobs=0, gpus=1)
+    for name, steps in (("long", 100_000), ("short", 100)):  # submitted in the same second
+        body = DLJobBuilder.stored(name).spec(totalSteps=steps).obj()
+        kube.jobs[job_key(body)] = body
+    loop = SchedulingLoop(
+        kube=kube,  # type: ignore[arg-type]
+        cache=ClusterCache(),
+        policy=FirstFreeGpu(),
+        predictor=SteppedPredictor(),
+        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
+        config=LoopConfig(ordering=Ordering(order)),
+        clock=lambda: NOW,
+    )
+    asyncio.run(_settle(loop))
+    placed = [name for name, body in kube.jobs.items() if body["status"]["phase"] == "Scheduled"]
+    assert placed == [f"team-a/{first}"]
