@@ -10,13 +10,13 @@ from collections.abc import Mapping
 
 import pytest
 from operator_builders import FakeKube
-from test_operator_loop import FirstFreeGpu, FixedPredictor, _catalog, _cluster, _settle
+from test_operator_loop import _catalog, _cluster, _loop, _settle
 
 from horus_operator.operator import jobspec
-from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.cache import job_key
 from horus_operator.operator.graphs import GraphQueue, GraphReader
 from horus_operator.operator.jobspec import InvalidJob, JobSpec
-from horus_operator.operator.loop import READING_GRAPH, LoopConfig, SchedulingLoop
+from horus_operator.operator.loop import READING_GRAPH, SchedulingLoop
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder
 
@@ -101,14 +101,8 @@ def _loop_with_graphs(kube: FakeKube, parsed: list[str]) -> SchedulingLoop:
         parsed.append(data.decode())
         return {"flops_per_batch": 1e9 * batch_size}
 
-    return SchedulingLoop(
-        kube=kube,  # type: ignore[arg-type]
-        cache=ClusterCache(),
-        policy=FirstFreeGpu(),
-        predictor=FixedPredictor(),
-        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"graph", onnx_features=parse),
-        config=LoopConfig(),
-    )
+    resolver = jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"graph", onnx_features=parse)
+    return _loop(kube, resolver=resolver)
 
 
 def test_a_job_waits_while_its_graph_is_read_and_is_placed_once_it_is() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,8 +16,8 @@ from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
-from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy
+from horus_operator.prediction.api import JobPrediction, Predictor, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
@@ -58,15 +58,26 @@ def _catalog(name: str) -> str:
     return name
 
 
-def _loop(kube: FakeKube, cache: ClusterCache | None = None) -> SchedulingLoop:
+def _loop(
+    kube: FakeKube,
+    cache: ClusterCache | None = None,
+    *,
+    policy: Policy | None = None,
+    predictor: Predictor | None = None,
+    resolver: jobspec.WorkloadResolver | None = None,
+    config: LoopConfig | None = None,
+    on_resync: Callable[[], Awaitable[None]] | None = None,
+) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=cache or ClusterCache(),
-        policy=FirstFreeGpu(),
-        predictor=FixedPredictor(),
-        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
-        config=LoopConfig(),
+        policy=policy or FirstFreeGpu(),
+        predictor=predictor or FixedPredictor(),
+        resolver=resolver
+        or jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
+        config=config or LoopConfig(),
         clock=lambda: NOW,
+        on_resync=on_resync,
     )
 
 
@@ -281,16 +292,7 @@ def test_status_says_whether_a_prediction_came_from_observations_and_resync_rest
     async def restore() -> None:
         restores.append("restored")
 
-    loop = SchedulingLoop(
-        kube=kube,  # type: ignore[arg-type]
-        cache=ClusterCache(),
-        policy=CorrectedFirstFreeGpu(),
-        predictor=FixedPredictor(),
-        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
-        config=LoopConfig(),
-        clock=lambda: NOW,
-        on_resync=restore,
-    )
+    loop = _loop(kube, policy=CorrectedFirstFreeGpu(), on_resync=restore)
     asyncio.run(_settle(loop))
 
     predicted = kube.jobs["team-a/job-0"]["status"]["predicted"]
@@ -376,15 +378,7 @@ def test_the_operator_orders_its_queue_by_length_from_total_steps_and_the_predic
     for name, steps in (("long", 100_000), ("short", 100)):  # submitted in the same second
         body = DLJobBuilder.stored(name).spec(totalSteps=steps).obj()
         kube.jobs[job_key(body)] = body
-    loop = SchedulingLoop(
-        kube=kube,  # type: ignore[arg-type]
-        cache=ClusterCache(),
-        policy=FirstFreeGpu(),
-        predictor=SteppedPredictor(),
-        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
-        config=LoopConfig(ordering=Ordering(order)),
-        clock=lambda: NOW,
-    )
+    loop = _loop(kube, predictor=SteppedPredictor(), config=LoopConfig(ordering=Ordering(order)))
     asyncio.run(_settle(loop))
     placed = [name for name, body in kube.jobs.items() if body["status"]["phase"] == "Scheduled"]
     assert placed == [f"team-a/{first}"]
