@@ -264,13 +264,13 @@ class SchedulingLoop:
         if decision.avoid_node:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
-        placeable = isinstance(workload, Workload) and verdict is None
-        if decision.place_attempt is not None and isinstance(workload, Workload) and placeable:
+        placeable = workload if isinstance(workload, Workload) and verdict is None else None
+        if decision.place_attempt is not None and placeable is not None:
             moving = decision.move_to is not None
-            self._pending[key] = _Pending(decision.place_attempt, job, workload, self._binding(job), moving)
+            self._pending[key] = _Pending(decision.place_attempt, job, placeable, self._binding(job), moving)
         else:
             self._pending.pop(key, None)
-        request = self._request(job, workload, body) if placeable else None
+        request = self._request(job, placeable, body) if placeable is not None else None
         self._mover.note(key, decision.moving, request)
         return body, decision
 
