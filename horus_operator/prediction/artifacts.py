@@ -86,7 +86,9 @@ def load(directory: str | Path | None = None) -> Artifacts:
     slowdown = TreeEnsemble.from_json(paths["slowdown"])
     return Artifacts(
         slowdown=slowdown,
-        slowdown_prior=SlowdownPrior(**json.loads(paths["slowdown_prior"].read_text())),
+        slowdown_prior=SlowdownPrior.from_dict(
+            json.loads(paths["slowdown_prior"].read_text()), str(paths["slowdown_prior"])
+        ),
         roofline=RooflineConstants(**json.loads(paths["utilization"].read_text())),
         memory=MemoryModel(**json.loads(paths["memory"].read_text())),
         metadata=metadata,

@@ -13,6 +13,7 @@ import numpy as np
 from horus_operator.prediction import artifacts, catalog, slowdown, validation
 from horus_operator.prediction.training import common, slowdown_fit
 
+HOST_CPUS = Path(__file__).resolve().parents[3] / "data" / "colocation" / "gavel_host_cpus.csv"
 PAIRS = Path(__file__).resolve().parents[3] / "data" / "colocation" / "gavel_pairs_train.csv"
 QUICK = slowdown.PARAMS | {"eta": 0.15}
 QUICK_ROUNDS = 120
@@ -48,7 +49,9 @@ def test_neighbour_columns_help_on_held_out_rows() -> None:
 
 
 def _priors(samples: object) -> np.ndarray:
-    return slowdown_fit.prior_inputs(samples, catalog.lookup, artifacts.load().roofline)
+    return slowdown_fit.prior_inputs(
+        samples, catalog.lookup, artifacts.load().roofline, common.host_cpus(HOST_CPUS)
+    )
 
 
 def test_slowdown_beats_constant_on_a_gpu_type_it_never_saw() -> None:
