@@ -74,12 +74,8 @@ def tabulate(gpus: Sequence[str], out: Path) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpus", default="v100,p100,k80", help="Gavel GPU types, comma-separated")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--jobs", type=int, default=2, help="simulations at once")
-    parser.add_argument("--reuse-models", action="store_true", help="keep leave-one-GPU-out models in OUT")
+    online_learning.add_run_arguments(parser)
     parser.add_argument("--tabulate-only", action="store_true", help="read the runs already in OUT")
-    parser.add_argument("--out", type=Path, default=online_learning.REPO / "out" / "online_learning")
     args = parser.parse_args()
     gpus = [g.strip() for g in args.gpus.split(",") if g.strip()]
     if not args.tabulate_only:
