@@ -2,7 +2,7 @@
 
 A models directory holds `slowdown.json` (an XGBoost booster), `roofline.json` (the calibrated
 constants of the step-time model that utilization comes from), `slowdown_prior.json` (the physical
-prior blended into slowdowns without measured relatives), `memory.json` (the calibrated memory
+time-sharing prior whose residual the slowdown trees learn), `memory.json` (the calibrated memory
 model), `slowdown_neighbours.csv` (the measured pairs the slowdown model's
 neighbour columns come from; it always travels with its `slowdown.json`) and `metadata.json` (per
 model: training-data file and SHA-256, feature columns, training date, cross-validated metrics). A
