@@ -60,6 +60,7 @@ PRIOR_INPUTS: tuple[str, ...] = ("own_busy", "other_busy", "own_host_cpus", "oth
 GRAPH_COLUMNS: tuple[str, ...] = design.PAIR_COLUMNS + PRIOR_INPUTS + ("prior_log_slowdown",)
 COLUMNS: tuple[str, ...] = GRAPH_COLUMNS + neighbours.NEIGHBOUR_COLUMNS
 _FIXED_POINT_ITERATIONS = 60  # the stretch map contracts (k ≤ 0.9); 60 rounds settle to < 1e-9
+_SETTLED = 1e-12  # a stretch that moves less than this between rounds has settled
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,10 @@ class SlowdownPrior:
             # Both shares of wall time from the same iterate: each stays ≤ 1, so 1 − k·v ≥ 1 − k > 0.
             running_a = busy_a * stretch_a / ((1.0 - busy_a) * host_a + busy_a * stretch_a)
             running_b = busy_b * stretch_b / ((1.0 - busy_b) * host_b + busy_b * stretch_b)
+            previous = np.concatenate([stretch_a, stretch_b])
             stretch_a, stretch_b = 1.0 / (1.0 - k * running_b), 1.0 / (1.0 - k * running_a)
+            if np.max(np.abs(np.concatenate([stretch_a, stretch_b]) - previous), initial=0.0) < _SETTLED:
+                break  # a placement query's few pairs mostly settle in a few rounds
         return (1.0 - busy_a) * host_a + busy_a * stretch_a, (1.0 - busy_b) * host_b + busy_b * stretch_b
 
     def bounded(self, residual: np.ndarray, prior: np.ndarray) -> np.ndarray:
