@@ -174,13 +174,18 @@ def run(gpus: Sequence[str], seed: int, jobs: int, reuse: bool, out: Path) -> di
     return {gpu: compare(by_gpu[gpu]) for gpu in gpus}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `run` (bench/unseen_gpu.py tabulates the same runs)."""
     parser.add_argument("--gpus", default="v100,p100,k80", help="Gavel GPU types, comma-separated")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--jobs", type=int, default=2, help="simulations at once")
     parser.add_argument("--reuse-models", action="store_true", help="keep leave-one-GPU-out models in OUT")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "online_learning")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_run_arguments(parser)
     args = parser.parse_args()
     results = run(
         [g.strip() for g in args.gpus.split(",") if g.strip()],

@@ -5,10 +5,11 @@
 Every number comes from one run on the shipped data, each model refitted without the held-out group:
 - slowdown (Gavel pairs): leave one GPU type out (train on two, test the third) and leave one
   architecture family out (every pair touching it), for the graph-feature model alone and with the
-  neighbour columns of the training rows (the shipped model), each blended as shipped with the
-  physical prior fitted on the training rows, whose step times come from roofline constants calibrated
-  without the held-out group's step times; MAPE and Spearman's rank correlation (pooled over the
-  held-out groups, and within each group) against predicting the training rows' median slowdown;
+  neighbour columns of the training rows (the shipped model), each a bounded residual on the physical
+  prior fitted on the training rows, whose busy fractions come from roofline constants calibrated
+  without the held-out group's step times, and the prior alone; MAPE and Spearman's rank correlation
+  (pooled over the held-out groups, and within each group) against predicting the training rows'
+  median slowdown, and within each group the predictions' interquartile range over the measured one;
 - utilization: the roofline step time, calibrated without the held-out GPU or family (mean |log
   error| of the step time, against the training median step time);
 - memory: Gavel's feasibility (pairs that ran fit, pairs reported at zero throughput did not) and
@@ -36,10 +37,16 @@ REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
 TIMM_CSV = REPO / "data" / "throughput" / "timm_train_rtx3090_amp.csv"
+HOST_CPUS_CSV = REPO / "data" / "colocation" / "gavel_host_cpus.csv"
 
 
 def spearman(actual: np.ndarray, predicted: np.ndarray) -> float:
     return float(pd.Series(actual).corr(pd.Series(predicted), method="spearman"))
+
+
+def iqr(values: np.ndarray) -> float:
+    high, low = np.quantile(values, [0.75, 0.25])
+    return float(high - low)
 
 
 def fold_priors(
@@ -56,6 +63,7 @@ def fold_priors(
             samples,
             catalog.lookup,
             roofline_fit.calibrate_step_times(step_times, np.flatnonzero(step_time_groups != group)),
+            common.host_cpus(HOST_CPUS_CSV),
         )
         for group in groups
     }
@@ -80,17 +88,11 @@ def slowdown_transfer(
         test_mask = held_out(group)
         train = np.flatnonzero(~test_mask & feasible)
         test = np.flatnonzero(test_mask & measured)
-        prior = slowdown_fit.fit_prior(priors[group][train], target[train]).log_slowdown(priors[group][test])
-        alone = slowdown_fit.fit_slowdown(matrix[train], target[train])
-        raw_alone = alone.inplace_predict(matrix[test])
-        pooled["features"].append(slowdown.from_raw(slowdown.blended(raw_alone, matrix[test], prior)))
-        pooled["prior"].append(slowdown.from_raw(prior))
-        rows, targets, weights = slowdown_fit.neighbour_training_set(matrix, queries, target, train)
-        with_table = slowdown_fit.fit_slowdown(rows, targets, weights=weights)
-        table = slowdown_fit.neighbour_table(queries, target, train)
-        test_rows = slowdown_fit.with_neighbours(matrix[test], [queries[row] for row in test], table)
-        raw = with_table.inplace_predict(test_rows)
-        pooled["neighbours"].append(slowdown.from_raw(slowdown.blended(raw, test_rows, prior)))
+        alone = slowdown_fit.fit_fold(matrix, queries, target, priors[group], train, use_neighbours=False)
+        pooled["features"].append(alone.predict(matrix, queries, priors[group], test))
+        pooled["prior"].append(slowdown.from_raw(alone.law.log_slowdown(priors[group][test])))
+        shipped = slowdown_fit.fit_fold(matrix, queries, target, priors[group], train)
+        pooled["neighbours"].append(shipped.predict(matrix, queries, priors[group], test))
         pooled["median"].append(np.full(len(test), np.median(target[train])))
         pooled["actual"].append(target[test])
     actual = np.concatenate(pooled["actual"])
@@ -106,6 +108,11 @@ def slowdown_transfer(
             }
             if variant != "median"
             else {},
+            # The issue's spread check: the predictions' interquartile range over the measured one.
+            "iqr_ratio_within": {
+                group: round(iqr(guess) / iqr(truth), 3)
+                for group, truth, guess in zip(groups, pooled["actual"], pooled[variant], strict=True)
+            },
         }
     result["samples"] = {"n": len(actual)}
     return result
@@ -169,7 +176,11 @@ def main() -> None:
         for variant in ("features", "neighbours", "prior", "median"):
             scores = report[split][variant]
             within = " ".join(f"{group} {value:+.2f}" for group, value in scores["spearman_within"].items())
-            print(f"  {split[18:]:22} {variant:10} {scores['mape']:.3f}  {scores['spearman']:+.2f}  {within}")
+            spread = " ".join(f"{group} {value:.2f}" for group, value in scores["iqr_ratio_within"].items())
+            print(
+                f"  {split[18:]:22} {variant:10} {scores['mape']:.3f}  {scores['spearman']:+.2f}  {within}"
+                f"  | IQR predicted/measured {spread}"
+            )
     for split in ("leave_one_gpu_out", "leave_one_family_out"):
         for group, scores in report["step_time"][split].items():
             print(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from horus_operator.prediction import artifacts, catalog
 from horus_operator.prediction.gpus import normalize_gpu
-from horus_operator.prediction.training import memory_fit, roofline_fit, slowdown_fit
+from horus_operator.prediction.training import common, memory_fit, roofline_fit, slowdown_fit
 
 REPO = Path(__file__).resolve().parent.parent
 PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
@@ -26,6 +26,7 @@ STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
 TIMM_CSV = REPO / "data" / "throughput" / "timm_train_rtx3090_amp.csv"
 TIMM_GPU = "rtx-3090"  # the file has no gpu column: every row is timm's RTX 3090 run
 PEAKS_CSV = REPO / "data" / "memory" / "milabench_scaling_nvidia.csv"
+HOST_CPUS_CSV = REPO / "data" / "colocation" / "gavel_host_cpus.csv"
 
 
 def without_gpu(path: Path, gpu: str, directory: Path) -> Path:
@@ -60,7 +61,9 @@ def main() -> None:
             timm = None if gpu == TIMM_GPU else timm
         # Step times first: the slowdown prior reads its step times from the freshly calibrated constants.
         metrics = roofline_fit.train_step_times(step_times, out, catalog.lookup, timm=timm)
-        metrics |= slowdown_fit.train_slowdown(pairs, out, catalog.lookup)
+        metrics |= slowdown_fit.train_slowdown(
+            pairs, out, catalog.lookup, cpus=common.host_cpus(HOST_CPUS_CSV)
+        )
         # After train_slowdown: this envelope over measured peaks replaces its feasibility-fitted memory.json.
         metrics |= memory_fit.train_memory(peaks, pairs, out, catalog.lookup)
     print(json.dumps(metrics, indent=2))

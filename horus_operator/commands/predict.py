@@ -20,6 +20,9 @@ PAIR_OUTPUT_COLUMNS = (*PAIR_INPUT_COLUMNS, "slowdown_a", "slowdown_b", "feasibl
 # Optional input columns (a missing column or an empty cell is fp32), repeated after the output columns
 # when the input has them.
 PAIR_PRECISION_COLUMNS = ("precision_a", "precision_b")
+# Optional: CPU cores each job keeps busy beside its training loop (what its pod may use beyond one core;
+# a missing column or an empty cell is 0), for the slowdown prior's host term; repeated likewise.
+PAIR_HOST_CPU_COLUMNS = ("host_cpus_a", "host_cpus_b")
 
 models_option = click.option(
     "--models",
@@ -55,6 +58,17 @@ def _precision(record: dict[str, str], row: int, column: str) -> str:
     return value
 
 
+def _host_cpus(record: dict[str, str], row: int, column: str) -> float:
+    text = record.get(column) or "0"
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise click.ClickException(f"row {row}: {column} {text!r} is not a number of cores >= 0")
+    return value
+
+
 def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Workload]:
     """(gpu, a, b) of one input row; ClickException naming the row and the bad value."""
     try:
@@ -73,13 +87,14 @@ def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Worklo
                 model=model,
                 batch_size=_batch_size(record[f"batch_{side}"], row, f"batch_{side}"),
                 precision=_precision(record, row, f"precision_{side}"),
+                host_cpus=_host_cpus(record, row, f"host_cpus_{side}"),
             )
         )
     return gpu, workloads[0], workloads[1]
 
 
 def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
-    """The rows, and which of the optional precision columns the header has."""
+    """The rows, and which of the optional columns (precision, host CPUs) the header has."""
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle, skipinitialspace=True)
         header = [name.strip() for name in reader.fieldnames or []]
@@ -88,7 +103,8 @@ def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
             raise click.ClickException(f"{path}: missing column(s) {', '.join(missing)}")
         reader.fieldnames = header
         records = [{key: (value or "").strip() for key, value in record.items() if key} for record in reader]
-    return records, tuple(column for column in PAIR_PRECISION_COLUMNS if column in header)
+    optional = (*PAIR_PRECISION_COLUMNS, *PAIR_HOST_CPU_COLUMNS)
+    return records, tuple(column for column in optional if column in header)
 
 
 def _write_atomically(path: Path, rows: Sequence[Sequence[object]]) -> None:
@@ -115,16 +131,22 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
     """Slowdown of both jobs of each pair sharing one GPU, and whether they fit in its memory.
 
     INPUT columns: gpu,model_a,batch_a,model_b,batch_b, and optionally precision_a,precision_b
-    (fp32, amp or bf16; a missing column or an empty cell is fp32). OUTPUT repeats the five and adds
-    slowdown_a,slowdown_b,feasible, then the precision columns the input had. Rows are numbered from 1
-    after the header.
+    (fp32, amp or bf16; a missing column or an empty cell is fp32) and host_cpus_a,host_cpus_b (CPU
+    cores each job keeps busy beside its training loop, e.g. data-loader workers; empty is 0). OUTPUT
+    repeats the five and adds slowdown_a,slowdown_b,feasible, then the optional columns the input had.
+    Rows are numbered from 1 after the header.
     """
-    records, precision_columns = _read_pairs(input_path)
+    records, optional_columns = _read_pairs(input_path)
     requests = [_parse_pair(record, row) for row, record in enumerate(records, start=1)]
     predictions = load_predictor(models_dir).pairs(requests)
-    rows: list[Sequence[object]] = [(*PAIR_OUTPUT_COLUMNS, *precision_columns)]
+    rows: list[Sequence[object]] = [(*PAIR_OUTPUT_COLUMNS, *optional_columns)]
     for record, (_, a, b), prediction in zip(records, requests, predictions, strict=True):
-        precisions = {"precision_a": a.precision, "precision_b": b.precision}
+        used = {
+            "precision_a": a.precision,
+            "precision_b": b.precision,
+            "host_cpus_a": f"{a.host_cpus:g}",
+            "host_cpus_b": f"{b.host_cpus:g}",
+        }
         rows.append(
             [record[column] for column in PAIR_INPUT_COLUMNS]
             + [
@@ -132,7 +154,7 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
                 f"{prediction.slowdown_b:.4f}",
                 str(prediction.feasible).lower(),
             ]
-            + [precisions[column] for column in precision_columns]
+            + [used[column] for column in optional_columns]
         )
     _write_atomically(output_path, rows)
     click.echo(f"{len(predictions)} pairs -> {output_path}", err=True)

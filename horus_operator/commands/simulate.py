@@ -2,7 +2,7 @@
 
     horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
-                   [--truth-models DIR]
+                   [--truth-models DIR] [--host-cpus FILE.csv]
                    [--decide-with predictions|truth] [--online-learning]
                    [--queue-order fifo|shortest-remaining|las] [--durations estimated|truth]
                    [--max-wait-seconds S] [--starvation-multiple K]
@@ -27,7 +27,7 @@ from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.gpus import GPU_SPECS
-from horus_operator.prediction.measured import TruthTable
+from horus_operator.prediction.measured import TruthTable, read_host_cpus
 from horus_operator.sim.durations import Durations, remaining
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.learning import OnlineLearning
@@ -40,6 +40,9 @@ from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, gavel_generator, horus_2500, synthetic
 
 DEFAULT_TRUTH = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"
+# What Gavel's command lines kept busy on the CPU beside each model's training loop: the default
+# truth's jobs carry it, as their pods would declare it.
+DEFAULT_HOST_CPUS = DEFAULT_TRUTH.with_name("gavel_host_cpus.csv")
 PROGRESS_FROM_JOBS = 10_000  # a progress bar on runs at least this long
 
 
@@ -111,6 +114,13 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
 )
 @click.option("--policy", "policy_names", default="horus,exclusive,binpack", show_default=True)
 @click.option("--truth", "truth_path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--host-cpus",
+    "host_cpus_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="CSV model,host_cpus: CPU cores each model's jobs keep busy beside the training loop, as their "
+    "pods would declare [default: Gavel's, with the default truth; none otherwise]",
+)
 @click.option("--seed", default=1, show_default=True, type=int)
 @click.option("--jobs", type=int, help="synthetic, gavel-generator: number of jobs")
 @click.option("--gpus", type=int, help="synthetic, gavel-generator or traces: number of GPUs")
@@ -173,6 +183,7 @@ def simulate(
     workload: str,
     policy_names: str,
     truth_path: Path | None,
+    host_cpus_path: Path | None,
     seed: int,
     jobs: int | None,
     gpus: int | None,
@@ -200,7 +211,9 @@ def simulate(
     truth_path = truth_path or DEFAULT_TRUTH
     if not truth_path.is_file():
         raise click.UsageError(f"no truth table at {truth_path}; pass --truth FILE.csv")
-    truth_table = TruthTable.from_csv(truth_path)
+    if host_cpus_path is None and truth_path.resolve() == DEFAULT_TRUTH.resolve():
+        host_cpus_path = DEFAULT_HOST_CPUS
+    truth_table = TruthTable.from_csv(truth_path, read_host_cpus(host_cpus_path) if host_cpus_path else None)
     predictor = _predictor(models)
     truth = Truth(truth_table, fallback=_predictor(truth_models) if truth_models else predictor)
     deciding = OraclePredictor(truth, predictor) if decide_with == "truth" else predictor

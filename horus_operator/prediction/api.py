@@ -22,6 +22,10 @@ class Workload:
     features_key: str = ""
     # Arithmetic the job trains in: fp32, amp (FP16 autocast) or bf16 (gpus.PRECISIONS).
     precision: str = "fp32"
+    # CPU cores the job keeps busy beside its training loop (data-loader workers, simulator processes):
+    # what its pod may use beyond one core (its CPU limit, else its request), 0 where nothing says.
+    # The slowdown prior's host-contention term reads it; a job's own steps are predicted without it.
+    host_cpus: float = 0.0
 
 
 @dataclass(frozen=True)

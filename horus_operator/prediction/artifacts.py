@@ -2,7 +2,7 @@
 
 A models directory holds `slowdown.json` (an XGBoost booster), `roofline.json` (the calibrated
 constants of the step-time model that utilization comes from), `slowdown_prior.json` (the physical
-prior blended into slowdowns without measured relatives), `memory.json` (the calibrated memory
+time-sharing prior whose residual the slowdown trees learn), `memory.json` (the calibrated memory
 model), `slowdown_neighbours.csv` (the measured pairs the slowdown model's
 neighbour columns come from; it always travels with its `slowdown.json`) and `metadata.json` (per
 model: training-data file and SHA-256, feature columns, training date, cross-validated metrics). A
@@ -86,7 +86,9 @@ def load(directory: str | Path | None = None) -> Artifacts:
     slowdown = TreeEnsemble.from_json(paths["slowdown"])
     return Artifacts(
         slowdown=slowdown,
-        slowdown_prior=SlowdownPrior(**json.loads(paths["slowdown_prior"].read_text())),
+        slowdown_prior=SlowdownPrior.from_dict(
+            json.loads(paths["slowdown_prior"].read_text()), str(paths["slowdown_prior"])
+        ),
         roofline=RooflineConstants(**json.loads(paths["utilization"].read_text())),
         memory=MemoryModel(**json.loads(paths["memory"].read_text())),
         metadata=metadata,

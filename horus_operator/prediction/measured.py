@@ -21,10 +21,17 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ConfigKey = tuple[str, str, int]  # (gpu, model, batch size)
+
+
+def read_host_cpus(path: str | Path) -> dict[str, float]:
+    """`model,host_cpus[,source]` rows (data/colocation/gavel_host_cpus.csv): model name -> CPU cores
+    its measured jobs kept busy beside the training loop (data-loader workers, emulator processes)."""
+    with open(path, newline="") as handle:
+        return {row["model"]: float(row["host_cpus"]) for row in csv.DictReader(handle)}
 
 
 class Unmeasured(LookupError):
@@ -35,9 +42,12 @@ class Unmeasured(LookupError):
 class TruthTable:
     isolated: dict[ConfigKey, float]  # steps/s alone
     pairs: dict[tuple[ConfigKey, ConfigKey], tuple[float, float] | None]  # both orders; None: cannot share
+    # model -> CPU cores its measured jobs kept busy beside the training loop (`read_host_cpus`): what
+    # those jobs' pods would declare, so a simulated job of that model carries it (Workload.host_cpus).
+    host_cpus: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_csv(cls, path: str | Path) -> TruthTable:
+    def from_csv(cls, path: str | Path, host_cpus: dict[str, float] | None = None) -> TruthTable:
         isolated: dict[ConfigKey, float] = {}
         pairs: dict[tuple[ConfigKey, ConfigKey], tuple[float, float] | None] = {}
         with open(path, newline="") as handle:
@@ -52,7 +62,7 @@ class TruthTable:
                 else:
                     slowdown_a, slowdown_b = max(1.0, alone_a / shared_a), max(1.0, alone_b / shared_b)
                     pairs[(a, b)], pairs[(b, a)] = (slowdown_a, slowdown_b), (slowdown_b, slowdown_a)
-        return cls(isolated=isolated, pairs=pairs)
+        return cls(isolated=isolated, pairs=pairs, host_cpus=dict(host_cpus or {}))
 
     def configs(self, gpu: str) -> list[tuple[str, int]]:
         """(model, batch) measured alone on `gpu`, in a stable order."""

@@ -23,7 +23,7 @@ from horus_operator.prediction.api import JobPrediction, UnknownModelError, Work
 from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize_gpu
 
 FeatureSource = Callable[[str, int], Mapping[str, float]]
-WorkloadKey = tuple[str, int, str, str]  # model, batch size, features key, precision
+WorkloadKey = tuple[str, int, str, str, float]  # model, batch size, features key, precision, host CPUs
 
 
 def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
@@ -43,7 +43,7 @@ class PairPrediction:
 class _JobEntry:
     row: dict[str, float]  # design.job_row
     prediction: JobPrediction
-    step_ms: float  # roofline.estimate's step time on this GPU
+    demand: tuple[float, float]  # busy fraction and host CPUs alone: what the slowdown prior reads
 
 
 class XGBoostPredictor:
@@ -114,7 +114,8 @@ class XGBoostPredictor:
                 min_memory_mib=self.models.memory.floor_mib(job_features, precision),
                 step_s=step.step_ms / 1000.0,
             )
-            entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, step_ms=step.step_ms)
+            demand = (step.busy, workload.host_cpus)
+            entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, demand=demand)
         return entry
 
     def _features(self, workload: Workload) -> Mapping[str, float]:
@@ -136,22 +137,17 @@ class XGBoostPredictor:
         }
         if not missing:
             return
-        matrix = design.pair_matrix([(own.row, other.row) for own, other in missing.values()])
-        speed = GPU_SPECS[gpu].fp32_tflops
-        prior = self.models.slowdown_prior.log_slowdown(
-            np.array(
-                [
-                    slowdown.SlowdownPrior.inputs(own.step_ms, other.step_ms, speed)
-                    for own, other in missing.values()
-                ]
-            )
-        )
+        law = self.models.slowdown_prior
+        demands = [slowdown.SlowdownPrior.inputs(own.demand, other.demand) for own, other in missing.values()]
+        pairs = design.pair_matrix([(own.row, other.row) for own, other in missing.values()])
+        matrix, prior = slowdown.tree_inputs(pairs, np.array(demands), law)
         if self.models.neighbours is not None:
             queries = [
                 (gpu, _measured_as(own_key), _measured_as(other_key)) for own_key, other_key in missing
             ]
             matrix = np.hstack([matrix, self.models.neighbours.matrix(queries)])
-        predicted = slowdown.from_raw(slowdown.blended(self.models.slowdown.predict(matrix), matrix, prior))
+        residual = self.models.slowdown.predict(matrix)
+        predicted = slowdown.from_raw(slowdown.blended(residual, matrix, prior, law))
         for (own_key, other_key), value in zip(missing, predicted, strict=True):
             self._pairs[(gpu, own_key, other_key)] = float(value)
 
@@ -160,8 +156,9 @@ def _key(workload: Workload) -> WorkloadKey:
     if workload.features is not None and not workload.features_key:
         # Unkeyed custom features: key by their values so equal graphs share cache entries.
         features_key = repr(sorted(workload.features.items()))
-        return (workload.model, workload.batch_size, features_key, workload.precision)
-    return (workload.model, workload.batch_size, workload.features_key, workload.precision)
+    else:
+        features_key = workload.features_key
+    return (workload.model, workload.batch_size, features_key, workload.precision, workload.host_cpus)
 
 
 @functools.cache

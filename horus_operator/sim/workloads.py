@@ -129,7 +129,8 @@ def philly_like(
     sim_jobs = []
     for key, model, batch, duration, max_slowdown in drawn:
         throughput = table.isolated[(gpu, model, batch)]
-        request = JobRequest(key, Workload(model, batch), 1, max_slowdown, 0, arrival, remaining_s=duration)
+        workload = Workload(model, batch, host_cpus=table.host_cpus.get(model, 0.0))
+        request = JobRequest(key, workload, 1, max_slowdown, 0, arrival, remaining_s=duration)
         sim_jobs.append(SimJob(request, throughput * duration, throughput))
         arrival += rng.expovariate(rate)
     return Scenario(name, tuple(sim_jobs), cluster(gpus, product=gpu), gpu)
@@ -153,8 +154,9 @@ def gavel_generator(
     for i in range(jobs):
         model, batch = rng.choice(configs)
         duration = draw_gavel_duration_s(rng)
+        workload = Workload(model, batch, host_cpus=table.host_cpus.get(model, 0.0))
         request = JobRequest(
-            f"job-{i:06d}", Workload(model, batch), 1, draw_max_slowdown(rng), 0, 0.0, remaining_s=duration
+            f"job-{i:06d}", workload, 1, draw_max_slowdown(rng), 0, 0.0, remaining_s=duration
         )
         throughput = table.isolated[(gpu, model, batch)]
         sim_jobs.append(SimJob(request, throughput * duration, throughput))

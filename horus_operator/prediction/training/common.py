@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import xgboost as xgb
 
-from horus_operator.prediction import catalog, datasets
+from horus_operator.prediction import catalog, datasets, measured
 from horus_operator.prediction.api import UnknownModelError
 
 CATALOG_FILE = Path(catalog.__file__).with_name("data") / "catalog.json"
@@ -60,6 +60,14 @@ def fit_booster(
 
 def slowdown_samples(pairs_csv: str | Path) -> pd.DataFrame:
     return datasets.pair_samples(datasets.read_csv(pairs_csv, datasets.PAIR_CSV_COLUMNS))
+
+
+def host_cpus(path: str | Path | None) -> dict[str, float]:
+    """Catalog model -> CPU cores its measured jobs kept busy beside the training loop (a CSV with
+    `model,host_cpus`, e.g. data/colocation/gavel_host_cpus.csv); {} without a file: nothing known."""
+    if path is None:
+        return {}
+    return {catalog_name(model) or model: cpus for model, cpus in measured.read_host_cpus(path).items()}
 
 
 def metadata_entry(

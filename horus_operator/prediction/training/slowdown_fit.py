@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,59 +50,77 @@ def slowdown_matrix(samples: pd.DataFrame, source: FeatureSource) -> np.ndarray:
 
 
 def prior_inputs(
-    samples: pd.DataFrame, source: FeatureSource, constants: roofline.RooflineConstants
+    samples: pd.DataFrame,
+    source: FeatureSource,
+    constants: roofline.RooflineConstants,
+    cpus: Mapping[str, float] | None = None,
 ) -> np.ndarray:
-    """slowdown.SlowdownPrior inputs of each sample, from the roofline step times on its GPU (fp32: the
-    pair measurements carry no precision)."""
+    """slowdown.PRIOR_INPUTS of each sample: both jobs' roofline busy fraction on its GPU (fp32: the
+    pair measurements carry no precision) and host CPUs (`cpus`: catalog model -> cores,
+    `common.host_cpus`; 0 for a model it does not name)."""
+    cpus = cpus or {}
     own = datasets.lookup_all(source, samples["own_model"], samples["own_batch"])
     other = datasets.lookup_all(source, samples["other_model"], samples["other_batch"])
+    names = neighbour_queries(samples)
     rows = []
-    for a, b, gpu in zip(own, other, samples["gpu"], strict=True):
+    for a, b, (gpu, (own_name, _), (other_name, _)) in zip(own, other, names, strict=True):
         spec = gpu_spec(gpu)
-        own_ms = roofline.estimate(a, spec, "fp32", constants).step_ms
-        other_ms = roofline.estimate(b, spec, "fp32", constants).step_ms
-        rows.append(slowdown.SlowdownPrior.inputs(own_ms, other_ms, spec.fp32_tflops))
-    return np.array(rows, dtype=np.float64).reshape(len(rows), 2)
+        own_busy = roofline.estimate(a, spec, "fp32", constants).busy
+        other_busy = roofline.estimate(b, spec, "fp32", constants).busy
+        rows.append(
+            slowdown.SlowdownPrior.inputs(
+                (own_busy, cpus.get(own_name, 0.0)), (other_busy, cpus.get(other_name, 0.0))
+            )
+        )
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(slowdown.PRIOR_INPUTS))
+
+
+# Search box of the prior's fitted constants (contention, cpu_contention): k below 0.9 keeps the GPU
+# stretch finite; a CPU core's load at most doubles a co-runner's host work.
+PRIOR_BOUNDS: tuple[tuple[float, float], ...] = ((0.0, 0.9), (0.0, 1.0))
+PRIOR_STARTS: tuple[tuple[float, float], ...] = ((0.5, 0.0), (0.3, 0.1), (0.7, 0.3))
 
 
 def fit_prior(inputs: np.ndarray, slowdowns: np.ndarray) -> slowdown.SlowdownPrior:
-    """Least absolute deviations of log slowdown on the prior's two inputs, solved exactly as a linear
-    programme. The prior then predicts the median slowdown, which is what a relative-error score
-    rewards, and the heavy tail of the measurements (Gavel's V100 pairs: 8× beside 1.4× for close
-    configurations) does not drag it the way it drags a least-squares fit."""
-    from scipy import sparse  # scipy comes with xgboost
-    from scipy.optimize import linprog
+    """The prior's constants by least absolute deviations of log slowdown (Nelder-Mead inside
+    PRIOR_BOUNDS, from PRIOR_STARTS): the prior then predicts the median slowdown, which is what a
+    relative-error score rewards, and the heavy tail of the measurements (Gavel's V100 pairs: 8× beside
+    1.4× for close configurations) does not drag it the way it drags a least-squares fit."""
+    from scipy.optimize import minimize  # scipy comes with xgboost
 
-    design_matrix = np.column_stack([np.ones(len(inputs)), inputs])
-    rows, coefficients = design_matrix.shape
-    # minimise Σ (over + under) subject to design · β + under − over = label; β free, over, under ≥ 0
-    identity = sparse.identity(rows, format="csr")
-    result = linprog(
-        c=np.concatenate([np.zeros(coefficients), np.ones(2 * rows)]),
-        A_eq=sparse.hstack([sparse.csr_matrix(design_matrix), identity, -identity], format="csr"),
-        b_eq=slowdown.label(slowdowns),
-        bounds=[(None, None)] * coefficients + [(0.0, None)] * (2 * rows),
-        method="highs",
-    )
-    if not result.success:
-        raise RuntimeError(f"slowdown prior: least-absolute-deviations fit failed: {result.message}")
-    intercept, step_ratio, gpu_speed = result.x[:coefficients]
-    return slowdown.SlowdownPrior(float(intercept), float(step_ratio), float(gpu_speed))
+    target = slowdown.label(slowdowns)
+    low, high = np.array(PRIOR_BOUNDS).T
+
+    def law(values: np.ndarray) -> slowdown.SlowdownPrior:
+        contention, cpu = np.clip(values, low, high)
+        return slowdown.SlowdownPrior(contention=float(contention), cpu_contention=float(cpu))
+
+    def loss(values: np.ndarray) -> float:
+        return float(np.mean(np.abs(law(values).log_slowdown(inputs) - target)))
+
+    fits = [minimize(loss, np.array(start), method="Nelder-Mead") for start in PRIOR_STARTS]
+    return law(min(fits, key=lambda fit: fit.fun).x)
+
+
+def residuals(slowdowns: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """What the trees learn: log(measured / prior), `prior` being the prior's log slowdowns."""
+    return slowdown.label(slowdowns) - prior
 
 
 def fit_slowdown(
     matrix: np.ndarray,
-    slowdowns: np.ndarray,
+    targets: np.ndarray,
     params: dict[str, object] | None = None,
     rounds: int | None = None,
     weights: np.ndarray | None = None,
 ) -> xgb.Booster:
-    """`matrix`: design.PAIR_COLUMNS, or slowdown.COLUMNS (with the neighbour columns).
-    Defaults: slowdown.PARAMS and slowdown.ROUNDS as they are at call time."""
-    columns = slowdown.COLUMNS if matrix.shape[1] == len(slowdown.COLUMNS) else design.PAIR_COLUMNS
+    """`matrix`: slowdown.GRAPH_COLUMNS, or slowdown.COLUMNS (with the neighbour columns); `targets`: the
+    residuals on the prior (`residuals`). Defaults: slowdown.PARAMS and slowdown.ROUNDS as they are at
+    call time."""
+    columns = slowdown.COLUMNS if matrix.shape[1] == len(slowdown.COLUMNS) else slowdown.GRAPH_COLUMNS
     return fit_booster(
         matrix,
-        slowdown.label(slowdowns),
+        targets,
         columns,
         slowdown.PARAMS if params is None else params,
         slowdown.ROUNDS if rounds is None else rounds,
@@ -144,9 +162,14 @@ def with_neighbours(
 
 
 def neighbour_training_set(
-    matrix: np.ndarray, queries: Sequence[Query], slowdowns: np.ndarray, train: np.ndarray
+    matrix: np.ndarray,
+    queries: Sequence[Query],
+    slowdowns: np.ndarray,
+    train: np.ndarray,
+    targets: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows of slowdown.COLUMNS, slowdowns, weights) to fit on, from the `train` samples.
+    """(rows of slowdown.COLUMNS, their `targets`, weights) to fit on, from the `train` samples; the
+    neighbour columns come from the measured `slowdowns`, the targets are each sample's (`residuals`).
 
     Every training row appears with the neighbour columns of the other training rows (its own pair left
     out: what an unmeasured pair of measured configurations sees), and once more for each of its two
@@ -159,7 +182,7 @@ def neighbour_training_set(
             with_neighbours(
                 matrix[train], [queries[row] for row in train], neighbour_table(queries, slowdowns, train)
             ),
-            slowdowns[train],
+            targets[train],
             np.ones(len(train)),
         )
     ]
@@ -173,12 +196,12 @@ def neighbour_training_set(
         parts.append(
             (
                 with_neighbours(matrix[touched], [queries[row] for row in touched], unseen),
-                slowdowns[touched],
+                targets[touched],
                 np.full(len(touched), slowdown.UNSEEN_CONFIGURATION_WEIGHT),
             )
         )
-    rows, targets, weights = (np.concatenate(column) for column in zip(*parts, strict=True))
-    return rows, targets, weights
+    rows, fitted, weights = (np.concatenate(column) for column in zip(*parts, strict=True))
+    return rows, fitted, weights
 
 
 @dataclass(frozen=True)
@@ -226,25 +249,60 @@ def cross_validate_slowdown(
     folds = []
     for train, test in splits:
         train, test = train[trainable[train]], test[measured[test]]
-        if use_neighbours:
-            rows, slowdowns, weights = neighbour_training_set(matrix, queries, target, train)
-            booster = fit_slowdown(rows, slowdowns, params, rounds, weights)
-            table = neighbour_table(queries, target, train)
-            test_rows = with_neighbours(matrix[test], [queries[row] for row in test], table)
-        else:
-            booster = fit_slowdown(matrix[train], target[train], params, rounds)
-            test_rows = matrix[test]
-        raw = booster.inplace_predict(test_rows)
-        prior = fit_prior(priors[train], target[train]).log_slowdown(priors[test])
+        fitted = fit_fold(matrix, queries, target, priors, train, use_neighbours, params, rounds)
         folds.append(
             FoldResult(
                 actual=target[test],
-                predicted=slowdown.from_raw(slowdown.blended(raw, test_rows, prior)),
+                predicted=fitted.predict(matrix, queries, priors, test),
                 constant=np.full(len(test), mape_optimal_constant(target[train])),
                 gpu=samples["gpu"].to_numpy()[test],
             )
         )
     return folds
+
+
+@dataclass(frozen=True)
+class FittedSlowdown:
+    """A slowdown model fitted on some samples: the prior, the residual trees and, for trees with
+    neighbour columns, the neighbour table of the training samples."""
+
+    law: slowdown.SlowdownPrior
+    booster: xgb.Booster
+    table: neighbours.NeighbourTable | None
+
+    def predict(
+        self, matrix: np.ndarray, queries: Sequence[Query], priors: np.ndarray, rows: np.ndarray
+    ) -> np.ndarray:
+        """Slowdowns of the samples `rows` (indices into the design `matrix`, `queries`, `priors`)."""
+        test_rows, prior = slowdown.tree_inputs(matrix[rows], priors[rows], self.law)
+        if self.table is not None:
+            test_rows = with_neighbours(test_rows, [queries[row] for row in rows], self.table)
+        residual = self.booster.inplace_predict(test_rows)
+        return slowdown.from_raw(slowdown.blended(residual, test_rows, prior, self.law))
+
+
+def fit_fold(
+    matrix: np.ndarray,
+    queries: Sequence[Query],
+    slowdowns: np.ndarray,
+    priors: np.ndarray,
+    train: np.ndarray,
+    use_neighbours: bool = True,
+    params: dict[str, object] | None = None,
+    rounds: int | None = None,
+) -> FittedSlowdown:
+    """The prior fitted on the `train` samples, then the trees on its residuals, from the design
+    `matrix` with the prior's inputs `priors` (and the training samples' neighbour columns unless
+    `use_neighbours` is False)."""
+    law = fit_prior(priors[train], slowdowns[train])
+    inputs, prior = slowdown.tree_inputs(matrix, priors, law)
+    targets = residuals(slowdowns, prior)
+    if not use_neighbours:
+        booster = fit_slowdown(inputs[train], targets[train], params, rounds)
+        return FittedSlowdown(law, booster, None)
+    rows, fitted, weights = neighbour_training_set(inputs, queries, slowdowns, train, targets)
+    booster = fit_slowdown(rows, fitted, params, rounds, weights)
+    return FittedSlowdown(law, booster, neighbour_table(queries, slowdowns, train))
 
 
 def configuration_kinds(configurations: Sequence[str]) -> list[str]:
@@ -321,17 +379,19 @@ def train_slowdown(
     source: FeatureSource,
     train_on_placeholders: bool = True,
     log: Callable[[str], None] = print,
+    cpus: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Cross-validate, then fit on all rows; writes slowdown.json, slowdown_prior.json and memory.json
-    into `out_dir`. The prior reads step times from `out_dir`'s roofline constants (else the shipped
-    ones): calibrate those first.
+    into `out_dir`. The prior reads busy fractions from `out_dir`'s roofline constants (else the
+    shipped ones): calibrate those first. `cpus`: catalog model -> CPU cores its measured jobs kept
+    busy beside the training loop (`common.host_cpus`), for the prior's host term.
 
     The exact-1.000 rows stay in training by default: by-pair CV on the measured rows is no worse with
     them (docs/prediction.md); they are never scored.
     """
     samples = slowdown_samples(data)
     matrix = slowdown_matrix(samples, source)
-    priors = prior_inputs(samples, source, artifacts.load_roofline(out_dir))
+    priors = prior_inputs(samples, source, artifacts.load_roofline(out_dir), cpus)
     log(f"slowdown: {len(samples)} samples ({int(samples['feasible'].sum())} feasible), cross-validating")
     metrics = evaluate_slowdown(samples, matrix, priors, train_on_placeholders)
     usable = np.flatnonzero(
@@ -342,17 +402,15 @@ def train_slowdown(
     # The predictor rebuilds this table from the file, exactly (tests/unit/prediction/test_neighbours.py).
     table = neighbour_table(queries, slowdowns, usable)
     table_path = artifacts.save_neighbours(out_dir, table)
-    rows, targets, weights = neighbour_training_set(matrix, queries, slowdowns, usable)
-    booster = fit_slowdown(rows, targets, weights=weights)
+    fitted = fit_fold(matrix, queries, slowdowns, priors, usable)
     entry = metadata_entry(data, list(slowdown.COLUMNS), metrics, samples=len(usable))
     entry["train_on_placeholders"] = train_on_placeholders
     entry["neighbours_file"] = table_path.name
     entry["neighbours_sha256"] = datasets.sha256_of(table_path)
     entry["neighbours_measurements"] = len(table)
-    artifacts.save_booster(out_dir, "slowdown", booster, entry)
-    prior = fit_prior(priors[usable], slowdowns[usable])
+    artifacts.save_booster(out_dir, "slowdown", fitted.booster, entry)
     artifacts.save_prior(
-        out_dir, prior, metadata_entry(data, ["log_step_ratio", "log_fp32_tflops"], {}, len(usable))
+        out_dir, fitted.law, metadata_entry(data, list(slowdown.PRIOR_INPUTS), {}, len(usable))
     )
     log("slowdown: calibrating the memory model on the pairs' feasibility")
     memory_model = memory.calibrate(memory_feasibility_data(samples, source))

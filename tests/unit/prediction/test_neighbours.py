@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from horus_operator.prediction import artifacts, catalog, design, neighbours, slowdown
+from horus_operator.prediction import artifacts, catalog, design, neighbours, roofline, slowdown
 from horus_operator.prediction.api import Workload
+from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.memory import MemoryModel
 from horus_operator.prediction.neighbours import NEIGHBOUR_COLUMNS, NeighbourTable
 from horus_operator.prediction.predictor import XGBoostPredictor
@@ -85,12 +86,12 @@ def test_beside_a_new_architecture_the_measured_job_speaks_for_the_pair() -> Non
 def test_a_one_sided_estimate_enters_the_prior_blend_with_the_direct_weight() -> None:
     table = NeighbourTable(MEASUREMENTS)
     neighbour_columns = table.matrix([("k80", ("cyclegan", 1), ("lstm-lm", 20))])
-    matrix = np.hstack([np.zeros((1, len(design.PAIR_COLUMNS))), neighbour_columns])
-    raw, prior = np.array([0.2]), np.array([1.0])
-    without = (1 - slowdown.PRIOR_WEIGHT) * raw + slowdown.PRIOR_WEIGHT * prior
+    matrix = np.hstack([np.zeros((1, len(slowdown.GRAPH_COLUMNS))), neighbour_columns])
+    residual, prior, law = np.array([0.2]), np.array([1.0]), slowdown.SlowdownPrior()
+    without = prior + slowdown.UNVOUCHED_RESIDUAL_WEIGHT * residual  # within the bound
     one_sided = neighbours.one_sided_estimate(neighbour_columns)
     expected = (1 - slowdown.DIRECT_WEIGHT) * without + slowdown.DIRECT_WEIGHT * one_sided
-    assert slowdown.blended(raw, matrix, prior) == pytest.approx(expected)
+    assert slowdown.blended(residual, matrix, prior, law) == pytest.approx(expected)
 
 
 def test_a_new_architecture_gets_no_neighbours() -> None:
@@ -98,20 +99,35 @@ def test_a_new_architecture_gets_no_neighbours() -> None:
     assert all(math.isnan(value) for value in row)
 
 
-def _save_models(directory: Path) -> tuple[xgb.Booster, np.ndarray]:
-    """A tiny slowdown model with neighbour columns, its table and a memory model in `directory`."""
+LAW = slowdown.SlowdownPrior(contention=0.4)
+
+
+def _busy(gpu: str, model: str, batch: int) -> float:
+    return roofline.estimate(
+        catalog.lookup(model, batch), GPU_SPECS[gpu], "fp32", artifacts.load_roofline(artifacts.SHIPPED_DIR)
+    ).busy
+
+
+def _save_models(directory: Path) -> tuple[xgb.Booster, np.ndarray, np.ndarray]:
+    """A tiny slowdown model with neighbour columns, its table, prior and a memory model in `directory`;
+    the booster, its rows of slowdown.COLUMNS and their prior log slowdowns."""
     table = NeighbourTable(MEASUREMENTS)
     artifacts.save_neighbours(directory, table)
     queries = [(gpu, (a, batch_a), (b, batch_b)) for gpu, a, batch_a, b, batch_b, _ in MEASUREMENTS]
     jobs = [(design.job_row(catalog.lookup(*own), gpu), design.job_row(catalog.lookup(*other), gpu))
             for gpu, own, other in queries]  # fmt: skip
-    matrix = slowdown_fit.with_neighbours(design.pair_matrix(jobs), queries, table)
+    demands = [(_busy(gpu, *own), _busy(gpu, *other), 0.0, 0.0) for gpu, own, other in queries]
+    rows, prior = slowdown.tree_inputs(design.pair_matrix(jobs), np.array(demands), LAW)
+    matrix = slowdown_fit.with_neighbours(rows, queries, table)
     target = np.array([value for *_, value in MEASUREMENTS])
-    booster = slowdown_fit.fit_slowdown(matrix, target, params=slowdown.PARAMS, rounds=5)
+    booster = slowdown_fit.fit_slowdown(
+        matrix, slowdown.label(target) - prior, params=slowdown.PARAMS, rounds=5
+    )
     assert booster.feature_names == list(slowdown.COLUMNS)
     artifacts.save_booster(directory, "slowdown", booster, {})
+    artifacts.save_prior(directory, LAW, {})
     artifacts.save_memory(directory, MemoryModel(overhead_mib=0.0, activation_factor=0.0), {})
-    return booster, matrix
+    return booster, matrix, prior
 
 
 def test_the_table_round_trips_exactly(tmp_path: Path) -> None:
@@ -121,14 +137,14 @@ def test_the_table_round_trips_exactly(tmp_path: Path) -> None:
 
 
 def test_the_predictor_builds_the_neighbour_columns_it_was_trained_with(tmp_path: Path) -> None:
-    booster, matrix = _save_models(tmp_path)
+    booster, matrix, prior = _save_models(tmp_path)
     loaded = artifacts.load(tmp_path)
     assert loaded.neighbours is not None
     # An alias of a measured model finds its measurements under the catalog name.
     got = XGBoostPredictor(loaded).pairs([("k80", Workload("ResNet-50", 16), Workload("lstm-lm", 20))])[0]
-    # Both rows have a neighbour estimate (the other batch size), so the physical prior does not enter.
-    no_prior = np.full(2, np.nan)
-    expected = slowdown.from_raw(slowdown.blended(booster.inplace_predict(matrix[:2]), matrix[:2], no_prior))
+    # Both rows have a neighbour estimate (the other batch size): the prior with the residual, blended.
+    residual = booster.inplace_predict(matrix[:2])
+    expected = slowdown.from_raw(slowdown.blended(residual, matrix[:2], prior[:2], LAW))
     assert (got.slowdown_a, got.slowdown_b) == pytest.approx(tuple(expected), rel=1e-5)
 
 

@@ -111,6 +111,28 @@ def test_pairs_bad_precision_names_row_and_value(tmp_path: Path) -> None:
     assert not target.exists()
 
 
+def test_pairs_host_cpu_columns_reach_the_prior_and_are_repeated(tmp_path: Path) -> None:
+    # A saturating CNN beside a co-runner that keeps four cores busy: its host work is contended.
+    body = "rtx-3090,resnet18,32,ppo,64,,4\nrtx-3090,resnet18,32,ppo,64,0,0\n"
+    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",host_cpus_a,host_cpus_b\n")
+    assert code == 0, output
+    with target.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == [*OUTPUT_COLUMNS, "host_cpus_a", "host_cpus_b"]
+    assert [(row["host_cpus_a"], row["host_cpus_b"]) for row in rows] == [("0", "4"), ("0", "0")]
+    assert float(rows[0]["slowdown_a"]) > float(rows[1]["slowdown_a"])
+
+
+def test_pairs_bad_host_cpus_names_row_and_value(tmp_path: Path) -> None:
+    code, output, target = _pairs(
+        tmp_path, "v100,resnet50,64,lstm-lm,20,-2\n", header=HEADER.strip() + ",host_cpus_a\n"
+    )
+    assert code != 0
+    for fragment in ("row 1", "host_cpus_a", "'-2'"):
+        assert fragment in output
+    assert not target.exists()
+
+
 def test_pairs_missing_column_is_named(tmp_path: Path) -> None:
     code, output, target = _pairs(
         tmp_path, "v100,resnet50,64,lstm-lm\n", header="gpu,model_a,batch_a,model_b\n"

@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from sim_builders import cycle, scenario, sim_job, truth, truth_table
+from sim_builders import HEADER, ROWS, cycle, scenario, sim_job, truth, truth_table
 
 from horus_operator.placement.registry import POLICIES
+from horus_operator.prediction.measured import TruthTable, read_host_cpus
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import SUMMARY_KEYS, lower_bound_makespan_s, summarise
 from horus_operator.sim.workloads import synthetic
@@ -111,3 +112,14 @@ def test_a_higher_priority_overtakes_earlier_arrivals(tmp_path: Path) -> None:
         tmp_path, "exclusive", [sim_job("x", "a", 1000, 10, 0), sim_job("y", "b", 400, 4, 1), urgent]
     )
     assert jobs["urgent"].start_s == 100 and jobs["y"].start_s == 200
+
+
+def test_simulated_jobs_carry_the_host_cpus_their_pods_would_declare(tmp_path: Path) -> None:
+    cpus = tmp_path / "cpus.csv"
+    cpus.write_text("model,host_cpus,source\nb,4,four emulator workers\n")
+    path = tmp_path / "truth.csv"
+    path.write_text(HEADER + ROWS)
+    table = TruthTable.from_csv(path, read_host_cpus(cpus))
+    jobs = synthetic(table, random.Random(1), jobs=40, gpus=4, gpu="v100").jobs
+    by_model = {job.request.workload.model: job.request.workload.host_cpus for job in jobs}
+    assert by_model == {"a": 0.0, "b": 4.0, "c": 0.0}
