@@ -25,7 +25,7 @@ from pathlib import Path
 
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import make_policy
-from horus_operator.prediction.measured import TruthTable, read_host_cpus
+from horus_operator.prediction.measured import gavel_truth
 from horus_operator.prediction.predictor import load_predictor
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import details, summarise
@@ -34,8 +34,6 @@ from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
 
 REPO = Path(__file__).resolve().parents[1]
-TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
-HOST_CPUS = TRUTH.with_name("gavel_host_cpus.csv")  # as `horus simulate` gives the default truth's jobs
 POLICIES = ("horus", "exclusive", "binpack")
 MOVING = "horus+migration"
 TRACES = {"gavel-generator": (gavel_generator, 5), "horus-2500": (horus_2500, 3)}
@@ -98,7 +96,7 @@ def main() -> None:
     parser.add_argument("--migration", action="store_true", help="add horus moving running jobs")
     parser.add_argument("--out", type=Path, default=REPO / "out" / "bench" / "makespan.json")
     args = parser.parse_args()
-    table = TruthTable.from_csv(TRUTH, read_host_cpus(HOST_CPUS))
+    table = gavel_truth()
     predictor = load_predictor()
     truth = Truth(table, fallback=predictor)
     rows = []

@@ -21,17 +21,14 @@ import functools
 import random
 import statistics
 import time
-from pathlib import Path
 
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction import predictor as prediction
 from horus_operator.prediction.api import Workload
-from horus_operator.prediction.measured import TruthTable
+from horus_operator.prediction.measured import gavel_truth
 from horus_operator.sim.workloads import cluster, draw_max_slowdown
-
-TRUTH = Path(__file__).resolve().parents[1] / "data" / "colocation" / "gavel_pairs_train.csv"
 
 
 @functools.cache
@@ -44,7 +41,7 @@ def world(nodes: int, running_jobs: int, queue: int, seed: int) -> tuple[Cluster
     """`running_jobs` spread so that every GPU runs one job and the rest pair up (as in a busy cluster)."""
     # the second tenants are not checked against interference: the policy sees whatever runs
     rng = random.Random(seed)
-    configs = TruthTable.from_csv(TRUTH).configs("v100")
+    configs = gavel_truth().configs("v100")
     node_list = cluster(nodes * 8, per_node=8)
     gpus = [gpu for node in node_list for gpu in node.gpus]
 

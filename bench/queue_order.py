@@ -30,7 +30,7 @@ from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction.api import Predictor
-from horus_operator.prediction.measured import TruthTable
+from horus_operator.prediction.measured import TruthTable, gavel_truth
 from horus_operator.prediction.predictor import load_predictor
 from horus_operator.sim.durations import Durations, remaining
 from horus_operator.sim.engine import Simulation
@@ -41,7 +41,6 @@ from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
 
 REPO = Path(__file__).resolve().parents[1]
-TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 TRACES = (
     "gavel_small_test.trace",
     "gavel_artifact_evaluation.trace",
@@ -105,7 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "out" / "bench" / "queue_order.json")
     args = parser.parse_args()
-    table = TruthTable.from_csv(TRUTH)
+    table = gavel_truth()
     predictor = load_predictor()
     truth = Truth(table, fallback=predictor)
     rows = []

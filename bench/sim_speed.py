@@ -22,12 +22,10 @@ from pathlib import Path
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import predictor as prediction
-from horus_operator.prediction.measured import TruthTable
+from horus_operator.prediction.measured import gavel_truth
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, horus_2500, synthetic
-
-TRUTH = Path(__file__).resolve().parents[1] / "data" / "colocation" / "gavel_pairs_train.csv"
 
 
 @functools.cache
@@ -86,7 +84,7 @@ def main() -> None:
     parser.add_argument("--models", default=None)
     parser.add_argument("--plot", type=Path, help="write a PNG of CPU seconds against jobs here")
     args = parser.parse_args()
-    table = TruthTable.from_csv(TRUTH)
+    table = gavel_truth()
     truth = Truth(table, fallback=load_predictor(args.models))
 
     header = "".join(f"{name + ' wall/CPU s':>21}" for name in POLICIES)

@@ -27,7 +27,7 @@ from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.gpus import GPU_SPECS
-from horus_operator.prediction.measured import TruthTable, read_host_cpus
+from horus_operator.prediction.measured import GAVEL_HOST_CPUS, GAVEL_PAIRS, TruthTable, read_host_cpus
 from horus_operator.sim.durations import Durations, remaining
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.learning import OnlineLearning
@@ -39,10 +39,8 @@ from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, gavel_generator, horus_2500, synthetic
 
-DEFAULT_TRUTH = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"
 # What Gavel's command lines kept busy on the CPU beside each model's training loop: the default
 # truth's jobs carry it, as their pods would declare it.
-DEFAULT_HOST_CPUS = DEFAULT_TRUTH.with_name("gavel_host_cpus.csv")
 PROGRESS_FROM_JOBS = 10_000  # a progress bar on runs at least this long
 
 
@@ -208,11 +206,11 @@ def simulate(
         raise click.BadParameter(f"unknown policy {', '.join(unknown)!r}; known: {', '.join(POLICIES)}")
     if online_learning and decide_with == "truth":
         raise click.UsageError("--online-learning corrects predictions; --decide-with truth needs none")
-    truth_path = truth_path or DEFAULT_TRUTH
+    truth_path = truth_path or GAVEL_PAIRS
     if not truth_path.is_file():
         raise click.UsageError(f"no truth table at {truth_path}; pass --truth FILE.csv")
-    if host_cpus_path is None and truth_path.resolve() == DEFAULT_TRUTH.resolve():
-        host_cpus_path = DEFAULT_HOST_CPUS
+    if host_cpus_path is None and truth_path.resolve() == GAVEL_PAIRS.resolve():
+        host_cpus_path = GAVEL_HOST_CPUS
     truth_table = TruthTable.from_csv(truth_path, read_host_cpus(host_cpus_path) if host_cpus_path else None)
     predictor = _predictor(models)
     truth = Truth(truth_table, fallback=_predictor(truth_models) if truth_models else predictor)

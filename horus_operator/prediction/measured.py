@@ -27,6 +27,18 @@ from pathlib import Path
 ConfigKey = tuple[str, str, int]  # (gpu, model, batch size)
 
 
+# Gavel's measured pairs (docs/evaluation.md), in the repository's data/ (not in the wheel), and the CPU
+# cores their jobs kept busy beside the training loop, read from Gavel's command lines.
+GAVEL_PAIRS = Path(__file__).resolve().parents[2] / "data" / "colocation" / "gavel_pairs_train.csv"
+GAVEL_HOST_CPUS = GAVEL_PAIRS.with_name("gavel_host_cpus.csv")
+
+
+def gavel_truth() -> TruthTable:
+    """Gavel's pairs with their jobs' host CPUs: the truth `horus simulate` and the benches replay by
+    default (without the CPUs, the prior would not see the A3C jobs' emulators their pairs measured)."""
+    return TruthTable.from_csv(GAVEL_PAIRS, read_host_cpus(GAVEL_HOST_CPUS))
+
+
 def read_host_cpus(path: str | Path) -> dict[str, float]:
     """`model,host_cpus[,source]` rows (data/colocation/gavel_host_cpus.csv): model name -> CPU cores
     its measured jobs kept busy beside the training loop (data-loader workers, emulator processes)."""
