@@ -319,6 +319,8 @@ class SchedulingLoop:
                 verdict = invalid
             if verdict is None:
                 return None
+            if isinstance(verdict, Workload):  # what the pod may keep busy beside its training loop
+                verdict = dataclasses.replace(verdict, host_cpus=template.host_cpus(job.template))
             self._workloads[cache_key] = verdict
         return self._workloads[cache_key]
 

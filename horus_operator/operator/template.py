@@ -8,6 +8,7 @@ node. Each finding is an `InvalidJob` naming the template field and value.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -136,6 +137,21 @@ def _requests(containers: Iterable[Mapping[str, Any]], kind: str) -> Iterator[Re
             except ValueError:
                 continue
             yield Request(resource, amount, f"{FIELD}.{kind}[{i}].resources.{given}.{resource}", raw)
+
+
+def host_cpus(template: Mapping[str, Any]) -> float:
+    """CPU cores the job may keep busy beside its training loop (`Workload.host_cpus`): what its pod may
+    use beyond one core, by its containers' CPU limits, else their requests (a limit, where given, is
+    what the containers can take; init containers have ended before training starts)."""
+    cores = 0.0
+    for container in (template.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        given = (resources.get("limits") or {}).get("cpu", (resources.get("requests") or {}).get("cpu"))
+        try:
+            cores += quantity(given) if given is not None else 0.0
+        except ValueError:
+            continue  # the schema, or else the API server, refuses it
+    return max(0.0, cores - 1.0) if math.isfinite(cores) else 0.0
 
 
 def allocatable(node: Mapping[str, Any]) -> dict[str, float]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 from operator_builders import FakeKube, PodBuilder, gpu_node
 
-from horus_operator.operator import jobspec
+from horus_operator.operator import jobspec, keys
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.index import ClusterIndex
@@ -382,3 +383,13 @@ def test_the_operator_orders_its_queue_by_length_from_total_steps_and_the_predic
     asyncio.run(_settle(loop))
     placed = [name for name, body in kube.jobs.items() if body["status"]["phase"] == "Scheduled"]
     assert placed == [f"team-a/{first}"]
+
+
+def test_a_jobs_cpu_limit_beyond_one_core_reaches_the_predictor_and_its_pod() -> None:
+    kube = _cluster(jobs=0, gpus=1)
+    body = DLJobBuilder.stored("rl").obj()
+    body["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "5"}}
+    kube.jobs[job_key(body)] = body
+    asyncio.run(_settle(_loop(kube)))
+    (pod,) = kube.pods.values()
+    assert json.loads(pod["metadata"]["annotations"][keys.ANNOTATION_REQUEST])["hostCpus"] == 4.0

@@ -179,3 +179,12 @@ def test_under_dra_containers_outside_the_claims_see_no_gpu() -> None:
         assert container["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
         assert "claims" not in container.get("resources", {})
     assert all("NVIDIA_VISIBLE_DEVICES" not in str(c.get("env")) for c in pod["spec"]["containers"])
+
+
+def test_host_cpus_travel_with_the_request_and_old_pods_read_as_none() -> None:
+    job = jobspec.parse(DLJobBuilder.stored("rl").obj())
+    request = jobspec.request(job, Workload(model="a3c", batch_size=4, host_cpus=4.0), 5.0)
+    assert pods.decode_request(pods.encode_request(request)).workload.host_cpus == 4.0
+    old = pods.encode_request(request)
+    del old["hostCpus"]
+    assert pods.decode_request(old).workload.host_cpus == 0.0

@@ -152,3 +152,17 @@ def test_a_refusal_without_causes_keeps_the_api_servers_message() -> None:
     assert invalid.field_path == "spec.template"
     assert "violates PodSecurity" in invalid.reason
     assert "not json" in template.refused({}, "Bad Request", "not json").reason
+
+
+@pytest.mark.parametrize(
+    ("resources", "cores"),
+    [
+        ([{"limits": {"cpu": "5"}, "requests": {"cpu": "2"}}], 4.0),  # the limit is what it can take
+        ([{"requests": {"cpu": "2500m"}}, {"requests": {"cpu": "1"}}], 2.5),
+        ([{}], 0.0),  # nothing said: no CPU term
+        ([{"requests": {"cpu": "500m"}}], 0.0),
+    ],
+)
+def test_host_cpus_are_what_the_containers_may_use_beyond_one_core(resources: list, cores: float) -> None:
+    spec = {"containers": [{"name": f"c{i}", "resources": r} for i, r in enumerate(resources)]}
+    assert template.host_cpus({"spec": spec}) == pytest.approx(cores)
