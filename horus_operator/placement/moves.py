@@ -6,7 +6,9 @@ caller (the operator's loop, the simulator's engine) says what it knows of each 
 target GPU; it loses its grace period plus a restart cost in progress).
 
 1. **Over its limit** (`OVER_LIMIT`). A job whose *observed* slowdown has stayed above its maxSlowdown
-   for `MoveSettings.over_limit_for_s` moves to a GPU where it and its new co-tenants are *predicted*
+   for as long as the observation noise asks (`MoveSettings.violation_wait_s`: a rate reading is
+   noisy, so the nearer the limit the more readings it takes to be sure; at most `over_limit_for_s`)
+   moves to a GPU where it and its new co-tenants are *predicted*
    within their limits: an empty GPU where one fits, else the shared GPU that slows it least. The
    predictions are the corrected ones (`prediction/correction.py`): the observation that the pairing
    is bad is what the correction learned from.
@@ -30,6 +32,7 @@ largest need (how far over the limit, then the largest gain), then by key.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -37,9 +40,12 @@ from horus_operator.placement.base import Limits, PlacementCall
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, RunningJob
+from horus_operator.prediction.correction import NOISE_SD
 
 OVER_LIMIT, REPACK = "over-limit", "repack"
 TOLERANCE = 1e-9
+# One-sided 99 %: a job truly at its limit moves on noise alone at most once in a hundred judgements.
+CONFIDENCE_Z = 2.33
 
 
 @dataclass(frozen=True)
@@ -49,14 +55,30 @@ class MoveSettings:
       simulator as time without progress.
     - `cooldown_s`: at most one move per job per this many seconds.
     - `max_moves_per_job`: moves over a job's life.
-    - `over_limit_for_s`: how long an observed slowdown must stay above the job's maxSlowdown before the
-      job is moved (a rate is noisy; the first minute after a change is not yet the new co-tenancy's).
+    - `over_limit_for_s`: the longest an observed slowdown must stay above the job's maxSlowdown before
+      the job is moved; `violation_wait_s` says how long it must for a given reading.
+    - `settle_s`: the first readings after a change of co-tenants still average the old co-tenancy's
+      rate (the agent's rate window); `reading_every_s`: how often a new rate is read (the agent's
+      publish interval); `noise_sd`: one reading's error in log space (`correction.NOISE_SD`).
     """
 
     restart_cost_s: float = 120.0
     cooldown_s: float = 1800.0
     max_moves_per_job: int = 3
     over_limit_for_s: float = 300.0
+    settle_s: float = 60.0
+    reading_every_s: float = 10.0
+    noise_sd: float = NOISE_SD
+
+    def violation_wait_s(self, observed: float, limit: float) -> float:
+        """How long `observed` must have held above `limit` before the job moves: the settling time, then
+        as many readings as make the mean's excess over the limit `CONFIDENCE_Z` standard errors
+        (n = ⌈(z·σ / ln(observed/limit))²⌉): one reading at 1.3× the limit, about 23 at 1.05×,
+        capped at `over_limit_for_s`. Infinite at or under the limit."""
+        if observed <= limit + TOLERANCE:
+            return math.inf
+        readings = math.ceil((CONFIDENCE_Z * self.noise_sd / math.log(observed / limit)) ** 2)
+        return min(self.over_limit_for_s, self.settle_s + max(1, readings) * self.reading_every_s)
 
 
 @dataclass(frozen=True)
@@ -160,7 +182,7 @@ class _Planner:
             observed, since = known.observed_slowdown, known.observed_since
             if observed is None or since is None or observed <= limit + TOLERANCE:
                 continue
-            if self.now - since >= self.settings.over_limit_for_s:
+            if self.now - since >= self.settings.violation_wait_s(observed, limit):
                 candidates.append((-observed / limit, job.request.key, job))
         for _, key, job in sorted(candidates, key=lambda c: c[:2]):
             if self._slot_of(job).key in self._touched:

@@ -6,7 +6,8 @@ What the simulator assumes, since traces carry no migration allowance:
   `grace_period_s` (default 30 s, the DLJob default) and a restart cost of `MoveSettings.restart_cost_s`
   (default 120 s; `--restart-cost-seconds`);
 - the observed slowdown the planner reads is the truth's, since the job's co-tenants last changed (an
-  agent would report it about a minute later; the planner waits `over_limit_for_s` anyway);
+  agent would report it about a minute later; the planner waits `MoveSettings.violation_wait_s` anyway,
+  the settling time and as many readings as the noise asks);
 - remaining work is exact (the trace's duration less the progress made).
 
 A move (`Simulation`): the job stops with its progress kept (it checkpoints on SIGTERM), leaves its GPU
@@ -55,7 +56,7 @@ class Migration:
         may move it (the settable time, and its cooldown, after now)."""
         if slowdown <= limit + TOLERANCE or self._moves.get(key, 0) >= self.settings.max_moves_per_job:
             return
-        due = now + self.settings.over_limit_for_s
+        due = now + self.settings.violation_wait_s(slowdown, limit)
         last = self._last_move.get(key)
         if last is not None:
             due = max(due, last + self.settings.cooldown_s)

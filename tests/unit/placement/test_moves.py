@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from hypothesis import given
+from hypothesis import strategies as st
 from placement_builders import job, nodes, predictor, running, snapshot
 
 from horus_operator.placement.cycle import SchedulingCycle
@@ -48,8 +50,13 @@ def test_a_job_over_its_limit_long_enough_moves_to_an_empty_gpu() -> None:
     assert "2.60x above maxSlowdown 2.00" in move.reason
 
 
-def test_no_move_before_the_settable_time_nor_for_a_job_within_its_limit() -> None:
-    assert _plan(_pair(now=299.0), {"a": OVER}) == []
+def test_no_move_before_the_readings_are_sure_nor_for_a_job_within_its_limit() -> None:
+    # 2.6x over a limit of 2.0 is sure after one reading past the settling time: 60 + 10 s.
+    assert SETTINGS.violation_wait_s(2.6, 2.0) == 70.0
+    assert _plan(_pair(now=69.0), {"a": OVER}) == []
+    assert _plan(_pair(now=70.0), {"a": OVER})
+    barely = dataclasses.replace(OVER, observed_slowdown=2.1)  # 5 % over: 23 readings, 290 s
+    assert _plan(_pair(now=289.0), {"a": barely}) == [] and _plan(_pair(now=290.0), {"a": barely})
     assert _plan(_pair(), {"a": dataclasses.replace(OVER, observed_slowdown=1.9)}) == []
     assert _plan(_pair(), {"a": dataclasses.replace(OVER, observed_since=None)}) == []
 
@@ -139,3 +146,22 @@ def test_the_cycle_plans_moves_with_its_predictions_and_skips_cooling_nodes() ->
     assert move.target.node == "n1"
     cycle.cooldowns.note("n1", until=1000.0)
     assert cycle.moves(view, {"a": OVER}, SETTINGS, waiting=True) == []
+
+
+@given(
+    limit=st.floats(1.0, 5.0),
+    ratio=st.floats(1.0001, 3.0),
+    more=st.floats(0.0, 1.0),
+)
+def test_the_wait_falls_as_the_violation_grows_and_stays_within_the_settable_bound(
+    limit: float, ratio: float, more: float
+) -> None:
+    """The surer the violation, the sooner the move; never sooner than one reading after settling, never
+    later than `over_limit_for_s`, and never for a job within its limit."""
+    wait, further = (
+        SETTINGS.violation_wait_s(limit * ratio, limit),
+        SETTINGS.violation_wait_s(limit * ratio * (1 + more), limit),
+    )
+    assert further <= wait
+    assert SETTINGS.settle_s + SETTINGS.reading_every_s <= further <= wait <= SETTINGS.over_limit_for_s
+    assert SETTINGS.violation_wait_s(limit, limit) == float("inf")
