@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,6 +35,7 @@ from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.queueorder import Ordering
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy
+from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Predictor, Workload
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,7 @@ class SchedulingLoop:
         self._waiting: dict[str, str] = {}  # job key -> why it still waits
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
         self._unsatisfiable: dict[str, InvalidJob] = {}
+        self._places: dict[str, dict[str, Any]] = {}  # job key -> its status.queue, while it waits
         self._name_conflicts: dict[str, int] = {}  # job key -> tries that met a foreign pod of its pod's name
         self._explained_at: dict[str, datetime] = {}
         self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
@@ -256,6 +258,7 @@ class SchedulingLoop:
                 unsatisfiable=self._unsatisfiable.get(key)
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
                 waiting_message=self._waiting.get(key, "") or (READING_GRAPH if job.onnx else ""),
+                queue=self._places.get(key),
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
                 foreign=self._foreign,
@@ -331,6 +334,7 @@ class SchedulingLoop:
         self._waiting.pop(key, None)
         self._unsatisfiable.pop(key, None)
         self._name_conflicts.pop(key, None)
+        self._places.pop(key, None)
 
     def _snapshot(self, now: datetime) -> ClusterSnapshot:
         """The cluster as the API server shows it, with the targets of jobs between pods held."""
@@ -387,6 +391,9 @@ class SchedulingLoop:
         await asyncio.gather(*(self._bind(a, nodes, now) for a in assignments))
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
+        self._note_places(
+            queue, result.explanations, skip={a.job for a in assignments} | set(result.unsatisfiable)
+        )
         placed = {a.job for a in assignments}
         if placed:  # bench/scale.py reads these lines
             log.info("placement: %d placed, decided in %.1f ms", len(placed), decided_ms)
@@ -443,6 +450,7 @@ class SchedulingLoop:
             self._name_taken(pending.job, stored, now)
             return
         self._name_conflicts.pop(assignment.job, None)
+        self._places.pop(assignment.job, None)
         self._waiting.pop(assignment.job, None)
         self._cache.put_pod(stored)
         if created:
@@ -473,6 +481,27 @@ class SchedulingLoop:
             "job under another name",
         )
         self._cache.mark([job.key])
+
+    def _note_places(self, queue: WaitQueue, told: Collection[str], *, skip: Collection[str]) -> None:
+        """The queue place (status.queue) of the waiting jobs just told why they wait: the head of the
+        queue, each at most once per resync period (`_explanation_due`), so positions cost no status
+        write per job per cycle."""
+        left, position, waiting = set(told), 0, len(queue) - len(skip)
+        ordering = self._cycle.ordering
+        for request in queue:
+            if not left:
+                return
+            if request.key in skip:
+                continue
+            position += 1
+            if request.key in left:
+                left.discard(request.key)
+                self._places[request.key] = {
+                    "position": position,
+                    "waiting": waiting,
+                    "order": str(ordering.order),
+                    "reason": ordering.reason(request, queue.standing(request.key)),
+                }
 
     def _explanation_due(self, request: JobRequest, now: datetime) -> bool:
         """At most one explanation per job per resync period: an explanation scans every GPU."""

@@ -59,6 +59,7 @@ class Context:
     verdict: InvalidJob | None = None  # the job cannot run as written
     unsatisfiable: InvalidJob | None = None  # no GPU/node of this cluster can ever fit it
     waiting_message: str = ""  # why the scheduler left it queued
+    queue: Mapping[str, Any] | None = None  # its place in the queue and why (status.queue), if told
     extra: Mapping[str, Any] = field(default_factory=dict)  # status fields others own (e.g. observed)
     claims: Mapping[ClaimId, ClaimView] = field(default_factory=dict)  # every ResourceClaim (DRA binding)
     foreign: Mapping[str, str] = field(default_factory=dict)  # GPU UUID -> the claim not Horus's holding it
@@ -208,6 +209,8 @@ def _queued(
 ) -> dict[str, Any]:
     status = _base(job, current, ctx, Phase.QUEUED, attempts)
     status["message"] = message
+    if ctx.queue:
+        status["queue"] = dict(ctx.queue)
     status["conditions"] = _conditions(current, ctx, job, {"Scheduled": ("False", "Waiting", message)})
     return status
 

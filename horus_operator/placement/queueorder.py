@@ -163,6 +163,22 @@ class Ordering:
             return (*head, request.submitted_at, -(request.remaining_s or 0.0), request.key)
         return (*head, *self._key(request), request.key)
 
+    def reason(self, request: JobRequest, standing: Standing) -> str:
+        """Why `request` stands where it does, in words for its status."""
+        said = f"priority {request.priority}; " if request.priority else ""
+        if standing == Standing.CRITICAL:
+            return said + "would set the makespan if started later: longest remaining work first"
+        if standing == Standing.STARVED:
+            return said + "waited past the starvation bound: first come first served"
+        if self.order == QueueOrder.FIFO:
+            return said + "first come first served"
+        if self.order == QueueOrder.LAS:
+            return said + f"least attained service first: level {las_level(request.attained_gpu_s)}"
+        left = self.remaining(request)
+        if left is None:
+            return said + "length unknown (no spec.totalSteps): after the jobs of known length"
+        return said + f"least remaining work first: {left * request.gpus / 3600:.2f} GPU-hours"
+
     def starves_at(self, request: JobRequest) -> float:
         """When `request` starves (seconds on the caller's clock; inf: never)."""
         return self.starvation.starves_at(request.submitted_at, self.remaining(request))

@@ -86,6 +86,10 @@ class WaitQueue(Sequence[JobRequest]):
             self._order.delete((self._keys[key],))
             self._insert(self._requests[key], standing)
 
+    def standing(self, key: str) -> Standing:
+        """Where waiting job `key` lines up within its priority (critical, starved or in the order)."""
+        return Standing(self._keys[key][1])
+
     def longest_remaining_s(self) -> float:
         """The most remaining work of any waiting job (0 when none is known)."""
         first = self._by_work.first()

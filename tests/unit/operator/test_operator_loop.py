@@ -393,3 +393,22 @@ def test_a_jobs_cpu_limit_beyond_one_core_reaches_the_predictor_and_its_pod() ->
     asyncio.run(_settle(_loop(kube)))
     (pod,) = kube.pods.values()
     assert json.loads(pod["metadata"]["annotations"][keys.ANNOTATION_REQUEST])["hostCpus"] == 4.0
+
+
+def test_waiting_jobs_at_the_head_are_told_their_place_and_why() -> None:
+    kube = _cluster(jobs=0, gpus=1)
+    for name, steps in (("long", 100_000), ("short", 100), ("unknown", None)):
+        body = DLJobBuilder.stored(name).spec(**({"totalSteps": steps} if steps else {})).obj()
+        kube.jobs[job_key(body)] = body
+    order = Ordering(QueueOrder.SHORTEST_REMAINING)
+    asyncio.run(_settle(_loop(kube, predictor=SteppedPredictor(), config=LoopConfig(ordering=order))))
+    places = {key: body["status"].get("queue") for key, body in kube.jobs.items()}
+    assert places["team-a/short"] is None, "placed: no queue place"
+    assert places["team-a/long"] == {
+        "position": 1,
+        "waiting": 2,
+        "order": "shortest-remaining",
+        "reason": "least remaining work first: 2.78 GPU-hours",  # 100,000 steps x 0.1 s
+    }
+    assert places["team-a/unknown"]["position"] == 2
+    assert places["team-a/unknown"]["reason"].startswith("length unknown")
