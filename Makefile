@@ -44,6 +44,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 cluster-up: setup control-plane
 	$(HORUS) cluster up

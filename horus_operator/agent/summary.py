@@ -127,8 +127,8 @@ def _pod_usages(
         utilization_now: dict[str, float] = {}
         memory_now: dict[str, float] = {}
         for process in sample.processes:
-            if process.gpu_index == gpu_index and process.pod_uid in pods_by_uid:
-                uid = process.pod_uid
+            uid = process.pod_uid
+            if process.gpu_index == gpu_index and uid is not None and uid in pods_by_uid:
                 utilization_now[uid] = utilization_now.get(uid, 0.0) + process.utilization
                 memory_now[uid] = memory_now.get(uid, 0.0) + process.memory_mib
                 if process.steps_per_second:

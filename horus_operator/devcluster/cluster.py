@@ -10,6 +10,7 @@ in two directories never touch each other.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import secrets
@@ -274,7 +275,7 @@ class LocalCluster:
             ("kube-controller-manager", ports.controller_manager),
             ("kube-scheduler", ports.scheduler),
         ):
-            self._wait_until(lambda port=port: _https_healthy(port), f"{name} /healthz", name)
+            self._wait_until(functools.partial(_https_healthy, port), f"{name} /healthz", name)
         self._start("kwok", argv["kwok"])
 
     def _start(self, name: str, argv: list[str]) -> ProcessRecord:

@@ -119,7 +119,7 @@ def _mark_claimed(node: Node, claimed: Mapping[str, str]) -> Node:
     if not any(gpu.uuid in claimed for gpu in node.gpus):
         return node
     gpus = tuple(
-        dataclasses.replace(gpu, claimed_by=claimed[gpu.uuid]) if gpu.uuid in claimed else gpu
+        dataclasses.replace(gpu, claimed_by=claimed.get(gpu.uuid or "", "")) if gpu.uuid in claimed else gpu
         for gpu in node.gpus
     )
     return dataclasses.replace(node, gpus=gpus)

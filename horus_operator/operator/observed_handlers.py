@@ -15,4 +15,4 @@ from horus_operator.operator.observing import ObservedTelemetry
 @kopf.on.event(telemetry.GROUP, telemetry.VERSION, telemetry.PLURAL)
 async def gpunode_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     observing: ObservedTelemetry = memo.runtime.observing
-    await observing.gpunode_changed(event["type"], event["object"])
+    await observing.gpunode_changed(str(event["type"]), event["object"])

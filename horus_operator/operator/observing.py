@@ -84,9 +84,9 @@ class ObservedTelemetry:
             updated[key], alone_before[key] = new, previous.get("aloneStepsPerSecond")
             if observed.changed(new, previous):
                 await status.write(self.kube, self.cache, job, {status.OBSERVED: new})
-        for key, new in updated.items():
-            for cotenant in new.get("sharedRuns") or {}:
-                await self._record_pair(key, new, cotenant, updated)
+        for key, reported in updated.items():
+            for cotenant in reported.get("sharedRuns") or {}:
+                await self._record_pair(key, reported, cotenant, updated)
         if self.learning is not None and gpu is not None:
             healthy = _healthy_jobs(gpunode, entries, now)
             await self._teach(self.learning, gpu, healthy, updated, alone_before)

@@ -309,7 +309,9 @@ def _conditions(
             "reason": reason,
             "message": message,
             "lastTransitionTime": (
-                _stamp(ctx.now) if changed else previous.get("lastTransitionTime") or _stamp(ctx.now)
+                _stamp(ctx.now)
+                if previous is None or changed
+                else previous.get("lastTransitionTime") or _stamp(ctx.now)
             ),
             "observedGeneration": job.generation,
         }

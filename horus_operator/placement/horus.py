@@ -128,8 +128,8 @@ class HorusPolicy:
         (found by counting: `list.index` would compare requests field by field)."""
         lookahead, placed = self.tunables.lookahead, call.placed
         if not placed:  # nothing to skip: a slice
-            window = candidates[first : first + lookahead]
-            return window, first + len(window)
+            sliced = candidates[first : first + lookahead]
+            return sliced, first + len(sliced)
         window: list[JobRequest] = []
         position = first
         while position < len(candidates) and len(window) < lookahead:

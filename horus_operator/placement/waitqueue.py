@@ -35,6 +35,7 @@ class WaitQueue(Sequence[JobRequest]):
         self.ordering = ordering or Ordering()
         self._requests: dict[str, JobRequest] = {}
         self._keys: dict[str, QueueKey] = {}  # each waiting job's key as inserted (its standing changes it)
+        self._standings: dict[str, Standing] = {}
         # (key, request): the request rides along so iterating reads no dictionary. The key ends with
         # the job's key, so two entries never compare their requests.
         self._order = _SortedChunks()
@@ -61,6 +62,7 @@ class WaitQueue(Sequence[JobRequest]):
     def remove(self, key: str) -> JobRequest:
         request = self._requests.pop(key)
         self._order.delete((self._keys.pop(key),))  # sorts just before its entry, after every other
+        del self._standings[key]
         if request.remaining_s:
             self._by_work.delete((-request.remaining_s, key))
         return request
@@ -82,13 +84,13 @@ class WaitQueue(Sequence[JobRequest]):
                 self._rise(key, Standing.CRITICAL)
 
     def _rise(self, key: str, standing: Standing) -> None:
-        if self._keys[key][1] > standing:
+        if self._standings[key] > standing:
             self._order.delete((self._keys[key],))
             self._insert(self._requests[key], standing)
 
     def standing(self, key: str) -> Standing:
         """Where waiting job `key` lines up within its priority (critical, starved or in the order)."""
-        return Standing(self._keys[key][1])
+        return self._standings[key]
 
     def longest_remaining_s(self) -> float:
         """The most remaining work of any waiting job (0 when none is known)."""
@@ -96,6 +98,7 @@ class WaitQueue(Sequence[JobRequest]):
         return 0.0 if first is None else -first[0]
 
     def _insert(self, request: JobRequest, standing: Standing) -> None:
+        self._standings[request.key] = standing
         order = self._keys[request.key] = self.ordering.key(request, standing)
         self._order.insert((order, request))
 
@@ -116,7 +119,8 @@ class WaitQueue(Sequence[JobRequest]):
         if isinstance(position, slice):
             count = prefix_length(position)
             return list(itertools.islice(self, count)) if count is not None else list(self)[position]
-        return _REQUEST(self._order.at(position))
+        request: JobRequest = _REQUEST(self._order.at(position))
+        return request
 
 
 _REQUEST = operator.itemgetter(1)

@@ -245,6 +245,7 @@ def _pool_flops(node: onnx.NodeProto, graph: Graph) -> float:
     if node.op_type.startswith("Global"):
         return float(numel(graph, node.input[0]))
     kernel = _attribute(node, "kernel_shape", [1])
+    assert isinstance(kernel, list)  # an ONNX ints attribute
     return float(numel(graph, node.output[0]) * math.prod(kernel))
 
 

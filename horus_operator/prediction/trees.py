@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -76,12 +77,12 @@ class TreeEnsemble:
         return self.base_score + self.leaf_value[nodes].sum(axis=1, dtype=np.float32).astype(np.float64)
 
 
-def _children(tree: dict, key: str, offset: int) -> np.ndarray:
+def _children(tree: dict[str, Any], key: str, offset: int) -> np.ndarray:
     children = np.asarray(tree[key], dtype=np.int64)
     return np.where(children >= 0, children + offset, -1)
 
 
-def _depth(tree: dict) -> int:
+def _depth(tree: dict[str, Any]) -> int:
     left, right = tree["left_children"], tree["right_children"]
     depth, frontier = 0, [0]
     while any(left[node] >= 0 for node in frontier):

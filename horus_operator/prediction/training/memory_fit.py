@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ def memory_feasibility_data(samples: pd.DataFrame, source: FeatureSource) -> mem
     alone = first.drop_duplicates(["gpu", "own_model", "own_batch"])
     alone_jobs = datasets.lookup_all(source, alone["own_model"], alone["own_batch"])
 
-    def column(jobs: list, name: str) -> np.ndarray:
+    def column(jobs: list[Mapping[str, Any]], name: str) -> np.ndarray:
         return np.array([job[name] for job in jobs], dtype=np.float64)
 
     def stacked(name: str) -> np.ndarray:

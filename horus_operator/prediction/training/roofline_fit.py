@@ -76,6 +76,11 @@ def utilization_error(data: JobSamples, constants: roofline.RooflineConstants, k
     return validation.rmsle(100.0 * data.measured[keep], 100.0 * busy_fractions(data, constants, keep))
 
 
+def _error_on(data: JobSamples, keep: np.ndarray) -> Callable[[roofline.RooflineConstants], float]:
+    """`utilization_error` on the rows `keep`, as a function of the constants alone."""
+    return lambda constants: utilization_error(data, constants, keep)
+
+
 ROOFLINE_PRIOR_PULL = 0.01  # per squared log-unit from the defaults; the losses are ~0.5 log-units
 CALIBRATION_RESTARTS = 5
 
@@ -238,7 +243,7 @@ def train_utilization(
     for train, test in validation.group_folds(
         samples["model"].tolist(), samples["model"].nunique(), np.random.default_rng(SEED)
     ):
-        constants = calibrate_roofline(lambda c, train=train: utilization_error(data_set, c, train))
+        constants = calibrate_roofline(_error_on(data_set, train))
         actual.append(data_set.measured[test])
         predicted.append(busy_fractions(data_set, constants, test))
         mean_percent = np.expm1(np.mean(np.log1p(100.0 * data_set.measured[train])))
