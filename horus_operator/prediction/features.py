@@ -71,6 +71,15 @@ FEATURE_NAMES: tuple[str, ...] = PROFILE_NAMES + BATCH_NAMES
 # entry existed (a DLJob's spec.model.features) stays valid, its unrolled recurrent ops then counted as
 # host dispatches of their own.
 OPTIONAL_PROFILE: Mapping[str, float] = {"recurrent_step_ops": 0.0}
+# Memory terms a profile may add where it knows more than a graph says (`transformer.describe`: LoRA,
+# gradient checkpointing, the optimizer); absent, `memory.MemoryModel` derives them from param_bytes and
+# the activation bytes. Not model inputs: FEATURE_NAMES, the columns the shipped models read, stay as
+# they are. `at_batch` carries them, the per-sample one also as `kept_activation_bytes_per_batch`.
+MEMORY_NAMES: tuple[str, ...] = (
+    "trainable_param_bytes",  # parameters with gradients (FP32): all of them unless adapters are trained
+    "optimizer_state_bytes",  # what the optimizer keeps for them (Adam: two FP32 moments)
+    "kept_activation_bytes_per_sample",  # activation bytes held for backward under checkpointing
+)
 # Profile entries measured over the whole inferred batch and divided by its size.
 _PER_SAMPLE_NAMES = tuple(name for name in PROFILE_NAMES if name.endswith("_per_sample"))
 
@@ -155,6 +164,10 @@ def at_batch(profile: Mapping[str, float], batch_size: int) -> dict[str, float]:
     features["flops_per_batch"] = features["flops_per_sample"] * batch_size
     features["activation_bytes_per_batch"] = features["activation_bytes_per_sample"] * batch_size
     features["input_bytes_per_batch"] = features["input_bytes_per_sample"] * batch_size
+    features.update({name: float(profile[name]) for name in MEMORY_NAMES if name in profile})
+    kept = features.get("kept_activation_bytes_per_sample")
+    if kept is not None:
+        features["kept_activation_bytes_per_batch"] = kept * batch_size
     return features
 
 
