@@ -117,10 +117,8 @@ def read_shape(config: Mapping[str, Any]) -> Shape:
     model_type = config.get("model_type") or ("gpt2" if "n_embd" in config else None)
     if model_type in _DECODER_TYPES:
         return _decoder_shape(config, qkv_bias=model_type == "qwen2")
-    if model_type == "gpt2":
-        return _gpt2_shape(config)
-    if model_type == "bert":
-        return _bert_shape(config)
+    if model_type in _LEARNED_KEYS:
+        return _learned_shape(config, model_type)
     supported = ", ".join(sorted([*_DECODER_TYPES, "gpt2", "bert"]))
     raise ConfigError("config.model_type", f"{model_type!r} is not a supported architecture ({supported})")
 
@@ -163,36 +161,38 @@ def _decoder_shape(config: Mapping[str, Any], *, qkv_bias: bool) -> Shape:
     )
 
 
-def _gpt2_shape(config: Mapping[str, Any]) -> Shape:
-    hidden, heads = _int(config, "n_embd", 768), _int(config, "n_head", 12)
+# Config keys and Hugging Face's defaults (GPT2Config, BertConfig) of the two learned-position families:
+# (width, layers, heads, vocabulary, positions).
+_LEARNED_KEYS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "gpt2": (("n_embd", 768), ("n_layer", 12), ("n_head", 12), ("vocab_size", 50257), ("n_positions", 1024)),
+    "bert": (
+        ("hidden_size", 768),
+        ("num_hidden_layers", 12),
+        ("num_attention_heads", 12),
+        ("vocab_size", 30522),
+        ("max_position_embeddings", 512),
+    ),
+}
+
+
+def _learned_shape(config: Mapping[str, Any], family: str) -> Shape:
+    hidden, layers, heads, vocab, positions = (_int(config, *key) for key in _LEARNED_KEYS[family])
+    if family == "gpt2":  # n_inner null means 4 × n_embd
+        intermediate = _int(config, "n_inner") if config.get("n_inner") is not None else 4 * hidden
+    else:
+        intermediate = _int(config, "intermediate_size", 3072)
     return Shape(
-        family="gpt2",
+        family=family,
         hidden=hidden,
-        layers=_int(config, "n_layer", 12),
+        layers=layers,
         heads=heads,
         kv_heads=heads,
         head_dim=_split(hidden, heads),
-        intermediate=_int(config, "n_inner") if config.get("n_inner") is not None else 4 * hidden,
-        vocab=_int(config, "vocab_size", 50257),
-        positions=_int(config, "n_positions", 1024),
+        intermediate=intermediate,
+        vocab=vocab,
+        positions=positions,
         tied=bool(config.get("tie_word_embeddings", True)),
-    )
-
-
-def _bert_shape(config: Mapping[str, Any]) -> Shape:
-    hidden, heads = _int(config, "hidden_size", 768), _int(config, "num_attention_heads", 12)
-    return Shape(
-        family="bert",
-        hidden=hidden,
-        layers=_int(config, "num_hidden_layers", 12),
-        heads=heads,
-        kv_heads=heads,
-        head_dim=_split(hidden, heads),
-        intermediate=_int(config, "intermediate_size", 3072),
-        vocab=_int(config, "vocab_size", 30522),
-        positions=_int(config, "max_position_embeddings", 512),
-        tied=bool(config.get("tie_word_embeddings", True)),
-        type_vocab=_int(config, "type_vocab_size", 2),
+        type_vocab=_int(config, "type_vocab_size", 2) if family == "bert" else 0,
     )
 
 
