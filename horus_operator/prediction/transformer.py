@@ -18,6 +18,9 @@ Pure: a config is a mapping, nothing is read or downloaded.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -402,6 +405,7 @@ class Description:
     trainable_params: int  # those with gradients and optimizer state
     # features.PROFILE_NAMES, and the features.MEMORY_NAMES that differ from what a graph implies
     profile: Mapping[str, float]
+    key: str = ""  # identifies the config and training setup (a digest), for caching predictions
 
     @property
     def flops_per_token(self) -> float:
@@ -428,7 +432,12 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     profile["optimizer_state_bytes"] = float(FP32 * OPTIMIZER_STATES[training.optimizer] * trainable)
     if training.gradient_checkpointing:
         profile["kept_activation_bytes_per_sample"] = _checkpointed_bytes(blocks, shape, s)
-    return Description(shape, training, base + adapters, trainable, profile)
+    return Description(shape, training, base + adapters, trainable, profile, key=_digest(config, training))
+
+
+def _digest(config: Mapping[str, Any], training: Training) -> str:
+    text = json.dumps([config, dataclasses.asdict(training)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _check_training(shape: Shape, training: Training) -> None:
