@@ -40,6 +40,7 @@ from horus_operator.prediction.api import Predictor, Workload
 log = logging.getLogger(__name__)
 
 READING_GRAPH = "waiting: reading its model graph (spec.model.onnx)"
+READING_CONFIG = "waiting: reading its model config (spec.model.huggingface.configMap)"
 MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a foreign pod before the job fails
 
 
@@ -255,7 +256,7 @@ class SchedulingLoop:
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=self._unsatisfiable.get(key)
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
-                waiting_message=self._waiting.get(key, "") or (READING_GRAPH if job.onnx else ""),
+                waiting_message=self._waiting.get(key, "") or _reading(job),
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
                 foreign=self._foreign,
@@ -307,14 +308,14 @@ class SchedulingLoop:
         return None
 
     def _workload(self, job: JobSpec) -> Workload | InvalidJob | None:
-        """The job's workload, or why it cannot run; None while its ONNX graph is read in the background
-        (`graphs.GraphQueue`: the job is re-decided once it is)."""
+        """The job's workload, or why it cannot run; None while its ONNX graph or Hugging Face config is
+        read from its ConfigMap in the background (`graphs.GraphQueue`: the job is re-decided once it is)."""
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
             try:
                 template.check(job.template)
                 self._binding(job)  # a binding this cluster cannot give fails the job like a bad model
-                verdict = self._graphs.verdict(job) if job.onnx else self._resolver.workload(job)
+                verdict = self._graphs.verdict(job) if job.config_map_field else self._resolver.workload(job)
             except InvalidJob as invalid:
                 verdict = invalid
             if verdict is None:
@@ -491,3 +492,10 @@ class SchedulingLoop:
 
 async def _nothing() -> list[dict[str, Any]]:
     return []
+
+
+def _reading(job: JobSpec) -> str:
+    """What a job whose model is in a ConfigMap waits for while it is read (`graphs.GraphQueue`)."""
+    if job.onnx is not None:
+        return READING_GRAPH
+    return READING_CONFIG if job.config_map_field else ""

@@ -126,16 +126,20 @@ def read_shape(config: Mapping[str, Any]) -> Shape:
     raise ConfigError("config.model_type", f"{model_type!r} is not a supported architecture ({supported})")
 
 
+# No dimension of a trainable model comes near this; beyond it counts would overflow a float.
+MAX_DIMENSION = 1 << 32
+
+
 def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
     value = config.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"config.{key}", f"a positive integer is required, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIMENSION:
+        raise ConfigError(f"config.{key}", f"an integer from 1 to {MAX_DIMENSION} is required, got {value!r}")
     return value
 
 
-def _split(hidden: int, heads: int) -> int:
+def _split(hidden: int, heads: int, key: str = "num_attention_heads") -> int:
     if hidden % heads:
-        raise ConfigError("config.num_attention_heads", f"{heads} heads do not divide the width {hidden}")
+        raise ConfigError(f"config.{key}", f"{heads} heads do not divide the width {hidden}")
     return hidden // heads
 
 
@@ -190,7 +194,7 @@ def _learned_shape(config: Mapping[str, Any], family: str) -> Shape:
         layers=layers,
         heads=heads,
         kv_heads=heads,
-        head_dim=_split(hidden, heads),
+        head_dim=_split(hidden, heads, _LEARNED_KEYS[family][2][0]),
         intermediate=intermediate,
         vocab=vocab,
         positions=positions,
@@ -421,11 +425,12 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     targets = _lora_targets(shape, training.lora)
     s = training.sequence_length
     blocks = _FAMILIES[shape.family](shape, s, lambda: _Builder(s, training.lora, targets))
-    layers = (blocks[0], *(blocks[1],) * shape.layers, blocks[2])
-    base = sum(_base_params(block, shape) for block in layers)
-    adapters = sum(_adapter_params(block, training.lora, targets) for block in layers)
+    # (block, times it occurs): the layer is counted once and multiplied, never repeated in memory
+    weighted = ((blocks[0], 1), (blocks[1], shape.layers), (blocks[2], 1))
+    base = sum(times * _base_params(block, shape) for block, times in weighted)
+    adapters = sum(times * _adapter_params(block, training.lora, targets) for block, times in weighted)
     trainable = adapters if training.lora is not None else base
-    profile = _tally(block.nodes for block in layers)
+    profile = _tally(weighted)
     profile.update(params=float(base + adapters), param_bytes=float(FP32 * (base + adapters)))
     profile["input_bytes_per_sample"] = float(INDEX_BYTES * s)
     profile["trainable_param_bytes"] = float(FP32 * trainable)
@@ -441,8 +446,8 @@ def _digest(config: Mapping[str, Any], training: Training) -> str:
 
 
 def _check_training(shape: Shape, training: Training) -> None:
-    if training.sequence_length < 1:
-        raise ConfigError("sequenceLength", f"at least 1, got {training.sequence_length}")
+    if not 1 <= training.sequence_length <= MAX_DIMENSION:
+        raise ConfigError("sequenceLength", f"from 1 to {MAX_DIMENSION}, got {training.sequence_length}")
     if shape.positions and training.sequence_length > shape.positions:
         raise ConfigError(
             "sequenceLength",
@@ -452,8 +457,8 @@ def _check_training(shape: Shape, training: Training) -> None:
         raise ConfigError(
             "optimizer", f"{training.optimizer!r}: expected one of {', '.join(OPTIMIZER_STATES)}"
         )
-    if training.lora is not None and training.lora.rank < 1:
-        raise ConfigError("lora.rank", f"at least 1, got {training.lora.rank}")
+    if training.lora is not None and not 1 <= training.lora.rank <= MAX_DIMENSION:
+        raise ConfigError("lora.rank", f"from 1 to {MAX_DIMENSION}, got {training.lora.rank}")
 
 
 def _lora_targets(shape: Shape, lora: Lora | None) -> frozenset[str]:
@@ -493,17 +498,17 @@ def _adapter_params(block: _Block, lora: Lora | None, targets: frozenset[str]) -
     )
 
 
-def _tally(blocks: Iterable[tuple[_Nodes, ...]]) -> dict[str, float]:
-    """The profile entries counted from nodes, by the rules of `features`."""
+def _tally(weighted: Iterable[tuple[_Block, int]]) -> dict[str, float]:
+    """The profile entries counted from the nodes of each block × its occurrences, by `features`' rules."""
     counts = dict.fromkeys(features.PROFILE_NAMES, 0.0)
-    for nodes in blocks:
-        for node in nodes:
-            counts[f"{node.category}_ops"] += node.count
-            counts["flops_per_sample"] += node.count * node.flops
+    for block, times in weighted:
+        for node in block.nodes:
+            count = times * node.count
+            counts[f"{node.category}_ops"] += count
+            counts["flops_per_sample"] += count * node.flops
             if node.category in ("linear", "attention"):
-                counts[f"{node.category}_flops_per_sample"] += node.count * node.flops
-            if node.category != "other":
-                counts["activation_bytes_per_sample"] += node.count * node.out * node.itemsize
+                counts[f"{node.category}_flops_per_sample"] += count * node.flops
+        counts["activation_bytes_per_sample"] += times * _activation_bytes(block)
     return counts
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from operator_builders import gpu_node
@@ -151,3 +153,88 @@ def test_features_must_be_finite_counts(value: float) -> None:
     with pytest.raises(jobspec.InvalidJob) as invalid:
         _resolver().workload(job)
     assert invalid.value.field_path == "spec.model.features.param_bytes"
+
+
+GPT2_SMALL = {
+    "model_type": "gpt2",
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "vocab_size": 1000,
+    "n_positions": 128,
+}
+
+
+def _hf_job(**huggingface: Any) -> jobspec.JobSpec:
+    return jobspec.parse(DLJobBuilder.stored("llm").model(huggingface=huggingface).obj())
+
+
+def test_a_hugging_face_config_inline_or_in_a_config_map_gives_the_same_counted_workload() -> None:
+    inline = _resolver().workload(_hf_job(config=GPT2_SMALL, sequenceLength=128))
+    files = {("team-a", "configs", "config.json"): json.dumps(GPT2_SMALL).encode()}
+    from_map = _hf_job(configMap="configs", sequenceLength=128)
+    assert from_map.config_map_field == "spec.model.huggingface.configMap"
+    assert _hf_job(config=GPT2_SMALL, sequenceLength=128).config_map_field is None
+    read = _resolver(files).workload(from_map)
+    assert inline.model == read.model == jobspec.CUSTOM_MODEL
+    assert inline.features == read.features and inline.features_key == read.features_key
+    assert inline.features_key.startswith("huggingface:")
+    assert inline.features is not None and inline.features["params"] > 0
+
+
+def test_lora_and_checkpointing_reach_the_workloads_memory_terms() -> None:
+    lora = _resolver().workload(
+        _hf_job(config=GPT2_SMALL, sequenceLength=128, lora={"rank": 4}, gradientCheckpointing=True)
+    )
+    full = _resolver().workload(_hf_job(config=GPT2_SMALL, sequenceLength=128))
+    assert lora.features is not None and full.features is not None
+    assert lora.features["trainable_param_bytes"] < full.features["trainable_param_bytes"]
+    assert "kept_activation_bytes_per_sample" in lora.features
+    assert lora.features_key != full.features_key
+
+
+@pytest.mark.parametrize(
+    ("huggingface", "field_path"),
+    [
+        (
+            {"config": {**GPT2_SMALL, "n_head": 3}, "sequenceLength": 128},
+            "spec.model.huggingface.config.n_head",
+        ),
+        ({"config": {"model_type": "t5"}, "sequenceLength": 128}, "spec.model.huggingface.config.model_type"),
+        ({"config": GPT2_SMALL, "sequenceLength": 129}, "spec.model.huggingface.sequenceLength"),
+        ({"config": GPT2_SMALL}, "spec.model.huggingface.sequenceLength"),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "lora": {"rank": "x"}},
+            "spec.model.huggingface.lora.rank",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "lora": {"rank": 2, "targetModules": ["q_proj"]}},
+            "spec.model.huggingface.lora.targetModules",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "optimizer": "lion"},
+            "spec.model.huggingface.optimizer",
+        ),
+        ({"config": [1], "sequenceLength": 8}, "spec.model.huggingface.config"),
+        ({"sequenceLength": 8}, "spec.model.huggingface"),
+        ({"configMap": "absent", "sequenceLength": 8}, "spec.model.huggingface.configMap"),
+    ],
+)
+def test_what_the_config_route_cannot_count_names_the_field(huggingface: dict, field_path: str) -> None:
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver().workload(_hf_job(**huggingface))
+    assert caught.value.field_path == field_path
+
+
+def test_a_config_map_that_is_not_json_names_the_field() -> None:
+    files = {("team-a", "configs", "config.json"): b"\xff not json"}
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver(files).workload(_hf_job(configMap="configs", sequenceLength=8))
+    assert caught.value.field_path == "spec.model.huggingface.configMap"
+    assert "not a JSON config" in str(caught.value)
+
+
+def test_a_described_model_too_large_for_any_gpu_names_its_description() -> None:
+    job = _hf_job(config=GPT2_SMALL, sequenceLength=128)
+    problem = _verdict(job, _resolver().workload(job), _snapshot(), memory_mib=10**6)
+    assert problem is not None and "spec.model.huggingface" in str(problem)
