@@ -10,17 +10,21 @@ case-insensitively, ignoring spaces, dashes, dots and underscores, against the n
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from horus_operator.prediction import features
+import onnx
+
+from horus_operator.prediction import features, reshape
 from horus_operator.prediction.api import UnknownModelError
 
 _CATALOG_RESOURCE = ("data", "catalog.json")
+_GRAPHS_RESOURCE = ("data", "graphs")  # each model's graph-only ONNX, gzip-compressed
 
 
 def alias_key(name: str) -> str:
@@ -63,3 +67,30 @@ def lookup(model: str, batch_size: int) -> dict[str, float]:
 @functools.lru_cache(maxsize=4096)
 def _features_at(name: str, batch_size: int) -> Mapping[str, float]:
     return MappingProxyType(features.at_batch(_catalog()[0][name]["profile"], batch_size))
+
+
+def sample_shapes(name: str) -> dict[str, tuple[int, ...]]:
+    """The per-sample shape of each data input of the model's graph (e.g. {"image": (3, 224, 224)})."""
+    return reshape.sample_shapes(_graph(canonical(name)))
+
+
+def profile_at_shape(name: str, shape: Sequence[int]) -> Mapping[str, float]:
+    """The batch-independent profile of catalog model `name` with per-sample input shape `shape`
+    ([3, 32, 32]; [512] for a sequence): its graph re-shaped and counted again (`reshape`). At the
+    catalog's own shape, the catalog's profile. reshape.ShapeError when the graph cannot take it."""
+    return _profile_at_shape(canonical(name), tuple(int(size) for size in shape))
+
+
+@functools.lru_cache(maxsize=256)
+def _profile_at_shape(name: str, shape: tuple[int, ...]) -> Mapping[str, float]:
+    graph = _graph(name)
+    own = [sizes for sizes in reshape.sample_shapes(graph).values() if len(sizes) == len(shape)]
+    if own and all(sizes == shape for sizes in own):
+        return _catalog()[0][name]["profile"]
+    return MappingProxyType(reshape.profile_at(graph, shape))
+
+
+@functools.lru_cache(maxsize=8)
+def _graph(name: str) -> onnx.ModelProto:
+    data = resources.files(__package__).joinpath(*_GRAPHS_RESOURCE, f"{name}.onnx.gz").read_bytes()
+    return onnx.load_model_from_string(gzip.decompress(data))
