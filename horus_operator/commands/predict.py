@@ -14,6 +14,7 @@ import click
 from horus_operator.prediction import catalog, load_predictor, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
 from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS, normalize_gpu
+from horus_operator.prediction.reshape import ShapeError
 
 PAIR_INPUT_COLUMNS = ("gpu", "model_a", "batch_a", "model_b", "batch_b")
 PAIR_OUTPUT_COLUMNS = (*PAIR_INPUT_COLUMNS, "slowdown_a", "slowdown_b", "feasible")
@@ -144,6 +145,10 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
 @predict.command()
 @click.option("--model", help="Catalog model name, e.g. resnet50.")
 @click.option(
+    "--input-shape",
+    help="Per-sample input of --model, e.g. 3x32x32 (CIFAR-10) or 128 (tokens); default its own.",
+)
+@click.option(
     "--hf-config",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A Hugging Face config.json (Llama, Mistral, Qwen2, GPT-2, BERT) instead of --model.",
@@ -177,6 +182,7 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
 @models_option
 def job(
     model: str | None,
+    input_shape: str | None,
     hf_config: Path | None,
     sequence_length: int | None,
     lora_rank: int | None,
@@ -193,6 +199,8 @@ def job(
     (--model) or a transformer described by its Hugging Face config (--hf-config)."""
     if (model is None) == (hf_config is None):
         raise click.UsageError("give exactly one of --model and --hf-config")
+    if input_shape is not None and model is None:
+        raise click.UsageError("--input-shape goes with --model (--hf-config takes --sequence-length)")
     described: transformer.Description | None = None
     try:
         gpu_type = normalize_gpu(gpu)
@@ -203,7 +211,7 @@ def job(
             workload = Workload(name, batch_size, dict(described.profile), "hf:" + described.key, precision)
         else:
             name = catalog.canonical(model or "")
-            workload = Workload(model=name, batch_size=batch_size, precision=precision)
+            workload = _catalog_workload(name, _shape(input_shape), batch_size, precision)
         prediction = load_predictor(models_dir).job(workload, gpu_type)
     except (UnknownGpuError, UnknownModelError, transformer.ConfigError) as error:
         raise click.ClickException(str(error)) from error
@@ -215,6 +223,7 @@ def job(
         "utilization": round(prediction.utilization, 4),
         "memory_mib": round(prediction.memory_mib, 1),
         **(_described(described) if described is not None else {}),
+        **({"input_shape": list(_shape(input_shape) or ())} if input_shape is not None else {}),
     }
     if as_json:
         click.echo(json.dumps(result))
@@ -225,6 +234,25 @@ def job(
     if described is not None:
         click.echo(f"  parameters       {described.params:,} ({described.trainable_params:,} trained)")
         click.echo(f"  forward FLOPs    {described.flops_per_token:,.0f} per token")
+
+
+def _shape(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(size) for size in text.lower().split("x"))
+    except ValueError as error:
+        raise click.UsageError(f"--input-shape {text!r}: sizes joined by x, e.g. 3x32x32") from error
+
+
+def _catalog_workload(name: str, shape: tuple[int, ...] | None, batch_size: int, precision: str) -> Workload:
+    """The catalog model, counted again at `shape` where one is given (as spec.model.inputShape is)."""
+    if shape is None:
+        return Workload(model=name, batch_size=batch_size, precision=precision)
+    try:
+        return catalog.workload_at_shape(name, shape, batch_size, precision)
+    except ShapeError as error:
+        raise click.ClickException(f"--input-shape {list(shape)}: {name} cannot take it: {error}") from error
 
 
 def _training(

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.placement.types import JobRequest
-from horus_operator.prediction import transformer
+from horus_operator.prediction import catalog, transformer
 from horus_operator.prediction.api import UnknownModelError, Workload
 from horus_operator.prediction.features import at_batch
 from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS
@@ -25,6 +25,7 @@ from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS
 CUSTOM_MODEL = "custom"  # Workload.model of jobs described by their own graph features
 HUGGINGFACE = "spec.model.huggingface"
 HF_CONFIG_KEY = "config.json"  # spec.model.huggingface.key's default
+INPUT_SHAPE = "spec.model.inputShape"
 ENV, DRA = "env", "dra"  # spec.binding: how the pod gets its GPU (docs/operator.md compares them)
 BINDINGS = (ENV, DRA)
 
@@ -62,6 +63,8 @@ class JobSpec:
     features: Mapping[str, float] | None = field(default=None, compare=False)
     # spec.model.huggingface as written: checked by WorkloadResolver, which names each bad field
     huggingface: Mapping[str, Any] | None = field(default=None, compare=False)
+    # spec.model.inputShape as written (per sample, e.g. [3, 32, 32]); checked by WorkloadResolver
+    input_shape: Any = field(default=None, compare=False)
     simulated_duration: str | None = None
     simulated_failure: bool = False
     template: Mapping[str, Any] = field(default_factory=dict, compare=False)
@@ -83,6 +86,11 @@ class JobSpec:
         if isinstance(self.huggingface, Mapping) and "configMap" in self.huggingface:
             return f"{HUGGINGFACE}.configMap"
         return None
+
+    @property
+    def resolved_off_loop(self) -> bool:
+        """Resolving the workload takes an API call or a graph to count (`graphs.GraphQueue`)."""
+        return self.config_map_field is not None or self.input_shape is not None
 
 
 def parse(body: Mapping[str, Any]) -> JobSpec:
@@ -109,6 +117,7 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
         onnx=OnnxRef(onnx["configMap"], onnx.get("key", "model.onnx")) if onnx else None,
         features={k: float(v) for k, v in model["features"].items()} if "features" in model else None,
         huggingface=model.get("huggingface"),
+        input_shape=model.get("inputShape"),
         simulated_duration=simulation.get("duration"),
         simulated_failure=bool(simulation.get("fail", False)),
         template=spec.get("template", {}),
@@ -143,12 +152,16 @@ class WorkloadResolver:
 
     `canonical_model` maps a catalog name to its canonical form (raising `UnknownModelError`);
     `read_onnx(namespace, config_map, key)` returns the file's bytes (raising `LookupError` when absent);
-    `onnx_features(data, batch_size)` computes graph features (raising on an unreadable graph).
+    `onnx_features(data, batch_size)` computes graph features (raising on an unreadable graph);
+    `workload_at_shape(name, shape, batch_size)` is a catalog model counted at another input shape
+    (raising ValueError for a shape its graph cannot take). `read_onnx` reads any ConfigMap file: the
+    Hugging Face route reads its config.json with it too.
     """
 
     canonical_model: Callable[[str], str]
     read_onnx: Callable[[str, str, str], bytes]
     onnx_features: Callable[[bytes, int], Mapping[str, float]]
+    workload_at_shape: Callable[[str, tuple[int, ...], int], Workload] = catalog.workload_at_shape
 
     def workload(self, job: JobSpec) -> Workload:
         if job.precision not in PRECISIONS:  # before reading any ConfigMap
@@ -156,6 +169,13 @@ class WorkloadResolver:
         return dataclasses.replace(self._model(job), precision=job.precision)
 
     def _model(self, job: JobSpec) -> Workload:
+        if job.input_shape is not None and job.architecture is None:
+            raise InvalidJob(
+                INPUT_SHAPE,
+                job.input_shape,
+                "applies to spec.model.architecture (an ONNX graph has its own shapes; a Hugging Face "
+                "config takes sequenceLength)",
+            )
         if job.architecture is not None:
             return self._catalog(job)
         if job.onnx is not None:
@@ -171,9 +191,21 @@ class WorkloadResolver:
 
     def _catalog(self, job: JobSpec) -> Workload:
         try:
-            return Workload(model=self.canonical_model(job.architecture or ""), batch_size=job.batch_size)
+            name = self.canonical_model(job.architecture or "")
         except UnknownModelError as error:
             raise InvalidJob("spec.model.architecture", job.architecture, str(error)) from error
+        if job.input_shape is None:
+            return Workload(model=name, batch_size=job.batch_size)
+        return self._reshaped(job, name, _input_shape(job.input_shape))
+
+    def _reshaped(self, job: JobSpec, name: str, shape: tuple[int, ...]) -> Workload:
+        try:
+            workload = self.workload_at_shape(name, shape, job.batch_size)
+        except ValueError as error:
+            raise InvalidJob(INPUT_SHAPE, list(shape), f"{name} cannot take it: {error}") from error
+        if workload.features is not None:
+            _check_features(at_batch(workload.features, job.batch_size), INPUT_SHAPE)
+        return workload
 
     def _from_onnx(self, job: JobSpec, ref: OnnxRef) -> Workload:
         where = f"{job.namespace}/{ref.config_map}[{ref.key}]"
@@ -285,8 +317,25 @@ def _at_path(spec: Mapping[str, Any], path: str) -> object:
     return value
 
 
-def _custom(features: Mapping[str, float], batch_size: int, key: str) -> Workload:
-    return Workload(model=CUSTOM_MODEL, batch_size=batch_size, features=dict(features), features_key=key)
+def _custom(features: Mapping[str, float], batch_size: int, key: str, model: str = CUSTOM_MODEL) -> Workload:
+    return Workload(model=model, batch_size=batch_size, features=dict(features), features_key=key)
+
+
+# Per-sample dimensions a shape may have, and the largest size of one (a 65,536-pixel side, a
+# 1,048,576-token sequence: beyond any training job, and the counts stay far from overflowing).
+MAX_SHAPE_RANK, MAX_SHAPE_SIZE = 4, 1 << 20
+
+
+def _input_shape(value: object) -> tuple[int, ...]:
+    """spec.model.inputShape as sizes; InvalidJob naming it when it is not 1–4 sizes of at least 1."""
+    sizes = value if isinstance(value, list) else [value]
+    if not 1 <= len(sizes) <= MAX_SHAPE_RANK or not all(
+        isinstance(size, int) and not isinstance(size, bool) and 1 <= size <= MAX_SHAPE_SIZE for size in sizes
+    ):
+        raise InvalidJob(
+            INPUT_SHAPE, value, f"1 to {MAX_SHAPE_RANK} sizes from 1 to {MAX_SHAPE_SIZE}, e.g. [3, 32, 32]"
+        )
+    return tuple(sizes)
 
 
 def _digest(data: bytes | str) -> str:

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 READING_GRAPH = "waiting: reading its model graph (spec.model.onnx)"
 READING_CONFIG = "waiting: reading its model config (spec.model.huggingface.configMap)"
+COUNTING_SHAPE = "waiting: counting its model at spec.model.inputShape"
 MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a foreign pod before the job fails
 
 
@@ -309,13 +310,14 @@ class SchedulingLoop:
 
     def _workload(self, job: JobSpec) -> Workload | InvalidJob | None:
         """The job's workload, or why it cannot run; None while its ONNX graph or Hugging Face config is
-        read from its ConfigMap in the background (`graphs.GraphQueue`: the job is re-decided once it is)."""
+        read from its ConfigMap, or its graph counted at spec.model.inputShape, in the background
+        (`graphs.GraphQueue`: the job is re-decided once it is)."""
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
             try:
                 template.check(job.template)
                 self._binding(job)  # a binding this cluster cannot give fails the job like a bad model
-                verdict = self._graphs.verdict(job) if job.config_map_field else self._resolver.workload(job)
+                verdict = self._graphs.verdict(job) if job.resolved_off_loop else self._resolver.workload(job)
             except InvalidJob as invalid:
                 verdict = invalid
             if verdict is None:
@@ -495,7 +497,9 @@ async def _nothing() -> list[dict[str, Any]]:
 
 
 def _reading(job: JobSpec) -> str:
-    """What a job whose model is in a ConfigMap waits for while it is read (`graphs.GraphQueue`)."""
+    """What a job resolved off the loop waits for meanwhile (`graphs.GraphQueue`)."""
     if job.onnx is not None:
         return READING_GRAPH
-    return READING_CONFIG if job.config_map_field else ""
+    if job.config_map_field:
+        return READING_CONFIG
+    return COUNTING_SHAPE if job.input_shape is not None else ""

@@ -21,7 +21,7 @@ from typing import Any
 import onnx
 
 from horus_operator.prediction import features, reshape
-from horus_operator.prediction.api import UnknownModelError
+from horus_operator.prediction.api import UnknownModelError, Workload
 
 _CATALOG_RESOURCE = ("data", "catalog.json")
 _GRAPHS_RESOURCE = ("data", "graphs")  # each model's graph-only ONNX, gzip-compressed
@@ -74,19 +74,31 @@ def sample_shapes(name: str) -> dict[str, tuple[int, ...]]:
     return reshape.sample_shapes(_graph(canonical(name)))
 
 
-def profile_at_shape(name: str, shape: Sequence[int]) -> Mapping[str, float]:
+def reshaped_profile(name: str, shape: Sequence[int]) -> Mapping[str, float] | None:
     """The batch-independent profile of catalog model `name` with per-sample input shape `shape`
-    ([3, 32, 32]; [512] for a sequence): its graph re-shaped and counted again (`reshape`). At the
-    catalog's own shape, the catalog's profile. reshape.ShapeError when the graph cannot take it."""
-    return _profile_at_shape(canonical(name), tuple(int(size) for size in shape))
+    ([3, 32, 32]; [512] for a sequence): its graph re-shaped and counted again (`reshape`). None at
+    the catalog's own shape (its entry stands). reshape.ShapeError when the graph cannot take it."""
+    return _reshaped_profile(canonical(name), tuple(int(size) for size in shape))
+
+
+def workload_at_shape(name: str, shape: Sequence[int], batch_size: int, precision: str = "fp32") -> Workload:
+    """The Workload of catalog model `name` trained at per-sample input `shape`: the catalog model at its
+    own shape, else its re-counted features, named and keyed by model and shape (`vgg16@3x32x32`: no
+    measured neighbours of the catalog's shape apply). reshape.ShapeError as `reshaped_profile`."""
+    name = canonical(name)
+    profile = reshaped_profile(name, shape)
+    if profile is None:
+        return Workload(model=name, batch_size=batch_size, precision=precision)
+    label = "x".join(str(int(size)) for size in shape)
+    return Workload(f"{name}@{label}", batch_size, dict(profile), f"shape:{name}:{label}", precision)
 
 
 @functools.lru_cache(maxsize=256)
-def _profile_at_shape(name: str, shape: tuple[int, ...]) -> Mapping[str, float]:
+def _reshaped_profile(name: str, shape: tuple[int, ...]) -> Mapping[str, float] | None:
     graph = _graph(name)
     own = [sizes for sizes in reshape.sample_shapes(graph).values() if len(sizes) == len(shape)]
     if own and all(sizes == shape for sizes in own):
-        return _catalog()[0][name]["profile"]
+        return None
     return MappingProxyType(reshape.profile_at(graph, shape))
 
 

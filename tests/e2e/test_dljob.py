@@ -46,7 +46,7 @@ def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
 ) -> None:
     cluster.kubectl("apply", "-n", namespace, "-k", str(REPO / "examples"))
     names = sorted(dljobs(cluster, namespace))
-    assert len(names) == 6
+    assert len(names) == 7
     seen: dict[str, list[str]] = defaultdict(list)
     pods_seen: dict[str, dict[str, Any]] = {}
     estimated: dict[str, str] = {}  # estimatedCompletionTime seen while running
@@ -446,3 +446,28 @@ def test_a_model_from_a_hugging_face_config_in_a_configmap_is_counted_and_placed
     failed = wait_phases(cluster, namespace, ["not-counted"], {"Failed"}, timeout=60)["not-counted"]
     assert condition(failed, "Failed")["reason"] == "InvalidSpec"
     assert "spec.model.huggingface.config.model_type='t5'" in condition(failed, "Failed")["message"]
+
+
+def test_a_catalog_model_at_its_training_input_shape_is_counted_again_and_placed(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    """VGG-16 on CIFAR-10's 32×32 images: predicted at that shape (status says which), a fraction of the
+    ImageNet graph's memory; a shape its five max pools cannot take fails with the field named."""
+    apply(
+        cluster,
+        namespace,
+        DLJobBuilder("cifar")
+        .model(architecture="vgg16", inputShape=[3, 32, 32])
+        .batch_size(128)
+        .runs_for("3s")
+        .obj(),
+        DLJobBuilder("imagenet").model(architecture="vgg16").batch_size(128).runs_for("3s").obj(),
+        DLJobBuilder("too-small").model(architecture="vgg16", inputShape=[3, 16, 16]).runs_for("3s").obj(),
+    )
+    jobs = wait_phases(cluster, namespace, ["cifar", "imagenet"], {"Succeeded"}, timeout=120)
+    cifar, imagenet = jobs["cifar"]["status"]["predicted"], jobs["imagenet"]["status"]["predicted"]
+    assert cifar["inputShape"] == [3, 32, 32] and "inputShape" not in imagenet
+    assert cifar["memoryMiB"] < imagenet["memoryMiB"] / 3
+    failed = wait_phases(cluster, namespace, ["too-small"], {"Failed"}, timeout=60)["too-small"]
+    assert condition(failed, "Failed")["reason"] == "InvalidSpec"
+    assert "spec.model.inputShape=[3, 16, 16]: vgg16 cannot take it" in condition(failed, "Failed")["message"]

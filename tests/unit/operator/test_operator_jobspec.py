@@ -12,6 +12,7 @@ from horus_operator.operator.feasibility import as_invalid
 from horus_operator.placement.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+from horus_operator.prediction.features import PROFILE_NAMES
 from horus_operator.testing.builders import DLJobBuilder
 
 CATALOG = {"resnet50": "resnet50", "ResNet-50": "resnet50"}
@@ -238,3 +239,48 @@ def test_a_described_model_too_large_for_any_gpu_names_its_description() -> None
     job = _hf_job(config=GPT2_SMALL, sequenceLength=128)
     problem = _verdict(job, _resolver().workload(job), _snapshot(), memory_mib=10**6)
     assert problem is not None and "spec.model.huggingface" in str(problem)
+
+
+def _shaped(name: str, shape: tuple[int, ...], batch_size: int) -> Workload:
+    """A stand-in for catalog.workload_at_shape: 3×16×16 is too small."""
+    if shape == (3, 16, 16):
+        raise ValueError("MaxPool node 'pool': the input is too small")
+    features = {**dict.fromkeys(PROFILE_NAMES, 1.0), "flops_per_sample": float(shape[-1] * shape[-2])}
+    return Workload(f"{name}@x", batch_size, features, f"shape:{name}:x")
+
+
+def _shape_resolver() -> jobspec.WorkloadResolver:
+    return jobspec.WorkloadResolver(_canonical, _resolver().read_onnx, _resolver().onnx_features, _shaped)
+
+
+def _shape_job(shape: object, **model: Any) -> jobspec.JobSpec:
+    return jobspec.parse(
+        DLJobBuilder.stored("cifar").model(**(model or {"architecture": "ResNet-50"}), inputShape=shape).obj()
+    )
+
+
+def test_an_input_shape_counts_the_catalog_model_again_under_its_own_name_and_key() -> None:
+    job = _shape_job([3, 32, 32])
+    assert job.resolved_off_loop
+    workload = _shape_resolver().workload(job)
+    assert workload == Workload("resnet50@x", 32, features_key="shape:resnet50:x")
+    assert workload.features is not None and workload.features["flops_per_sample"] == 1024.0
+
+
+@pytest.mark.parametrize(
+    ("shape", "model", "reason"),
+    [
+        ([3, 16, 16], {}, "resnet50 cannot take it: MaxPool node 'pool': the input is too small"),
+        ([0, 32], {}, "1 to 4 sizes"),
+        ([1, 2, 3, 4, 5], {}, "1 to 4 sizes"),
+        (["3", 32, 32], {}, "1 to 4 sizes"),
+        ([3, 32, 32], {"onnx": {"configMap": "g"}}, "applies to spec.model.architecture"),
+    ],
+)
+def test_an_input_shape_that_cannot_be_counted_names_the_field(
+    shape: object, model: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _shape_resolver().workload(_shape_job(shape, **model))
+    assert caught.value.field_path == "spec.model.inputShape"
+    assert reason in str(caught.value)

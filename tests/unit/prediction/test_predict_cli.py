@@ -224,3 +224,17 @@ def test_job_from_a_hugging_face_config_names_what_is_wrong(extra: tuple[str, ..
     code, output = _hf_job(*extra)
     assert code != 0
     assert named in output
+
+
+def test_job_at_an_input_shape_predicts_less_memory_and_names_a_shape_it_cannot_take() -> None:
+    args = ["predict", "job", "--model", "vgg16", "--batch-size", "128", "--gpu", "a100", "--json"]
+    code, output = _run(*args, "--input-shape", "3x32x32")
+    assert code == 0, output
+    cifar = json.loads(output)
+    assert cifar["input_shape"] == [3, 32, 32]
+    code, output = _run(*args)
+    assert code == 0, output
+    assert cifar["memory_mib"] < json.loads(output)["memory_mib"] / 3
+    code, output = _run(*args, "--input-shape", "3x16x16")
+    assert code != 0
+    assert "--input-shape [3, 16, 16]: vgg16 cannot take it" in output
