@@ -97,6 +97,9 @@ class _Nodes:
     flops: float = 0.0
     out: float = 0.0
     itemsize: int = FP32
+    # Whether backward needs the output, so memory holds it. A graph cannot say; the graph-like profile
+    # counts every output (features' proxy), memory only these where the description knows better.
+    kept: bool = True
 
 
 @dataclass(frozen=True)
@@ -239,11 +242,12 @@ class _Builder:
                 self.add(_Nodes("elementwise", 1, s * fan_out, s * fan_out))
         if self.lora is not None and name in self.targets:
             rank = self.lora.rank  # x·Aᵀ·Bᵀ × scaling, added to the frozen layer's output
+            # Backward needs x·Aᵀ (for B's gradient); B's output is only scaled and added, which keep nothing.
             self.add(
                 _Nodes("other", 2),
                 _Nodes("linear", 1, 2.0 * s * fan_in * rank, s * rank),
-                _Nodes("linear", 1, 2.0 * s * rank * fan_out, s * fan_out),
-                _Nodes("elementwise", 2, s * fan_out, s * fan_out),
+                _Nodes("linear", 1, 2.0 * s * rank * fan_out, s * fan_out, kept=False),
+                _Nodes("elementwise", 2, s * fan_out, s * fan_out, kept=False),
             )
 
     def block(self) -> _Block:
@@ -437,6 +441,10 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     profile["optimizer_state_bytes"] = float(FP32 * OPTIMIZER_STATES[training.optimizer] * trainable)
     if training.gradient_checkpointing:
         profile["kept_activation_bytes_per_sample"] = _checkpointed_bytes(blocks, shape, s)
+    elif training.lora is not None:
+        profile["kept_activation_bytes_per_sample"] = sum(
+            times * _activation_bytes(block, kept_only=True) for block, times in weighted
+        )
     return Description(shape, training, base + adapters, trainable, profile, key=_digest(config, training))
 
 
@@ -512,14 +520,19 @@ def _tally(weighted: Iterable[tuple[_Block, int]]) -> dict[str, float]:
     return counts
 
 
-def _activation_bytes(block: _Block) -> float:
-    return sum(node.count * node.out * node.itemsize for node in block.nodes if node.category != "other")
+def _activation_bytes(block: _Block, *, kept_only: bool = False) -> float:
+    return sum(
+        node.count * node.out * node.itemsize
+        for node in block.nodes
+        if node.category != "other" and (node.kept or not kept_only)
+    )
 
 
 def _checkpointed_bytes(blocks: Blocks, shape: Shape, s: int) -> float:
     """Activation bytes kept under gradient checkpointing (Hugging Face's, one checkpoint per layer):
-    each layer's input, and one layer's activations while it is recomputed for its backward; the
-    embeddings and the head are not checkpointed."""
-    start, layer, end = blocks
-    inputs = shape.layers * s * shape.hidden * FP32
-    return _activation_bytes(start) + inputs + _activation_bytes(layer) + _activation_bytes(end)
+    the inputs of layers 2…L (the outputs of the layers before them; the first layer's input is the
+    embeddings' output, counted with them), and one layer's activations while it is recomputed for its
+    backward; the embeddings and the head are not checkpointed."""
+    start, layer, end = (_activation_bytes(block, kept_only=True) for block in blocks)
+    inputs = (shape.layers - 1) * s * shape.hidden * FP32
+    return start + inputs + layer + end
