@@ -1074,6 +1074,13 @@ def render_docs(catalog: dict[str, Any]) -> str:
         "the published one; graph: `exported` from the reference PyTorch module with torch.onnx, `built` "
         "layer for layer with onnx.helper.",
         "",
+        "One sample is each entry's default input. A job that trains an architecture at another input "
+        "size says so with `spec.model.inputShape` (`horus predict job --input-shape 3x32x32`): the "
+        "entry's graph, shipped in `horus_operator/prediction/data/graphs/`, is counted again at that "
+        "shape. A transformer of your own is described by its Hugging Face config "
+        "(`spec.model.huggingface`, `--hf-config`), any other model by its ONNX graph "
+        "(`spec.model.onnx`): [prediction.md](prediction.md#describing-a-job) compares the three.",
+        "",
         "| model | workloads | graph | dataset | one sample | GFLOP/sample | params (M) | act. MB/sample "
         "| aliases |",
         "|---|---|---|---|---|---:|---:|---:|---|",
