@@ -16,7 +16,7 @@ from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.graphs import GraphQueue, GraphReader
 from horus_operator.operator.jobspec import InvalidJob, JobSpec
-from horus_operator.operator.loop import READING_CONFIG, READING_GRAPH, LoopConfig, SchedulingLoop
+from horus_operator.operator.loop import READING_GRAPH, LoopConfig, SchedulingLoop
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder
 
@@ -96,9 +96,7 @@ def test_a_graphs_features_are_computed_in_another_process_once_per_content_and_
         reader.close()
 
 
-def _loop_with_graphs(kube: FakeKube, parsed: list[str], content: bytes = b"graph") -> SchedulingLoop:
-    """A loop whose every ConfigMap file holds `content`; graphs parsed are appended to `parsed`."""
-
+def _loop_with_graphs(kube: FakeKube, parsed: list[str]) -> SchedulingLoop:
     def parse(data: bytes, batch_size: int) -> dict[str, float]:
         parsed.append(data.decode())
         return {"flops_per_batch": 1e9 * batch_size}
@@ -108,7 +106,7 @@ def _loop_with_graphs(kube: FakeKube, parsed: list[str], content: bytes = b"grap
         cache=ClusterCache(),
         policy=FirstFreeGpu(),
         predictor=FixedPredictor(),
-        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: content, onnx_features=parse),
+        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"graph", onnx_features=parse),
         config=LoopConfig(),
     )
 
@@ -164,24 +162,3 @@ def test_a_graph_whose_shapes_say_more_than_any_node_holds_is_refused_as_the_onn
     with pytest.raises(InvalidJob) as refused:
         resolver.workload(job)
     assert refused.value.field_path.startswith("spec.model.onnx") and "flops_per_batch" in str(refused.value)
-
-
-def test_a_hugging_face_config_in_a_config_map_is_read_off_the_loop_too() -> None:
-    kube = _cluster(jobs=1, gpus=2)
-    config = b'{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128}'
-    body = DLJobBuilder.stored("llm").model(huggingface={"configMap": "c", "sequenceLength": 128}).obj()
-    kube.jobs[job_key(body)] = body
-    parsed: list[str] = []
-    loop = _loop_with_graphs(kube, parsed, content=config)
-
-    async def first_cycle() -> None:
-        await loop.resync()
-        await loop.cycle()
-        await loop.settle()
-        assert kube.jobs["team-a/job-0"]["status"]["phase"] == "Scheduled"
-        assert kube.jobs["team-a/llm"]["status"]["message"] == READING_CONFIG
-        await _settle(loop)
-
-    asyncio.run(first_cycle())
-    assert kube.jobs["team-a/llm"]["status"]["phase"] == "Scheduled"
-    assert parsed == [], "a config is counted, not parsed as a graph"

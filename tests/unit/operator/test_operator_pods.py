@@ -179,10 +179,3 @@ def test_under_dra_containers_outside_the_claims_see_no_gpu() -> None:
         assert container["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
         assert "claims" not in container.get("resources", {})
     assert all("NVIDIA_VISIBLE_DEVICES" not in str(c.get("env")) for c in pod["spec"]["containers"])
-
-
-def test_the_input_shape_a_prediction_counted_is_recorded_with_it() -> None:
-    body = DLJobBuilder.stored("cifar").model(architecture="vgg16", inputShape=[3, 32, 32]).obj()
-    assert pods.view(pods.build_pod(_placement(body))).predicted["inputShape"] == [3, 32, 32]
-    plain = pods.view(pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj())))
-    assert "inputShape" not in plain.predicted
