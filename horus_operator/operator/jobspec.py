@@ -317,12 +317,13 @@ def _at_path(spec: Mapping[str, Any], path: str) -> object:
     return value
 
 
-def _custom(features: Mapping[str, float], batch_size: int, key: str, model: str = CUSTOM_MODEL) -> Workload:
-    return Workload(model=model, batch_size=batch_size, features=dict(features), features_key=key)
+def _custom(features: Mapping[str, float], batch_size: int, key: str) -> Workload:
+    return Workload(model=CUSTOM_MODEL, batch_size=batch_size, features=dict(features), features_key=key)
 
 
-# Per-sample dimensions a shape may have, and the largest size of one (a 65,536-pixel side, a
-# 1,048,576-token sequence: beyond any training job, and the counts stay far from overflowing).
+# Per-sample dimensions a shape may have, and the largest size of one (as the CRD's): a million pixels
+# on a side or tokens in a sequence is beyond any training job, and the counts stay far from
+# overflowing (PHYSICAL_LIMITS then refuses what no GPU could run).
 MAX_SHAPE_RANK, MAX_SHAPE_SIZE = 4, 1 << 20
 
 
