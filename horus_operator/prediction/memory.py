@@ -49,13 +49,13 @@ class MemoryModel:
 
     def memory_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
         weights = self._state_bytes(job_features, precision)
-        activations = _kept_activation_bytes(job_features) * bytes_scale(precision)
+        activations = _activation_bytes(job_features, precision)
         variable = weights + self.activation_factor * activations
         return self.overhead_mib + variable / MIB
 
     def floor_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
         """The least peak memory the job could have: below this it certainly does not run."""
-        activations = _kept_activation_bytes(job_features) * bytes_scale(precision)
+        activations = _activation_bytes(job_features, precision)
         variable = _weights_and_gradients(job_features) + self.floor_activation_factor * activations
         return self.floor_overhead_mib + variable / MIB
 
@@ -87,9 +87,12 @@ def _weights_and_gradients(job_features: Mapping[str, float]) -> float:
     return param_bytes + (FLOOR_PARAM_FACTOR - 1.0) * trainable
 
 
-def _kept_activation_bytes(job_features: Mapping[str, float]) -> float:
-    """Activation bytes of the batch held for backward: the graph's, or fewer under checkpointing."""
-    return job_features.get("kept_activation_bytes_per_batch", job_features["activation_bytes_per_batch"])
+def _activation_bytes(job_features: Mapping[str, float], precision: str) -> float:
+    """Activation bytes of the batch held for backward: the graph's, or fewer under checkpointing, at
+    half size under amp/bf16; and what is held at FP32 whatever the precision (a language model's loss
+    over its vocabulary, which no forward graph holds)."""
+    kept = job_features.get("kept_activation_bytes_per_batch", job_features["activation_bytes_per_batch"])
+    return kept * bytes_scale(precision) + job_features.get("fp32_activation_bytes_per_batch", 0.0)
 
 
 def fits(memories_mib: Sequence[float], capacity_mib: float) -> bool:

@@ -29,6 +29,7 @@ from horus_operator.prediction import transformer_graph as tg
 from horus_operator.prediction.transformer_graph import Shape
 
 INDEX_BYTES = 8  # token ids are int64
+LOSS_FP32_COPIES = 2  # the logits cast to FP32 and their log-softmax (under fp32 the cast is a no-op: 1)
 # FP32 values the optimizer keeps per trainable parameter (Adam: two moments; SGD: momentum).
 OPTIMIZER_STATES: Mapping[str, int] = {"adam": 2, "adamw": 2, "sgd": 1}
 DEFAULT_OPTIMIZER = "adam"
@@ -200,6 +201,9 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     profile["input_bytes_per_sample"] = float(INDEX_BYTES * s)
     profile["trainable_param_bytes"] = float(tg.FP32 * trainable)
     profile["optimizer_state_bytes"] = float(tg.FP32 * OPTIMIZER_STATES[training.optimizer] * trainable)
+    # The loss over the vocabulary, not in a forward graph: Hugging Face's (and torchtune's) cast the
+    # logits to FP32 (`logits.float()`) and log-softmax them, keeping both for backward, at any precision.
+    profile["fp32_activation_bytes_per_sample"] = float(LOSS_FP32_COPIES * tg.FP32 * s * shape.vocab)
     if training.gradient_checkpointing:
         profile["kept_activation_bytes_per_sample"] = _checkpointed_bytes(blocks, shape, s)
     elif training.lora is not None:
