@@ -72,9 +72,10 @@ FEATURE_NAMES: tuple[str, ...] = PROFILE_NAMES + BATCH_NAMES
 # host dispatches of their own.
 OPTIONAL_PROFILE: Mapping[str, float] = {"recurrent_step_ops": 0.0}
 # Memory terms a profile may add where it knows more than a graph says (`transformer.describe`: LoRA,
-# gradient checkpointing, the optimizer); absent, `memory.MemoryModel` derives them from param_bytes and
-# the activation bytes. Not model inputs: FEATURE_NAMES, the columns the shipped models read, stay as
-# they are. `at_batch` carries them, the per-sample ones also per batch (`…_per_batch`).
+# gradient checkpointing, the optimizer, the loss); absent, `memory.MemoryModel` derives them from
+# param_bytes and the activation bytes (no loss beyond the graph). Not model inputs: FEATURE_NAMES, the
+# columns the shipped models read, stay as they are. `at_batch` carries them, the per-sample ones also
+# per batch (`…_per_batch`).
 MEMORY_NAMES: tuple[str, ...] = (
     "trainable_param_bytes",  # parameters with gradients (FP32): all of them unless adapters are trained
     "optimizer_state_bytes",  # what the optimizer keeps for them (Adam: two FP32 moments)

@@ -9,8 +9,8 @@ catalog's exported graphs check it (tests/unit/prediction/test_transformer.py): 
 equal.
 
 Beside the profile it gives what a graph cannot say and the memory model reads (`features.MEMORY_NAMES`):
-the bytes of trainable parameters (their gradients), of the optimizer's state, and of the activations
-kept for backward under gradient checkpointing.
+the bytes of trainable parameters (their gradients), of the optimizer's state, of the activations
+kept for backward under gradient checkpointing, and of the loss over the vocabulary (held at FP32).
 
 Pure: a config is a mapping, nothing is read or downloaded.
 """
