@@ -75,7 +75,11 @@ _DECODER_TYPES = frozenset({"llama", "mistral", "qwen2"})
 def read_shape(config: Mapping[str, Any]) -> Shape:
     """The architecture of a Hugging Face config.json; ConfigError naming the key that is missing or
     wrong, or `model_type` when the architecture is not one this module counts."""
-    model_type = config.get("model_type") or ("gpt2" if "n_embd" in config else None)
+    model_type: object = config.get("model_type") or ("gpt2" if "n_embd" in config else None)
+    if not isinstance(model_type, str):
+        raise ConfigError(
+            "config.model_type", f"a string naming the architecture is required, got {model_type!r}"
+        )
     if model_type in _DECODER_TYPES:
         return _decoder_shape(config, qkv_bias=model_type == "qwen2")
     if model_type in _LEARNED_KEYS:
