@@ -23,6 +23,7 @@ generator checks the graph against it and refuses to write a catalog that disagr
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import io
 import json
@@ -43,6 +44,14 @@ REPO = Path(__file__).resolve().parent.parent
 CATALOG_PATH = REPO / "horus_operator/prediction/data/catalog.json"
 DOCS_PATH = REPO / "docs/catalog.md"
 GRAPHS_DIR = REPO / "hack/catalog/graphs"
+# Every entry's graph, shipped for spec.model.inputShape (prediction/reshape.py re-shapes and counts it).
+SHIPPED_GRAPHS_DIR = REPO / "horus_operator/prediction/data/graphs"
+# Entries shipped with a graph that differs from the profiled one where the catalog's leaves out what
+# only other input sizes need (VGG's adaptive pool; vision.vgg says why).
+RESHAPEABLE_BUILDS: dict[str, Callable[[], onnx.ModelProto]] = {
+    name: functools.partial(vision.vgg, name, adaptive_pool=True)
+    for name in ("vgg11", "vgg13", "vgg16", "vgg19")
+}
 VERSIONS_PATH = GRAPHS_DIR / "versions.json"
 
 TORCHVISION = "torchvision.models (ImageNet, 3×224×224, 1000 classes)"
@@ -1065,6 +1074,13 @@ def render_docs(catalog: dict[str, Any]) -> str:
         "the published one; graph: `exported` from the reference PyTorch module with torch.onnx, `built` "
         "layer for layer with onnx.helper.",
         "",
+        "One sample is each entry's default input. A job that trains an architecture at another input "
+        "size says so with `spec.model.inputShape` (`horus predict job --input-shape 3x32x32`): the "
+        "entry's graph, shipped in `horus_operator/prediction/data/graphs/`, is counted again at that "
+        "shape. A transformer of your own is described by its Hugging Face config "
+        "(`spec.model.huggingface`, `--hf-config`), any other model by its ONNX graph "
+        "(`spec.model.onnx`): [prediction.md](prediction.md#describing-a-job) compares the three.",
+        "",
         "| model | workloads | graph | dataset | one sample | GFLOP/sample | params (M) | act. MB/sample "
         "| aliases |",
         "|---|---|---|---|---|---:|---:|---:|---|",
@@ -1189,10 +1205,26 @@ def export_graphs(names: list[str]) -> None:
 
 
 def _write_graph(path: Path, model: onnx.ModelProto) -> None:
+    path.write_bytes(_compressed(model))
+
+
+def _compressed(model: onnx.ModelProto) -> bytes:
     buffer = io.BytesIO()
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as handle:  # reproducible bytes
         handle.write(model.SerializeToString(deterministic=True))
-    path.write_bytes(buffer.getvalue())
+    return buffer.getvalue()
+
+
+def shipped_graphs() -> dict[Path, bytes]:
+    """The compressed graph of every entry as the package ships it: exported ones as committed."""
+    graphs = {}
+    for entry in ENTRIES:
+        path = SHIPPED_GRAPHS_DIR / f"{entry.name}.onnx.gz"
+        if entry.export and entry.name not in RESHAPEABLE_BUILDS:
+            graphs[path] = (GRAPHS_DIR / f"{entry.export}.onnx.gz").read_bytes()
+        else:
+            graphs[path] = _compressed(RESHAPEABLE_BUILDS.get(entry.name, entry.build)())
+    return graphs
 
 
 def compare_torch(names: list[str]) -> int:
@@ -1242,16 +1274,21 @@ def main() -> int:
             [entry for entry in ENTRIES if not args.crosscheck or entry.name in args.crosscheck]
         )
     catalog = build_catalog()
-    outputs = {CATALOG_PATH: render(catalog), DOCS_PATH: render_docs(catalog)}
+    outputs = {CATALOG_PATH: render(catalog).encode(), DOCS_PATH: render_docs(catalog).encode()}
+    outputs.update(shipped_graphs())
     if args.check:
-        stale = [path for path, text in outputs.items() if not path.exists() or path.read_text() != text]
+        stale = [path for path, data in outputs.items() if not path.exists() or path.read_bytes() != data]
+        stale += sorted(set(SHIPPED_GRAPHS_DIR.glob("*.onnx.gz")) - set(outputs))
         for path in stale:
             print(f"{path} is stale: run python hack/gen_catalog.py", file=sys.stderr)
         return 1 if stale else 0
-    for path, text in outputs.items():
+    SHIPPED_GRAPHS_DIR.mkdir(parents=True, exist_ok=True)
+    for path in set(SHIPPED_GRAPHS_DIR.glob("*.onnx.gz")) - set(outputs):
+        path.unlink()
+    for path, data in outputs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    print(f"wrote {len(catalog['models'])} models to {CATALOG_PATH} and {DOCS_PATH}")
+        path.write_bytes(data)
+    print(f"wrote {len(catalog['models'])} models to {CATALOG_PATH}, {DOCS_PATH} and {SHIPPED_GRAPHS_DIR}")
     return 0
 
 

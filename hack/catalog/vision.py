@@ -125,11 +125,17 @@ VGG_CONFIGS = {
 }
 
 
-def vgg(config: str) -> onnx.ModelProto:
+def vgg(config: str, *, adaptive_pool: bool = False) -> onnx.ModelProto:
+    """torchvision's VGG. Its AdaptiveAvgPool2d((7, 7)) is the identity at 224×224 and left out of the
+    catalog's graph; `adaptive_pool` keeps its shape for other input sizes (the graph shipped for
+    spec.model.inputShape): a global average and an expansion to 7×7, which holds torchvision's shapes
+    at any size (its values only where the last feature map is 1×1, CIFAR's case)."""
     b = GraphBuilder(config)
     x = image_input(b, IMAGENET)
     for layer in VGG_CONFIGS[config]:
         x = b.max_pool(x, 2, 2) if layer == "M" else b.act(b.conv(x, int(layer), 3, bias=True))
+    if adaptive_pool:
+        x = Tensor(b.op("Expand", [b.global_avg_pool(x).name, b.constant([1, 1, 7, 7])]), 4, x.features)
     x = b.flatten(x, 512 * 7 * 7)  # 224 input leaves 7×7, so the adaptive pool is the identity
     x = b.act(b.linear(x, 4096))
     x = b.act(b.linear(x, 4096))

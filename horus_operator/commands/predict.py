@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
-from horus_operator.prediction import catalog, load_predictor
+from horus_operator.prediction import catalog, load_predictor, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
 from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS, normalize_gpu
+from horus_operator.prediction.reshape import ShapeError
 
 PAIR_INPUT_COLUMNS = ("gpu", "model_a", "batch_a", "model_b", "batch_b")
 PAIR_OUTPUT_COLUMNS = (*PAIR_INPUT_COLUMNS, "slowdown_a", "slowdown_b", "feasible")
@@ -164,7 +165,28 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
 
 
 @predict.command()
-@click.option("--model", required=True, help="Catalog model name, e.g. resnet50.")
+@click.option("--model", help="Catalog model name, e.g. resnet50.")
+@click.option(
+    "--input-shape",
+    help="Per-sample input of --model, e.g. 3x32x32 (CIFAR-10) or 128 (tokens); default its own.",
+)
+@click.option(
+    "--hf-config",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A Hugging Face config.json (Llama, Mistral, Qwen2, GPT-2, BERT) instead of --model.",
+)
+@click.option("--sequence-length", type=click.IntRange(min=1), help="Tokens per sample (with --hf-config).")
+@click.option("--lora-rank", type=click.IntRange(min=1), help="Fine-tune LoRA adapters of this rank only.")
+@click.option(
+    "--lora-target", "lora_targets", multiple=True, help="Module LoRA adapts (repeatable; default: PEFT's)."
+)
+@click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
+@click.option(
+    "--optimizer",
+    type=click.Choice(sorted(transformer.OPTIMIZER_STATES)),
+    default=transformer.DEFAULT_OPTIMIZER,
+    show_default=True,
+)
 @click.option("--batch-size", required=True, type=click.IntRange(min=1))
 @click.option(
     "--gpu",
@@ -181,15 +203,39 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @models_option
 def job(
-    model: str, batch_size: int, gpu: str, precision: str, as_json: bool, models_dir: Path | None
+    model: str | None,
+    input_shape: str | None,
+    hf_config: Path | None,
+    sequence_length: int | None,
+    lora_rank: int | None,
+    lora_targets: tuple[str, ...],
+    gradient_checkpointing: bool,
+    optimizer: str,
+    batch_size: int,
+    gpu: str,
+    precision: str,
+    as_json: bool,
+    models_dir: Path | None,
 ) -> None:
-    """Predicted mean GPU utilization and peak GPU memory of one job running alone."""
+    """Predicted mean GPU utilization and peak GPU memory of one job running alone: a catalog model
+    (--model) or a transformer described by its Hugging Face config (--hf-config)."""
+    if (model is None) == (hf_config is None):
+        raise click.UsageError("give exactly one of --model and --hf-config")
+    if input_shape is not None and model is None:
+        raise click.UsageError("--input-shape goes with --model (--hf-config takes --sequence-length)")
+    described: transformer.Description | None = None
     try:
         gpu_type = normalize_gpu(gpu)
-        name = catalog.canonical(model)
-        workload = Workload(model=name, batch_size=batch_size, precision=precision)
+        if hf_config is not None:
+            training = _training(sequence_length, lora_rank, lora_targets, gradient_checkpointing, optimizer)
+            described = transformer.describe(_read_config(hf_config), training)
+            name = f"{hf_config.name} ({described.shape.family})"
+            workload = Workload(name, batch_size, dict(described.profile), "hf:" + described.key, precision)
+        else:
+            name = catalog.canonical(model or "")
+            workload = _catalog_workload(name, _shape(input_shape), batch_size, precision)
         prediction = load_predictor(models_dir).job(workload, gpu_type)
-    except (UnknownGpuError, UnknownModelError) as error:
+    except (UnknownGpuError, UnknownModelError, transformer.ConfigError) as error:
         raise click.ClickException(str(error)) from error
     result = {
         "model": name,
@@ -198,6 +244,8 @@ def job(
         "precision": precision,
         "utilization": round(prediction.utilization, 4),
         "memory_mib": round(prediction.memory_mib, 1),
+        **(_described(described) if described is not None else {}),
+        **({"input_shape": list(_shape(input_shape) or ())} if input_shape is not None else {}),
     }
     if as_json:
         click.echo(json.dumps(result))
@@ -205,6 +253,62 @@ def job(
     click.echo(f"{name} batch {batch_size} ({precision}) on {gpu_type}:")
     click.echo(f"  GPU utilization  {100 * prediction.utilization:5.1f} %")
     click.echo(f"  GPU memory       {prediction.memory_mib:7.0f} MiB")
+    if described is not None:
+        click.echo(f"  parameters       {described.params:,} ({described.trainable_params:,} trained)")
+        click.echo(f"  forward FLOPs    {described.flops_per_token:,.0f} per token")
+
+
+def _shape(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(size) for size in text.lower().split("x"))
+    except ValueError as error:
+        raise click.UsageError(f"--input-shape {text!r}: sizes joined by x, e.g. 3x32x32") from error
+
+
+def _catalog_workload(name: str, shape: tuple[int, ...] | None, batch_size: int, precision: str) -> Workload:
+    """The catalog model, counted again at `shape` where one is given (as spec.model.inputShape is)."""
+    if shape is None:
+        return Workload(model=name, batch_size=batch_size, precision=precision)
+    try:
+        return catalog.workload_at_shape(name, shape, batch_size, precision)
+    except ShapeError as error:
+        raise click.ClickException(f"--input-shape {list(shape)}: {name} cannot take it: {error}") from error
+
+
+def _training(
+    sequence_length: int | None,
+    lora_rank: int | None,
+    lora_targets: tuple[str, ...],
+    gradient_checkpointing: bool,
+    optimizer: str,
+) -> transformer.Training:
+    if sequence_length is None:
+        raise click.UsageError("--hf-config needs --sequence-length")
+    if lora_targets and lora_rank is None:
+        raise click.UsageError("--lora-target needs --lora-rank")
+    lora = transformer.Lora(lora_rank, tuple(lora_targets)) if lora_rank is not None else None
+    return transformer.Training(sequence_length, optimizer, lora, gradient_checkpointing)
+
+
+def _read_config(path: Path) -> dict[str, object]:
+    try:
+        config = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise click.ClickException(f"{path}: not a readable JSON config: {error}") from error
+    if not isinstance(config, dict):
+        raise click.ClickException(f"{path}: a config.json holds one JSON object")
+    return config
+
+
+def _described(described: transformer.Description) -> dict[str, object]:
+    return {
+        "sequence_length": described.training.sequence_length,
+        "params": described.params,
+        "trainable_params": described.trainable_params,
+        "flops_per_token": round(described.flops_per_token),
+    }
 
 
 # ---- train ----

@@ -5,7 +5,7 @@ Pure. The scheduling cycle judges the request; this names what in the DLJob's sp
 
 from __future__ import annotations
 
-from horus_operator.operator.jobspec import InvalidJob, JobSpec
+from horus_operator.operator.jobspec import HUGGINGFACE, InvalidJob, JobSpec
 from horus_operator.placement.feasibility import Cause, Unsatisfiable
 
 
@@ -24,6 +24,8 @@ def as_invalid(job: JobSpec, problem: Unsatisfiable) -> InvalidJob:
 def _model_field(job: JobSpec) -> str:
     if job.architecture is not None:
         return "spec.model.architecture"
+    if job.huggingface is not None:
+        return HUGGINGFACE
     return "spec.model.onnx" if job.onnx is not None else "spec.model.features"
 
 
@@ -32,4 +34,6 @@ def _model_value(job: JobSpec) -> object:
         return job.architecture
     if job.onnx is not None:
         return f"{job.onnx.config_map}[{job.onnx.key}]"
+    if job.huggingface is not None:
+        return {key: value for key, value in job.huggingface.items() if key != "config"}
     return dict(job.features or {})

@@ -41,6 +41,8 @@ from horus_operator.prediction.api import Predictor, Workload
 log = logging.getLogger(__name__)
 
 READING_GRAPH = "waiting: reading its model graph (spec.model.onnx)"
+READING_CONFIG = "waiting: reading its model config (spec.model.huggingface.configMap)"
+COUNTING_SHAPE = "waiting: counting its model at spec.model.inputShape"
 MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a foreign pod before the job fails
 
 
@@ -257,7 +259,7 @@ class SchedulingLoop:
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=self._unsatisfiable.get(key)
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
-                waiting_message=self._waiting.get(key, "") or (READING_GRAPH if job.onnx else ""),
+                waiting_message=self._waiting.get(key, "") or _reading(job),
                 queue=self._places.get(key),
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
@@ -310,14 +312,15 @@ class SchedulingLoop:
         return None
 
     def _workload(self, job: JobSpec) -> Workload | InvalidJob | None:
-        """The job's workload, or why it cannot run; None while its ONNX graph is read in the background
+        """The job's workload, or why it cannot run; None while its ONNX graph or Hugging Face config is
+        read from its ConfigMap, or its graph counted at spec.model.inputShape, in the background
         (`graphs.GraphQueue`: the job is re-decided once it is)."""
         cache_key = (job.uid, job.generation)
         if cache_key not in self._workloads:
             try:
                 template.check(job.template)
                 self._binding(job)  # a binding this cluster cannot give fails the job like a bad model
-                verdict = self._graphs.verdict(job) if job.onnx else self._resolver.workload(job)
+                verdict = self._graphs.verdict(job) if job.resolved_off_loop else self._resolver.workload(job)
             except InvalidJob as invalid:
                 verdict = invalid
             if verdict is None:
@@ -522,3 +525,12 @@ class SchedulingLoop:
 
 async def _nothing() -> list[dict[str, Any]]:
     return []
+
+
+def _reading(job: JobSpec) -> str:
+    """What a job resolved off the loop waits for meanwhile (`graphs.GraphQueue`)."""
+    if job.onnx is not None:
+        return READING_GRAPH
+    if job.config_map_field:
+        return READING_CONFIG
+    return COUNTING_SHAPE if job.input_shape is not None else ""

@@ -125,7 +125,9 @@ def _annotations(placement: Placement) -> dict[str, str]:
         keys.ANNOTATION_NODE: assignment.node,
         keys.ANNOTATION_GPUS: ",".join(str(i) for i in assignment.gpu_indices),
         keys.ANNOTATION_REQUEST: json.dumps(encode_request(placement.request), sort_keys=True),
-        keys.ANNOTATION_PREDICTED: json.dumps(predicted(assignment), sort_keys=True),
+        keys.ANNOTATION_PREDICTED: json.dumps(
+            {**predicted(assignment), **_predicted_shape(placement.job)}, sort_keys=True
+        ),
         keys.ANNOTATION_COLOCATED: ",".join(assignment.colocated_with),
         keys.ANNOTATION_BINDING: "dra" if placement.claims else "env",
     }
@@ -151,6 +153,12 @@ def predicted(assignment: Assignment) -> dict[str, Any]:
         "slowdownSamples": assignment.slowdown_samples,
         **({"stepSeconds": round(assignment.predicted_step_s, 6)} if assignment.predicted_step_s else {}),
     }
+
+
+def _predicted_shape(job: JobSpec) -> dict[str, Any]:
+    """The input shape the prediction counted, when the job gave one (spec.model.inputShape, accepted
+    by then: the workload was resolved before placement)."""
+    return {"inputShape": list(job.input_shape)} if isinstance(job.input_shape, list) else {}
 
 
 def encode_request(request: JobRequest) -> dict[str, Any]:

@@ -10,17 +10,21 @@ case-insensitively, ignoring spaces, dashes, dots and underscores, against the n
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from horus_operator.prediction import features
-from horus_operator.prediction.api import UnknownModelError
+import onnx
+
+from horus_operator.prediction import features, reshape
+from horus_operator.prediction.api import UnknownModelError, Workload
 
 _CATALOG_RESOURCE = ("data", "catalog.json")
+_GRAPHS_RESOURCE = ("data", "graphs")  # each model's graph-only ONNX, gzip-compressed
 
 
 def alias_key(name: str) -> str:
@@ -63,3 +67,42 @@ def lookup(model: str, batch_size: int) -> dict[str, float]:
 @functools.lru_cache(maxsize=4096)
 def _features_at(name: str, batch_size: int) -> Mapping[str, float]:
     return MappingProxyType(features.at_batch(_catalog()[0][name]["profile"], batch_size))
+
+
+def sample_shapes(name: str) -> dict[str, tuple[int, ...]]:
+    """The per-sample shape of each data input of the model's graph (e.g. {"image": (3, 224, 224)})."""
+    return reshape.sample_shapes(_graph(canonical(name)))
+
+
+def reshaped_profile(name: str, shape: Sequence[int]) -> Mapping[str, float] | None:
+    """The batch-independent profile of catalog model `name` with per-sample input shape `shape`
+    ([3, 32, 32]; [512] for a sequence): its graph re-shaped and counted again (`reshape`). None at
+    the catalog's own shape (its entry stands). reshape.ShapeError when the graph cannot take it."""
+    return _reshaped_profile(canonical(name), tuple(int(size) for size in shape))
+
+
+def workload_at_shape(name: str, shape: Sequence[int], batch_size: int, precision: str = "fp32") -> Workload:
+    """The Workload of catalog model `name` trained at per-sample input `shape`: the catalog model at its
+    own shape, else its re-counted features, named and keyed by model and shape (`vgg16@3x32x32`: no
+    measured neighbours of the catalog's shape apply). reshape.ShapeError as `reshaped_profile`."""
+    name = canonical(name)
+    profile = reshaped_profile(name, shape)
+    if profile is None:
+        return Workload(model=name, batch_size=batch_size, precision=precision)
+    label = "x".join(str(int(size)) for size in shape)
+    return Workload(f"{name}@{label}", batch_size, dict(profile), f"shape:{name}:{label}", precision)
+
+
+@functools.lru_cache(maxsize=256)
+def _reshaped_profile(name: str, shape: tuple[int, ...]) -> Mapping[str, float] | None:
+    graph = _graph(name)
+    own = [sizes for sizes in reshape.sample_shapes(graph).values() if len(sizes) == len(shape)]
+    if own and all(sizes == shape for sizes in own):
+        return None
+    return MappingProxyType(reshape.profile_at(graph, shape))
+
+
+@functools.lru_cache(maxsize=8)
+def _graph(name: str) -> onnx.ModelProto:
+    data = resources.files(__package__).joinpath(*_GRAPHS_RESOURCE, f"{name}.onnx.gz").read_bytes()
+    return onnx.load_model_from_string(gzip.decompress(data))

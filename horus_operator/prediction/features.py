@@ -71,6 +71,17 @@ FEATURE_NAMES: tuple[str, ...] = PROFILE_NAMES + BATCH_NAMES
 # entry existed (a DLJob's spec.model.features) stays valid, its unrolled recurrent ops then counted as
 # host dispatches of their own.
 OPTIONAL_PROFILE: Mapping[str, float] = {"recurrent_step_ops": 0.0}
+# Memory terms a profile may add where it knows more than a graph says (`transformer.describe`: LoRA,
+# gradient checkpointing, the optimizer, the loss); absent, `memory.MemoryModel` derives them from
+# param_bytes and the activation bytes (no loss beyond the graph). Not model inputs: FEATURE_NAMES, the
+# columns the shipped models read, stay as they are. `at_batch` carries them, the per-sample ones also
+# per batch (`…_per_batch`).
+MEMORY_NAMES: tuple[str, ...] = (
+    "trainable_param_bytes",  # parameters with gradients (FP32): all of them unless adapters are trained
+    "optimizer_state_bytes",  # what the optimizer keeps for them (Adam: two FP32 moments)
+    "kept_activation_bytes_per_sample",  # activation bytes held for backward under checkpointing
+    "fp32_activation_bytes_per_sample",  # held at FP32 whatever the precision, beyond the graph (the loss)
+)
 # Profile entries measured over the whole inferred batch and divided by its size.
 _PER_SAMPLE_NAMES = tuple(name for name in PROFILE_NAMES if name.endswith("_per_sample"))
 
@@ -155,6 +166,11 @@ def at_batch(profile: Mapping[str, float], batch_size: int) -> dict[str, float]:
     features["flops_per_batch"] = features["flops_per_sample"] * batch_size
     features["activation_bytes_per_batch"] = features["activation_bytes_per_sample"] * batch_size
     features["input_bytes_per_batch"] = features["input_bytes_per_sample"] * batch_size
+    features.update({name: float(profile[name]) for name in MEMORY_NAMES if name in profile})
+    for name in ("kept_activation_bytes", "fp32_activation_bytes"):
+        per_sample = features.get(f"{name}_per_sample")
+        if per_sample is not None:
+            features[f"{name}_per_batch"] = per_sample * batch_size
     return features
 
 

@@ -5,7 +5,10 @@ memory_mib = overhead
                 + activation_factor × activation bytes per batch × bytes_scale(precision)) / MiB
 
 `weight_factor` is PARAM_FACTOR = 4 (weights, gradients and Adam's two moments, FP32), plus
-HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). Activations
+HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). A job that
+says more (`features.MEMORY_NAMES`: a Hugging Face config counted by `transformer`) has gradients and
+optimizer state for its trainable parameters only (LoRA), its optimizer's state, and the activations
+gradient checkpointing keeps, in place of those defaults. Activations
 kept for backward are stored at half size under amp/bf16. The overhead (CUDA context, framework
 workspaces) and the activation factor (activations kept for backward, their gradients in flight,
 allocator slack) are calibrated as an envelope: the smallest total prediction under which no
@@ -45,18 +48,26 @@ class MemoryModel:
     floor_activation_factor: float = 0.0
 
     def memory_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
-        weights = weight_factor(self.param_factor, precision) * job_features["param_bytes"]
-        activations = job_features["activation_bytes_per_batch"] * bytes_scale(precision)
+        weights = self._state_bytes(job_features, precision)
+        activations = _activation_bytes(job_features, precision)
         variable = weights + self.activation_factor * activations
         return self.overhead_mib + variable / MIB
 
     def floor_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
         """The least peak memory the job could have: below this it certainly does not run."""
-        activations = job_features["activation_bytes_per_batch"] * bytes_scale(precision)
-        variable = (
-            FLOOR_PARAM_FACTOR * job_features["param_bytes"] + self.floor_activation_factor * activations
-        )
+        activations = _activation_bytes(job_features, precision)
+        variable = _weights_and_gradients(job_features) + self.floor_activation_factor * activations
         return self.floor_overhead_mib + variable / MIB
+
+    def _state_bytes(self, job_features: Mapping[str, float], precision: str) -> float:
+        """Weights, half copies, gradients and optimizer state. Without the memory terms of
+        `features.MEMORY_NAMES` this is weight_factor × parameter bytes: every parameter trained with
+        param_factor − 2 optimizer values per weight (Adam's two moments)."""
+        param_bytes = job_features["param_bytes"]
+        half_copies = weight_factor(self.param_factor, precision) - self.param_factor
+        trainable = job_features.get("trainable_param_bytes", param_bytes)
+        optimizer = job_features.get("optimizer_state_bytes", (self.param_factor - 2.0) * trainable)
+        return (1.0 + half_copies) * param_bytes + trainable + optimizer
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -66,6 +77,22 @@ def weight_factor(param_factor: float, precision: str) -> float:
     """Bytes held per parameter byte: FP32 weights, gradients and optimizer state, plus the
     half-precision weight copies under amp/bf16."""
     return param_factor + (0.0 if precision == DEFAULT_PRECISION else HALF_COPY_FACTOR)
+
+
+def _weights_and_gradients(job_features: Mapping[str, float]) -> float:
+    """FLOOR_PARAM_FACTOR × parameter bytes where every parameter is trained; only the trained ones'
+    gradients where the job says which (LoRA)."""
+    param_bytes = job_features["param_bytes"]
+    trainable = job_features.get("trainable_param_bytes", param_bytes)
+    return param_bytes + (FLOOR_PARAM_FACTOR - 1.0) * trainable
+
+
+def _activation_bytes(job_features: Mapping[str, float], precision: str) -> float:
+    """Activation bytes of the batch held for backward: the graph's, or fewer under checkpointing, at
+    half size under amp/bf16; and what is held at FP32 whatever the precision (a language model's loss
+    over its vocabulary, which no forward graph holds)."""
+    kept = job_features.get("kept_activation_bytes_per_batch", job_features["activation_bytes_per_batch"])
+    return kept * bytes_scale(precision) + job_features.get("fp32_activation_bytes_per_batch", 0.0)
 
 
 def fits(memories_mib: Sequence[float], capacity_mib: float) -> bool:

@@ -80,11 +80,7 @@ def prepare(original: onnx.ModelProto) -> Graph:
     roles = _tensor_roles(graph)
     params = _parameter_names(graph, roles)
     initializers = {tensor.name for tensor in graph.initializer}
-    data_inputs = [
-        value.name
-        for value in graph.input
-        if value.name not in initializers and not _feeds_weight_slots_only(roles, value.name)
-    ]
+    data_inputs = _data_inputs(graph, roles)
     batch = _fix_batch_dimension(graph, data_inputs)
     # Stale intermediate shapes may name the symbolic batch; infer them afresh.
     del graph.value_info[:]
@@ -98,6 +94,20 @@ def prepare(original: onnx.ModelProto) -> Graph:
     nodes = list(inferred.graph.node)
     derived = _weight_derived(nodes, params | initializers)
     return Graph(nodes, shapes, itemsize, params, derived, data_inputs, batch)
+
+
+def data_inputs(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs that carry data (not weights exported as inputs), in graph order."""
+    return _data_inputs(model.graph, _tensor_roles(model.graph))
+
+
+def _data_inputs(graph: onnx.GraphProto, roles: Mapping[str, set[int]]) -> list[str]:
+    initializers = {tensor.name for tensor in graph.initializer}
+    return [
+        value.name
+        for value in graph.input
+        if value.name not in initializers and not _feeds_weight_slots_only(roles, value.name)
+    ]
 
 
 def _drop_weight_values(graph: onnx.GraphProto) -> None:

@@ -46,7 +46,7 @@ def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
 ) -> None:
     cluster.kubectl("apply", "-n", namespace, "-k", str(REPO / "examples"))
     names = sorted(dljobs(cluster, namespace))
-    assert len(names) == 5
+    assert len(names) == 7
     seen: dict[str, list[str]] = defaultdict(list)
     pods_seen: dict[str, dict[str, Any]] = {}
     estimated: dict[str, str] = {}  # estimatedCompletionTime seen while running
@@ -387,3 +387,88 @@ def test_a_model_from_an_onnx_configmap_gets_features_and_is_placed(
     }
     if len(products) == 1:  # same GPU type: the same features predict the same utilization
         assert onnx_job["predicted"]["utilization"] == pytest.approx(catalog_job["predicted"]["utilization"])
+
+
+LLAMA_160M = {  # the Hugging Face config the catalog's llama-160m graph was exported from (its `source`)
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "vocab_size": 32000,
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "max_position_embeddings": 2048,
+}
+
+
+def test_a_model_from_a_hugging_face_config_in_a_configmap_is_counted_and_placed(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    """A transformer described by its config.json (no graph): counted as the graph exported from the
+    same config is profiled, so it is predicted as the catalog entry (its loss's memory added) and
+    placed; a config the operator cannot count fails with the field named."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_160M))
+    cluster.kubectl(
+        "create", "configmap", "llama-config", "-n", namespace, f"--from-file=config.json={config}"
+    )
+    described = {"configMap": "llama-config", "sequenceLength": 2048}
+    apply(
+        cluster,
+        namespace,
+        DLJobBuilder("from-config").model(huggingface=described).batch_size(1).runs_for("3s").obj(),
+        DLJobBuilder("from-catalog").model(architecture="llama-160m").batch_size(1).runs_for("3s").obj(),
+        DLJobBuilder("lora-inline")
+        .model(huggingface={"config": LLAMA_160M, "sequenceLength": 2048, "lora": {"rank": 8}})
+        .batch_size(1)
+        .runs_for("3s")
+        .obj(),
+        DLJobBuilder("not-counted")
+        .model(huggingface={"config": {**LLAMA_160M, "model_type": "t5"}, "sequenceLength": 512})
+        .runs_for("3s")
+        .obj(),
+    )
+    names = ["from-config", "from-catalog", "lora-inline"]
+    jobs = wait_phases(cluster, namespace, names, {"Succeeded"}, timeout=120)
+    statuses = {name: jobs[name]["status"] for name in names}
+    assert all(condition(jobs[name], "Complete")["status"] == "True" for name in names)
+    pods = {p["metadata"]["labels"]["horus.dev/dljob"]: p for p in horus_pods(cluster, namespace)}
+    assert pods["from-config"]["spec"]["nodeName"] == statuses["from-config"]["node"]
+    counted, listed, lora = (statuses[name]["predicted"] for name in names)
+    assert lora["memoryMiB"] < counted["memoryMiB"]  # adapters only: no gradients or Adam state for the base
+    nodes = {
+        item["metadata"]["name"]: item["metadata"]["labels"].get("nvidia.com/gpu.product")
+        for item in json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+    }
+    # the same graph, and the loss over the vocabulary that no forward graph holds (FP32 logits, log-softmax)
+    assert counted["memoryMiB"] > listed["memoryMiB"]
+    if nodes[statuses["from-config"]["node"]] == nodes[statuses["from-catalog"]["node"]]:
+        assert counted["utilization"] == pytest.approx(listed["utilization"])
+    failed = wait_phases(cluster, namespace, ["not-counted"], {"Failed"}, timeout=60)["not-counted"]
+    assert condition(failed, "Failed")["reason"] == "InvalidSpec"
+    assert "spec.model.huggingface.config.model_type='t5'" in condition(failed, "Failed")["message"]
+
+
+def test_a_catalog_model_at_its_training_input_shape_is_counted_again_and_placed(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
+) -> None:
+    """VGG-16 on CIFAR-10's 32×32 images: predicted at that shape (status says which), a fraction of the
+    ImageNet graph's memory; a shape its five max pools cannot take fails with the field named."""
+    apply(
+        cluster,
+        namespace,
+        DLJobBuilder("cifar")
+        .model(architecture="vgg16", inputShape=[3, 32, 32])
+        .batch_size(128)
+        .runs_for("3s")
+        .obj(),
+        DLJobBuilder("imagenet").model(architecture="vgg16").batch_size(128).runs_for("3s").obj(),
+        DLJobBuilder("too-small").model(architecture="vgg16", inputShape=[3, 16, 16]).runs_for("3s").obj(),
+    )
+    jobs = wait_phases(cluster, namespace, ["cifar", "imagenet"], {"Succeeded"}, timeout=120)
+    cifar, imagenet = jobs["cifar"]["status"]["predicted"], jobs["imagenet"]["status"]["predicted"]
+    assert cifar["inputShape"] == [3, 32, 32] and "inputShape" not in imagenet
+    assert cifar["memoryMiB"] < imagenet["memoryMiB"] / 3
+    failed = wait_phases(cluster, namespace, ["too-small"], {"Failed"}, timeout=60)["too-small"]
+    assert condition(failed, "Failed")["reason"] == "InvalidSpec"
+    assert "spec.model.inputShape=[3, 16, 16]: vgg16 cannot take it" in condition(failed, "Failed")["message"]

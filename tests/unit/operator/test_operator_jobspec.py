@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from operator_builders import gpu_node
@@ -10,6 +12,7 @@ from horus_operator.operator.feasibility import as_invalid
 from horus_operator.placement.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
+from horus_operator.prediction.features import PROFILE_NAMES
 from horus_operator.testing.builders import DLJobBuilder
 
 CATALOG = {"resnet50": "resnet50", "ResNet-50": "resnet50"}
@@ -151,3 +154,133 @@ def test_features_must_be_finite_counts(value: float) -> None:
     with pytest.raises(jobspec.InvalidJob) as invalid:
         _resolver().workload(job)
     assert invalid.value.field_path == "spec.model.features.param_bytes"
+
+
+GPT2_SMALL = {
+    "model_type": "gpt2",
+    "n_embd": 64,
+    "n_layer": 2,
+    "n_head": 4,
+    "vocab_size": 1000,
+    "n_positions": 128,
+}
+
+
+def _hf_job(**huggingface: Any) -> jobspec.JobSpec:
+    return jobspec.parse(DLJobBuilder.stored("llm").model(huggingface=huggingface).obj())
+
+
+def test_a_hugging_face_config_inline_or_in_a_config_map_gives_the_same_counted_workload() -> None:
+    inline = _resolver().workload(_hf_job(config=GPT2_SMALL, sequenceLength=128))
+    files = {("team-a", "configs", "config.json"): json.dumps(GPT2_SMALL).encode()}
+    from_map = _hf_job(configMap="configs", sequenceLength=128)
+    assert from_map.config_map_field == "spec.model.huggingface.configMap"
+    assert _hf_job(config=GPT2_SMALL, sequenceLength=128).config_map_field is None
+    read = _resolver(files).workload(from_map)
+    assert inline.model == read.model == jobspec.CUSTOM_MODEL
+    assert inline.features == read.features and inline.features_key == read.features_key
+    assert inline.features_key.startswith("huggingface:")
+    assert inline.features is not None and inline.features["params"] > 0
+
+
+def test_lora_and_checkpointing_reach_the_workloads_memory_terms() -> None:
+    lora = _resolver().workload(
+        _hf_job(config=GPT2_SMALL, sequenceLength=128, lora={"rank": 4}, gradientCheckpointing=True)
+    )
+    full = _resolver().workload(_hf_job(config=GPT2_SMALL, sequenceLength=128))
+    assert lora.features is not None and full.features is not None
+    assert lora.features["trainable_param_bytes"] < full.features["trainable_param_bytes"]
+    assert "kept_activation_bytes_per_sample" in lora.features
+    assert lora.features_key != full.features_key
+
+
+@pytest.mark.parametrize(
+    ("huggingface", "field_path"),
+    [
+        (
+            {"config": {**GPT2_SMALL, "n_head": 3}, "sequenceLength": 128},
+            "spec.model.huggingface.config.n_head",
+        ),
+        ({"config": {"model_type": "t5"}, "sequenceLength": 128}, "spec.model.huggingface.config.model_type"),
+        ({"config": GPT2_SMALL, "sequenceLength": 129}, "spec.model.huggingface.sequenceLength"),
+        ({"config": GPT2_SMALL}, "spec.model.huggingface.sequenceLength"),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "lora": {"rank": "x"}},
+            "spec.model.huggingface.lora.rank",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "lora": {"rank": 2, "targetModules": ["q_proj"]}},
+            "spec.model.huggingface.lora.targetModules",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "optimizer": "lion"},
+            "spec.model.huggingface.optimizer",
+        ),
+        ({"config": [1], "sequenceLength": 8}, "spec.model.huggingface.config"),
+        ({"sequenceLength": 8}, "spec.model.huggingface"),
+        ({"configMap": "absent", "sequenceLength": 8}, "spec.model.huggingface.configMap"),
+    ],
+)
+def test_what_the_config_route_cannot_count_names_the_field(huggingface: dict, field_path: str) -> None:
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver().workload(_hf_job(**huggingface))
+    assert caught.value.field_path == field_path
+
+
+def test_a_config_map_that_is_not_json_names_the_field() -> None:
+    files = {("team-a", "configs", "config.json"): b"\xff not json"}
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _resolver(files).workload(_hf_job(configMap="configs", sequenceLength=8))
+    assert caught.value.field_path == "spec.model.huggingface.configMap"
+    assert "not a JSON config" in str(caught.value)
+
+
+def test_a_described_model_too_large_for_any_gpu_names_its_description() -> None:
+    job = _hf_job(config=GPT2_SMALL, sequenceLength=128)
+    problem = _verdict(job, _resolver().workload(job), _snapshot(), memory_mib=10**6)
+    assert problem is not None and "spec.model.huggingface" in str(problem)
+
+
+def _shaped(name: str, shape: tuple[int, ...], batch_size: int) -> Workload:
+    """A stand-in for catalog.workload_at_shape: 3×16×16 is too small."""
+    if shape == (3, 16, 16):
+        raise ValueError("MaxPool node 'pool': the input is too small")
+    features = {**dict.fromkeys(PROFILE_NAMES, 1.0), "flops_per_sample": float(shape[-1] * shape[-2])}
+    return Workload(f"{name}@x", batch_size, features, f"shape:{name}:x")
+
+
+def _shape_resolver() -> jobspec.WorkloadResolver:
+    return jobspec.WorkloadResolver(_canonical, _resolver().read_onnx, _resolver().onnx_features, _shaped)
+
+
+def _shape_job(shape: object, **model: Any) -> jobspec.JobSpec:
+    return jobspec.parse(
+        DLJobBuilder.stored("cifar").model(**(model or {"architecture": "ResNet-50"}), inputShape=shape).obj()
+    )
+
+
+def test_an_input_shape_counts_the_catalog_model_again_under_its_own_name_and_key() -> None:
+    job = _shape_job([3, 32, 32])
+    assert job.resolved_off_loop
+    workload = _shape_resolver().workload(job)
+    assert workload == Workload("resnet50@x", 32, features_key="shape:resnet50:x")
+    assert workload.features is not None and workload.features["flops_per_sample"] == 1024.0
+
+
+@pytest.mark.parametrize(
+    ("shape", "model", "reason"),
+    [
+        ([3, 16, 16], {}, "resnet50 cannot take it: MaxPool node 'pool': the input is too small"),
+        ([0, 32], {}, "1 to 4 sizes"),
+        ([1, 2, 3, 4, 5], {}, "1 to 4 sizes"),
+        (["3", 32, 32], {}, "1 to 4 sizes"),
+        ([3, 32, 32], {"onnx": {"configMap": "g"}}, "applies to spec.model.architecture"),
+    ],
+)
+def test_an_input_shape_that_cannot_be_counted_names_the_field(
+    shape: object, model: dict[str, Any], reason: str
+) -> None:
+    with pytest.raises(jobspec.InvalidJob) as caught:
+        _shape_resolver().workload(_shape_job(shape, **model))
+    assert caught.value.field_path == "spec.model.inputShape"
+    assert reason in str(caught.value)

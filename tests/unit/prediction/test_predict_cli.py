@@ -210,3 +210,53 @@ def test_train_refuses_csv_without_the_columns(tmp_path: Path) -> None:
     code, output = _run("train", "slowdown", "--data", str(data), "--out", str(tmp_path / "models"))
     assert code != 0
     assert "tput_a_alone" in output
+
+
+HF_LLAMA = REPO / "examples" / "huggingface" / "llama-3-8b.json"
+
+
+def _hf_job(*extra: str) -> tuple[int, str]:
+    args = ["predict", "job", "--hf-config", str(HF_LLAMA), "--batch-size", "1", "--gpu", "h100"]
+    return _run(*args, "--precision", "bf16", "--json", *extra)
+
+
+def test_job_from_a_hugging_face_config_counts_lora_and_checkpointing() -> None:
+    code, output = _hf_job("--sequence-length", "2048")
+    assert code == 0, output
+    full = json.loads(output)
+    assert full["params"] == full["trainable_params"] == 8_030_261_248  # the published count
+    code, output = _hf_job("--sequence-length", "2048", "--lora-rank", "16", "--gradient-checkpointing")
+    assert code == 0, output
+    lora = json.loads(output)
+    assert lora["trainable_params"] < full["trainable_params"] / 1000
+    assert lora["memory_mib"] < full["memory_mib"] / 2
+    assert lora["sequence_length"] == 2048 and lora["precision"] == "bf16"
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        ((), "--sequence-length"),
+        (("--sequence-length", "512", "--lora-target", "q_proj"), "--lora-rank"),
+        (("--sequence-length", "512", "--lora-rank", "8", "--lora-target", "c_attn"), "lora.targetModules"),
+        (("--sequence-length", "512", "--model", "bert"), "exactly one of --model and --hf-config"),
+    ],
+)
+def test_job_from_a_hugging_face_config_names_what_is_wrong(extra: tuple[str, ...], named: str) -> None:
+    code, output = _hf_job(*extra)
+    assert code != 0
+    assert named in output
+
+
+def test_job_at_an_input_shape_predicts_less_memory_and_names_a_shape_it_cannot_take() -> None:
+    args = ["predict", "job", "--model", "vgg16", "--batch-size", "128", "--gpu", "a100", "--json"]
+    code, output = _run(*args, "--input-shape", "3x32x32")
+    assert code == 0, output
+    cifar = json.loads(output)
+    assert cifar["input_shape"] == [3, 32, 32]
+    code, output = _run(*args)
+    assert code == 0, output
+    assert cifar["memory_mib"] < json.loads(output)["memory_mib"] / 3
+    code, output = _run(*args, "--input-shape", "3x16x16")
+    assert code != 0
+    assert "--input-shape [3, 16, 16]: vgg16 cannot take it" in output

@@ -1,0 +1,299 @@
+"""Transformer training jobs described by their Hugging Face `config.json`: counted, not exported.
+
+Fine-tuning a Llama / Mistral / Qwen2-style decoder, GPT-2 or BERT is described by its config, a
+sequence length, an optimizer and optionally LoRA and gradient checkpointing. From those this module
+counts, with no torch and no graph, what `features.profile_onnx` would count on the graph Hugging Face
+exports in eager mode (`attn_implementation="eager"`, as `hack/gen_catalog.py --from-torch` exports the
+catalog's transformers), node for node (`transformer_graph` lists the nodes of each module). The
+catalog's exported graphs check it (tests/unit/prediction/test_transformer.py): every profile entry
+equal.
+
+Beside the profile it gives what a graph cannot say and the memory model reads (`features.MEMORY_NAMES`):
+the bytes of trainable parameters (their gradients), of the optimizer's state, of the activations
+kept for backward under gradient checkpointing, and of the loss over the vocabulary (held at FP32).
+
+Pure: a config is a mapping, nothing is read or downloaded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from horus_operator.prediction import features
+from horus_operator.prediction import transformer_graph as tg
+from horus_operator.prediction.transformer_graph import Shape
+
+INDEX_BYTES = 8  # token ids are int64
+LOSS_FP32_COPIES = 2  # the logits cast to FP32 and their log-softmax (under fp32 the cast is a no-op: 1)
+# FP32 values the optimizer keeps per trainable parameter (Adam: two moments; SGD: momentum).
+OPTIMIZER_STATES: Mapping[str, int] = {"adam": 2, "adamw": 2, "sgd": 1}
+DEFAULT_OPTIMIZER = "adam"
+# What PEFT's LoraConfig adapts when target_modules is not given (its per-model-type defaults).
+DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
+    "decoder": ("q_proj", "v_proj"),
+    "gpt2": ("c_attn",),
+    "bert": ("query", "value"),
+}
+ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head
+
+
+class ConfigError(ValueError):
+    """A config or training setting this module cannot count; `key` names it as the DLJob's
+    spec.model.huggingface does (`config.hidden_size`, `lora.targetModules`, `sequenceLength`)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key = key
+
+
+@dataclass(frozen=True)
+class Lora:
+    rank: int
+    target_modules: tuple[str, ...] = ()  # empty: PEFT's default for the model type
+
+
+@dataclass(frozen=True)
+class Training:
+    """How the model is trained: what changes the counts besides the architecture."""
+
+    sequence_length: int
+    optimizer: str = DEFAULT_OPTIMIZER
+    lora: Lora | None = None
+    gradient_checkpointing: bool = False
+
+
+# ---- reading a config ----
+
+_DECODER_TYPES = frozenset({"llama", "mistral", "qwen2"})
+
+
+def read_shape(config: Mapping[str, Any]) -> Shape:
+    """The architecture of a Hugging Face config.json; ConfigError naming the key that is missing or
+    wrong, or `model_type` when the architecture is not one this module counts."""
+    model_type: object = config.get("model_type") or ("gpt2" if "n_embd" in config else None)
+    if not isinstance(model_type, str):
+        raise ConfigError(
+            "config.model_type", f"a string naming the architecture is required, got {model_type!r}"
+        )
+    if model_type in _DECODER_TYPES:
+        return _decoder_shape(config, qkv_bias=model_type == "qwen2")
+    if model_type in _LEARNED_KEYS:
+        return _learned_shape(config, model_type)
+    supported = ", ".join(sorted([*_DECODER_TYPES, "gpt2", "bert"]))
+    raise ConfigError("config.model_type", f"{model_type!r} is not a supported architecture ({supported})")
+
+
+# No dimension of a trainable model comes near this; beyond it counts would overflow a float.
+MAX_DIMENSION = 1 << 32
+
+
+def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int:
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DIMENSION:
+        raise ConfigError(f"config.{key}", f"an integer from 1 to {MAX_DIMENSION} is required, got {value!r}")
+    return value
+
+
+def _split(hidden: int, heads: int, key: str = "num_attention_heads") -> int:
+    if hidden % heads:
+        raise ConfigError(f"config.{key}", f"{heads} heads do not divide the width {hidden}")
+    return hidden // heads
+
+
+def _decoder_shape(config: Mapping[str, Any], *, qkv_bias: bool) -> Shape:
+    hidden, heads = _int(config, "hidden_size"), _int(config, "num_attention_heads")
+    kv_heads = _int(config, "num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise ConfigError(
+            "config.num_key_value_heads", f"{kv_heads} does not divide num_attention_heads {heads}"
+        )
+    attention_bias = bool(config.get("attention_bias", False))
+    return Shape(
+        family="decoder",
+        hidden=hidden,
+        layers=_int(config, "num_hidden_layers"),
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=_int(config, "head_dim") if config.get("head_dim") is not None else _split(hidden, heads),
+        intermediate=_int(config, "intermediate_size"),
+        vocab=_int(config, "vocab_size"),
+        positions=0,
+        tied=bool(config.get("tie_word_embeddings", False)),
+        qkv_bias=qkv_bias or attention_bias,
+        out_bias=attention_bias,
+        mlp_bias=bool(config.get("mlp_bias", False)),
+    )
+
+
+# Config keys and Hugging Face's defaults (GPT2Config, BertConfig) of the two learned-position families:
+# (width, layers, heads, vocabulary, positions).
+_LEARNED_KEYS: Mapping[str, tuple[tuple[str, int], ...]] = {
+    "gpt2": (("n_embd", 768), ("n_layer", 12), ("n_head", 12), ("vocab_size", 50257), ("n_positions", 1024)),
+    "bert": (
+        ("hidden_size", 768),
+        ("num_hidden_layers", 12),
+        ("num_attention_heads", 12),
+        ("vocab_size", 30522),
+        ("max_position_embeddings", 512),
+    ),
+}
+
+
+def _learned_shape(config: Mapping[str, Any], family: str) -> Shape:
+    hidden, layers, heads, vocab, positions = (_int(config, *key) for key in _LEARNED_KEYS[family])
+    if family == "gpt2":  # n_inner null means 4 × n_embd
+        intermediate = _int(config, "n_inner") if config.get("n_inner") is not None else 4 * hidden
+    else:
+        intermediate = _int(config, "intermediate_size", 3072)
+    return Shape(
+        family=family,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=_split(hidden, heads, _LEARNED_KEYS[family][2][0]),
+        intermediate=intermediate,
+        vocab=vocab,
+        positions=positions,
+        tied=bool(config.get("tie_word_embeddings", True)),
+        type_vocab=_int(config, "type_vocab_size", 2) if family == "bert" else 0,
+    )
+
+
+# ---- counting ----
+
+
+@dataclass(frozen=True)
+class Description:
+    """A transformer training job counted from its config."""
+
+    shape: Shape
+    training: Training
+    params: int  # every parameter the GPU holds (LoRA's adapters included)
+    trainable_params: int  # those with gradients and optimizer state
+    # features.PROFILE_NAMES, and the features.MEMORY_NAMES that differ from what a graph implies
+    profile: Mapping[str, float]
+    key: str = ""  # identifies the config and training setup (a digest), for caching predictions
+
+    @property
+    def flops_per_token(self) -> float:
+        """Forward FLOPs per token (multiply-add = 2): matmuls, attention and the elementwise rest."""
+        return self.profile["flops_per_sample"] / self.training.sequence_length
+
+
+def describe(config: Mapping[str, Any], training: Training) -> Description:
+    """Count a training job of the architecture `config` (a Hugging Face config.json) describes;
+    ConfigError naming the config key or training setting it cannot take."""
+    shape = read_shape(config)
+    _check_training(shape, training)
+    targets = _lora_targets(shape, training.lora)
+    s = training.sequence_length
+    rank = training.lora.rank if training.lora is not None else None
+    blocks = tg.FAMILIES[shape.family](shape, s, lambda: tg.Builder(s, rank, targets))
+    # (block, times it occurs): the layer is counted once and multiplied, never repeated in memory
+    weighted = ((blocks[0], 1), (blocks[1], shape.layers), (blocks[2], 1))
+    base = sum(times * _base_params(block, shape) for block, times in weighted)
+    adapters = sum(times * _adapter_params(block, training.lora, targets) for block, times in weighted)
+    trainable = adapters if training.lora is not None else base
+    profile = _tally(weighted)
+    profile.update(params=float(base + adapters), param_bytes=float(tg.FP32 * (base + adapters)))
+    profile["input_bytes_per_sample"] = float(INDEX_BYTES * s)
+    profile["trainable_param_bytes"] = float(tg.FP32 * trainable)
+    profile["optimizer_state_bytes"] = float(tg.FP32 * OPTIMIZER_STATES[training.optimizer] * trainable)
+    # The loss over the vocabulary, not in a forward graph: Hugging Face's (and torchtune's) cast the
+    # logits to FP32 (`logits.float()`) and log-softmax them, keeping both for backward, at any precision.
+    profile["fp32_activation_bytes_per_sample"] = float(LOSS_FP32_COPIES * tg.FP32 * s * shape.vocab)
+    if training.gradient_checkpointing:
+        profile["kept_activation_bytes_per_sample"] = _checkpointed_bytes(blocks, shape, s)
+    elif training.lora is not None:
+        profile["kept_activation_bytes_per_sample"] = sum(
+            times * tg.activation_bytes(block, kept_only=True) for block, times in weighted
+        )
+    return Description(shape, training, base + adapters, trainable, profile, key=_digest(config, training))
+
+
+def _digest(config: Mapping[str, Any], training: Training) -> str:
+    text = json.dumps([config, dataclasses.asdict(training)], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _check_training(shape: Shape, training: Training) -> None:
+    if not 1 <= training.sequence_length <= MAX_DIMENSION:
+        raise ConfigError("sequenceLength", f"from 1 to {MAX_DIMENSION}, got {training.sequence_length}")
+    if shape.positions and training.sequence_length > shape.positions:
+        raise ConfigError(
+            "sequenceLength",
+            f"{training.sequence_length} tokens exceed the {shape.positions} learned positions of the config",
+        )
+    if training.optimizer not in OPTIMIZER_STATES:
+        raise ConfigError(
+            "optimizer", f"{training.optimizer!r}: expected one of {', '.join(OPTIMIZER_STATES)}"
+        )
+    if training.lora is not None and not 1 <= training.lora.rank <= MAX_DIMENSION:
+        raise ConfigError("lora.rank", f"from 1 to {MAX_DIMENSION}, got {training.lora.rank}")
+
+
+def _lora_targets(shape: Shape, lora: Lora | None) -> frozenset[str]:
+    """The linear layers LoRA adapts, by module name as PEFT matches them."""
+    if lora is None:
+        return frozenset()
+    names = _linear_names(shape)
+    wanted = lora.target_modules or DEFAULT_LORA_TARGETS[shape.family]
+    if ALL_LINEAR in wanted:
+        return frozenset(names - {tg.LM_HEAD})
+    unknown = sorted(set(wanted) - names)
+    if unknown:
+        raise ConfigError(
+            "lora.targetModules", f"{', '.join(unknown)}: no such linear layer ({', '.join(sorted(names))})"
+        )
+    return frozenset(wanted)
+
+
+def _linear_names(shape: Shape) -> set[str]:
+    blocks = tg.FAMILIES[shape.family](shape, 1, lambda: tg.Builder(1, None, frozenset()))
+    return {linear.name for block in blocks for linear in block.linears}
+
+
+def _base_params(block: tg.Block, shape: Shape) -> int:
+    total = block.other_params
+    for linear in block.linears:
+        weight = 0 if linear.name == tg.LM_HEAD and shape.tied else linear.fan_in * linear.fan_out
+        total += weight + (linear.fan_out if linear.bias else 0)
+    return total
+
+
+def _adapter_params(block: tg.Block, lora: Lora | None, targets: frozenset[str]) -> int:
+    if lora is None:
+        return 0
+    return sum(
+        lora.rank * (linear.fan_in + linear.fan_out) for linear in block.linears if linear.name in targets
+    )
+
+
+def _tally(weighted: Iterable[tuple[tg.Block, int]]) -> dict[str, float]:
+    """The profile entries counted from the nodes of each block × its occurrences, by `features`' rules."""
+    counts = dict.fromkeys(features.PROFILE_NAMES, 0.0)
+    for block, times in weighted:
+        for node in block.nodes:
+            count = times * node.count
+            counts[f"{node.category}_ops"] += count
+            counts["flops_per_sample"] += count * node.flops
+            if node.category in ("linear", "attention"):
+                counts[f"{node.category}_flops_per_sample"] += count * node.flops
+        counts["activation_bytes_per_sample"] += times * tg.activation_bytes(block)
+    return counts
+
+
+def _checkpointed_bytes(blocks: tg.Blocks, shape: Shape, s: int) -> float:
+    """Activation bytes kept under gradient checkpointing (Hugging Face's, one checkpoint per layer):
+    the inputs of layers 2…L (the outputs of the layers before them; the first layer's input is the
+    embeddings' output, counted with them), and one layer's activations while it is recomputed for its
+    backward; the embeddings and the head are not checkpointed."""
+    start, layer, end = (tg.activation_bytes(block, kept_only=True) for block in blocks)
+    inputs = (shape.layers - 1) * s * shape.hidden * tg.FP32
+    return start + inputs + layer + end

@@ -1,0 +1,193 @@
+"""Transformers counted from their Hugging Face config (`prediction.transformer`), checked against
+graphs exported from the same architectures, published parameter counts and measured peaks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from horus_operator.prediction import artifacts, catalog, features, transformer
+from horus_operator.prediction.training import common, memory_fit
+from horus_operator.prediction.transformer import ConfigError, Lora, Training
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = REPO / "examples" / "huggingface"
+
+# The configurations hack/gen_catalog.py exported these catalog entries from (each entry's `source`
+# names them), at the entry's sequence length.
+GPT2_MEDIUM = {"model_type": "gpt2", "n_embd": 1024, "n_layer": 24, "n_head": 16}
+BERT_LARGE = {
+    "model_type": "bert",
+    "hidden_size": 1024,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 16,
+    "intermediate_size": 4096,
+}
+LLAMA_160M = {
+    "model_type": "llama",
+    "vocab_size": 32000,
+    "hidden_size": 768,
+    "intermediate_size": 3072,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+}
+TINYLLAMA = {**LLAMA_160M, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22}
+TINYLLAMA.update(num_attention_heads=32, num_key_value_heads=4)
+EXPORTED = {
+    "gpt2-medium": (GPT2_MEDIUM, 1024),
+    "bert-large": (BERT_LARGE, 512),
+    "llama-160m": (LLAMA_160M, 2048),
+    "tinyllama-1.1b": (TINYLLAMA, 2048),
+}
+
+
+def _describe(config: dict[str, Any], tokens: int, **training: Any) -> transformer.Description:
+    return transformer.describe(config, Training(sequence_length=tokens, **training))
+
+
+@pytest.mark.parametrize("name", sorted(EXPORTED))
+def test_the_count_equals_the_profile_of_the_graph_hugging_face_exports(name: str) -> None:
+    # The catalog's profile of these entries is features.profile_onnx over the graph torch.onnx exported
+    # from transformers (hack/catalog/graphs/): every entry, op counts and activation bytes included.
+    config, tokens = EXPORTED[name]
+    counted = _describe(config, tokens).profile
+    graph = catalog.entry(name)["profile"]
+    assert {key: counted[key] for key in features.PROFILE_NAMES} == pytest.approx(graph, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("name", "config", "tokens"),
+    [("gpt2", {"model_type": "gpt2"}, 1024), ("bert", {"model_type": "bert"}, 512)],
+)
+def test_the_built_gpt2_and_bert_graphs_agree_in_parameters_and_flops(
+    name: str, config: dict[str, Any], tokens: int
+) -> None:
+    # These catalog graphs are written with onnx.helper (not exported): separate Q, K, V projections and
+    # fewer layout nodes, so op counts and activation bytes differ (docs/catalog.md); the arithmetic may not.
+    counted = _describe(config, tokens).profile
+    graph = catalog.entry(name)["profile"]
+    assert counted["params"] == graph["params"]
+    for key in ("linear_flops_per_sample", "attention_flops_per_sample"):
+        assert counted[key] == graph[key]
+    assert counted["flops_per_sample"] == pytest.approx(graph["flops_per_sample"], rel=1e-3)
+
+
+# The parameter counts the Hugging Face Hub shows for the published weights of each model.
+PUBLISHED_PARAMS = {
+    "llama-3-8b.json": 8_030_261_248,
+    "mistral-7b-v0.1.json": 7_241_732_096,
+    "qwen2-7b.json": 7_615_616_512,
+}
+
+
+@pytest.mark.parametrize("file", sorted(PUBLISHED_PARAMS))
+def test_the_example_configs_count_their_published_parameters(file: str) -> None:
+    config = json.loads((EXAMPLES / file).read_text())
+    assert _describe(config, 2048).params == PUBLISHED_PARAMS[file]
+
+
+def test_lora_trains_only_its_adapters() -> None:
+    config = json.loads((EXAMPLES / "llama-3-8b.json").read_text())
+    full = _describe(config, 2048)
+    lora = _describe(config, 2048, lora=Lora(rank=16))
+    # PEFT's default for Llama adapts q_proj (4096 → 4096) and v_proj (4096 → 1024, 8 KV heads of 128):
+    # rank × (in + out) per adapted layer, 32 layers.
+    adapters = 32 * 16 * ((4096 + 4096) + (4096 + 1024))
+    assert lora.trainable_params == adapters
+    assert lora.params == full.params + adapters
+    assert lora.profile["optimizer_state_bytes"] == 2 * 4 * adapters
+    assert lora.profile["flops_per_sample"] > full.profile["flops_per_sample"]
+
+
+def test_all_linear_adapts_every_layer_but_the_head() -> None:
+    config = {"model_type": "gpt2"}
+    lora = _describe(config, 1024, lora=Lora(rank=8, target_modules=("all-linear",)))
+    per_layer = 8 * ((768 + 3 * 768) + (768 + 768) + (768 + 3072) + (3072 + 768))
+    assert lora.trainable_params == 12 * per_layer
+
+
+def test_checkpointing_keeps_layer_inputs_and_one_layer() -> None:
+    plain = _describe(LLAMA_160M, 2048)
+    kept = _describe(LLAMA_160M, 2048, gradient_checkpointing=True).profile[
+        "kept_activation_bytes_per_sample"
+    ]
+    assert "kept_activation_bytes_per_sample" not in plain.profile
+    assert 12 * 2048 * 768 * 4 < kept < plain.profile["activation_bytes_per_sample"] / 3
+
+
+def test_the_optimizer_sets_the_state_per_trainable_parameter() -> None:
+    adam = _describe(LLAMA_160M, 512).profile["optimizer_state_bytes"]
+    sgd = _describe(LLAMA_160M, 512, optimizer="sgd").profile["optimizer_state_bytes"]
+    assert adam == 2 * sgd == 2 * 4 * 162_417_408
+
+
+@pytest.mark.parametrize(
+    ("config", "training", "key"),
+    [
+        ({"model_type": "t5"}, {}, "config.model_type"),
+        ({"model_type": "llama"}, {}, "config.hidden_size"),
+        ({**LLAMA_160M, "num_key_value_heads": 5}, {}, "config.num_key_value_heads"),
+        ({**LLAMA_160M, "num_attention_heads": 7}, {}, "config.num_attention_heads"),
+        ({**LLAMA_160M, "vocab_size": "many"}, {}, "config.vocab_size"),
+        ({"model_type": "gpt2"}, {"sequence_length": 1025}, "sequenceLength"),
+        (LLAMA_160M, {"optimizer": "lion"}, "optimizer"),
+        (LLAMA_160M, {"lora": Lora(rank=0)}, "lora.rank"),
+        (LLAMA_160M, {"lora": Lora(rank=8, target_modules=("c_attn",))}, "lora.targetModules"),
+    ],
+)
+def test_what_cannot_be_counted_is_named(config: dict[str, Any], training: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        transformer.describe(config, Training(**{"sequence_length": 512, **training}))
+    assert raised.value.key == key
+
+
+def test_a_described_bert_is_never_under_a_measured_bert_peak() -> None:
+    # milabench's BERT-base peaks (data/memory/): the memory envelope covers them for the catalog's
+    # graph of BERT-base; the config route counts Hugging Face's eager graph, which holds more.
+    samples = memory_fit.peak_samples(
+        REPO / "data" / "memory" / "milabench_scaling_nvidia.csv", common.catalog_name
+    )
+    bert = samples[samples["model"] == "bert"]
+    assert len(bert) > 0
+    profile = _describe({"model_type": "bert"}, 512).profile
+    model = artifacts.load().memory
+    predicted = np.array(
+        [
+            model.memory_mib(features.at_batch(profile, int(batch)), precision)
+            for batch, precision in zip(bert["batch"], bert["precision"], strict=True)
+        ]
+    )
+    assert (predicted >= bert["measured_mib"].to_numpy()).all()
+
+
+def _memory(profile: dict[str, float], batch: int = 4, precision: str = "bf16") -> float:
+    return artifacts.load().memory.memory_mib(features.at_batch(profile, batch), precision)
+
+
+def test_lora_and_checkpointing_lower_predicted_memory_and_plain_jobs_keep_the_old_rule() -> None:
+    config = json.loads((EXAMPLES / "mistral-7b-v0.1.json").read_text())
+    full = dict(_describe(config, 2048).profile)
+    lora = dict(_describe(config, 2048, lora=Lora(rank=16)).profile)
+    both = dict(_describe(config, 2048, lora=Lora(rank=16), gradient_checkpointing=True).profile)
+    assert _memory(both) < _memory(lora) < _memory(full)
+    model = artifacts.load().memory
+    # Full fine-tuning with Adam says what the rule assumed all along; only the loss comes on top, which
+    # no forward graph holds: the logits cast to FP32 and their log-softmax, 2 × 4 bytes × 2,048 tokens
+    # × 32,000 words per sample, at any precision.
+    graph_only = {key: full[key] for key in features.PROFILE_NAMES}
+    loss_mib = 2 * (2 * 4 * 2048 * 32000) / (1024 * 1024)  # batch 2
+    for precision in ("fp32", "bf16"):
+        at_batch = features.at_batch(full, 2), features.at_batch(graph_only, 2)
+        assert model.memory_mib(at_batch[0], precision) == pytest.approx(
+            model.memory_mib(at_batch[1], precision) + model.activation_factor * loss_mib
+        )
+        assert model.floor_mib(at_batch[0], precision) == pytest.approx(
+            model.floor_mib(at_batch[1], precision) + model.floor_activation_factor * loss_mib
+        )
+    assert model.floor_mib(features.at_batch(both, 4), "bf16") < model.floor_mib(
+        features.at_batch(full, 4), "bf16"
+    )
