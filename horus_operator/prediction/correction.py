@@ -5,8 +5,8 @@ Pure: no clock, no I/O; callers hand in observations with their times and persis
 **What is learned.** For a job i observed next to its co-tenants on a GPU type, with x = ln(the
 prior's predicted slowdown) and y = ln(observed slowdown) (both floored at 1: log excess slowdown), at
 three levels:
-- per GPU type, a *scale* b of the prior's log slowdown: least squares through the origin of y on x over
-  every sample on that GPU, so that the corrected log slowdown is b·x before the levels below;
+- per GPU type, a *scale* b ≤ 1 of the prior's log slowdown: least squares through the origin of y on
+  x over every sample on that GPU, so that the corrected log slowdown is b·x before the levels below;
 - per (GPU type, job signature): the residual y − b·x of every sample of i, whatever its co-tenant;
 - per (GPU type, job signature, co-tenant signature), "per pair where seen": residuals of i next to
   exactly that one co-tenant (i's slowdown next to j; j's next to i is its own entry).
@@ -24,6 +24,16 @@ any GPU). Gavel's data cannot tell the two apart (`bench/gpu_bias_shape.py`: on 
 a scale leaves slightly less log error than an offset, both barely less than the prior, because there
 the error is mostly pair by pair; docs/prediction.md, "Online correction"), so the physics decides. A
 pair that differs from the scaled prior is what the job and pair levels are for.
+
+**Only downward.** The scale is capped at 1: the GPU level may shrink the prior's excess for every pair,
+never stretch it. The two directions are not alike for a scheduler that learns from the co-locations it
+makes: a stretch applied to every pair of a GPU can push all of them past what sharing gains, no job
+shares any more and nothing is observed that could undo it; a shrink makes more pairs share and is
+checked by what they show. On the leave-K80-out bench the uncapped scale did exactly that: the first six
+samples were A3C pairs (its four emulator processes slow partners on the host, 1.5–3.2× where the
+prior said 1.2–1.4×), the scale went to 2.7, no other co-location was learned from in the whole run
+and the makespan was exclusive GPUs' (1.001×). A job or pair worse than the prior still corrects
+upward at its own level, where a stretch stops only its own sharing.
 
 **Shrinkage toward the prior, empirical Bayes.** The scale has a normal prior N(1, τ_b²): with Sxx =
 Σx², Sxy = Σxy its posterior mean is (Sxy + λ)/(Sxx + λ) and variance s²/(Sxx + λ), λ = s²/τ_b², where
@@ -198,7 +208,9 @@ class _Scale:
         shown = max(0.0, (self.xy / self.xx - 1) ** 2 - scatter / sxx)  # (b̂ − 1)² less its noise
         prior_variance = (SCALE_PSEUDO_SXX * SCALE_SD**2 + sxx * shown) / (SCALE_PSEUDO_SXX + sxx)
         pull = scatter / prior_variance  # λ: how much Σx² the prior is worth
-        return (sxx * self.xy / self.xx + pull) / (sxx + pull), scatter / (sxx + pull)
+        # never above 1: a GPU-wide stretch would stop every co-location, and with them the evidence
+        # that could undo it (module docstring, "Only downward")
+        return min(1.0, (sxx * self.xy / self.xx + pull) / (sxx + pull)), scatter / (sxx + pull)
 
 
 def _initial_mean_square() -> float:

@@ -57,21 +57,22 @@ def one_sample_by_hand(x: float, y: float) -> tuple[float, float, float]:
     k = NOISE_SD**2 / (scatter - NOISE_SD**2)
     shown = max(0.0, (y / x - 1) ** 2 - scatter / x**2)
     pull = scatter / ((SCALE_PSEUDO_SXX * SCALE_SD**2 + x**2 * shown) / (SCALE_PSEUDO_SXX + x**2))
-    scale = (x * y + pull) / (x * x + pull)
+    scale = min(1.0, (x * y + pull) / (x * x + pull))
     return scale, k, (y - scale * x) / (1 + k)
 
 
-def test_one_sample_moves_the_gpu_scale_and_the_pair_part_of_the_way_shrunk_toward_the_prior() -> None:
+@pytest.mark.parametrize("observed", [1.05, 2.4])
+def test_one_sample_moves_the_gpu_scale_down_and_the_pair_part_of_the_way_toward_it(observed: float) -> None:
     corrected = CorrectedPredictor(prior())
     assert corrected.correction.strength("v100") == PRIOR_STRENGTH
 
-    assert corrected.learn(seen(2.4)) is None
+    assert corrected.learn(seen(observed)) is None
 
-    x, y = math.log(1.2), math.log(2.4)
+    x, y = math.log(1.2), math.log(observed)
     scale, k, job_level = one_sample_by_hand(x, y)
     assert corrected.correction.scale("v100") == pytest.approx(scale)
     assert corrected.correction.strength("v100") == pytest.approx(k)
-    assert 1 < scale < y / x  # part of the way
+    assert y / x < scale < 1 if observed < 1.2 else scale == 1  # part of the way down; never up
     pair_level = (y - scale * x + k * job_level) / (1 + k)  # toward the job level
     a_next_to_b, b_next_to_a = corrected.slowdowns("v100", [A, B])  # type: ignore[misc]
     assert a_next_to_b == pytest.approx(math.exp(scale * x + pair_level))
@@ -85,8 +86,8 @@ def test_the_job_level_carries_over_to_co_tenants_never_seen_with_it() -> None:
 
     a_next_to_c = corrected.slowdowns("v100", [A, C])[0]  # type: ignore[index]
 
-    scale, _, job_level = one_sample_by_hand(math.log(1.2), math.log(2.4))
-    assert a_next_to_c == pytest.approx(math.exp(scale * math.log(1.1) + job_level))
+    _, _, job_level = one_sample_by_hand(math.log(1.2), math.log(2.4))
+    assert a_next_to_c == pytest.approx(1.1 * math.exp(job_level))  # the scale stays 1 (upward)
     assert corrected.basis("v100", [A, C])[0] == Basis(OBSERVED, 1)
     assert corrected.slowdowns("p100", [A, B]) == (1.2, 1.5)  # another GPU type learns on its own
     assert corrected.basis("p100", [A, B]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))

@@ -45,12 +45,12 @@ def co_location(predictor: TablePredictor, i: int, bias: float) -> Observation:
 
 @settings(max_examples=200, deadline=None)
 @given(
-    bias=st.floats(0.05, 3.0),
+    bias=st.floats(0.05, 1.0),
     seen_slowdowns=st.lists(st.floats(1.05, 2.5), min_size=1, max_size=6),
     new_pair=st.floats(1.05, 2.5),
     samples=st.integers(1, 30),
 )
-def test_a_constant_bias_on_an_unseen_gpu_reaches_a_pair_never_seen_monotonically(
+def test_a_prior_too_high_on_an_unseen_gpu_comes_down_for_a_pair_never_seen_monotonically(
     bias: float, seen_slowdowns: list[float], new_pair: float, samples: int
 ) -> None:
     table = prior(seen_slowdowns, new_pair)
@@ -87,10 +87,23 @@ def test_a_scale_leaves_what_the_prior_calls_harmless_harmless() -> None:
     table = prior([1.5], new_pair=1.0)
     corrected = CorrectedPredictor(table)
     for i in range(10):
-        corrected.learn(co_location(table, i, 2.0))
+        corrected.learn(co_location(table, i, 0.2))
 
-    assert corrected.correction.scale("new-gpu") > 1.5
+    assert corrected.correction.scale("new-gpu") < 0.5
     assert corrected.slowdowns("new-gpu", [NEW, PARTNER]) == (1.0, 1.0)
+
+
+def test_a_prior_too_low_is_corrected_job_by_job_never_for_the_whole_gpu() -> None:
+    """A GPU-wide stretch would stop every co-location, and with them the evidence that could undo it."""
+    table = prior([1.3, 1.4], new_pair=1.5)
+    corrected = CorrectedPredictor(table)
+    for i in range(10):
+        corrected.learn(co_location(table, i, 2.5))
+
+    assert corrected.correction.scale("new-gpu") == 1.0
+    assert corrected.slowdowns("new-gpu", [NEW, PARTNER]) == (1.5, 1.5)  # jobs never seen: the prior
+    seen_pair = [Workload("m0", 16), Workload("m1", 16)]
+    assert corrected.slowdowns("new-gpu", seen_pair)[0] > 1.3**2  # type: ignore[index]
 
 
 def test_the_spread_narrows_as_a_gpu_is_learned_and_is_none_where_they_cannot_share() -> None:
