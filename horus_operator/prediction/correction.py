@@ -66,13 +66,21 @@ same signature showed on the same GPU type stands in (`note_alone` / `alone_rate
 bounded like the job level). Jobs of one signature train the same graph at the same batch size; code
 around it (data loading) may differ, which this assumes away.
 
+**Observed solo profiles.** The roofline predicts a job's GPU busy fraction from its graph, which cannot
+see a data loader or a CPU-bound environment. Once a job has run alone, its busy fraction as the node
+agent observed it is kept per (GPU type, signature) (`note_utilization` / `utilization`; a running
+mean, bounded like the job level), and `CorrectedPredictor` hands it to the prior (`Workload.busy`) in
+place of the roofline's, for that job and later jobs of its signature: in the slowdown prior, in the
+residuals it learns against, in `job().utilization`. Residuals learnt before a job's profile was
+observed were against the roofline's prior; they stay, and fade like any other evidence.
+
 **Forgetting.** A level's weight stops growing at `MAX_WEIGHT` samples (a running mean with weight
 1/min(n, MAX_WEIGHT)), so a cluster that changes (a driver, a library) is relearned; the count reported
 stays the true one.
 
-**Bounded.** At most `MAX_PAIRS` pair and `MAX_JOBS` job (and alone-rate) entries, the least recently
-updated dropped first; the ids of samples already learned (one co-location counts once, across restarts
-too) are kept for the newest `MAX_SEEN`.
+**Bounded.** At most `MAX_PAIRS` pair and `MAX_JOBS` job (and alone-rate, and busy-fraction) entries,
+the least recently updated dropped first; the ids of samples already learned (one co-location counts
+once, across restarts too) are kept for the newest `MAX_SEEN`.
 
 **Implausible samples are refused** (`rejection`): a job alone (no interference to learn), on a GPU
 marked unhealthy, a sample taken before the job's current placement (a rate left over from an earlier
@@ -238,6 +246,7 @@ class Correction:
         self._pairs: OrderedDict[PairKey, _Residuals] = OrderedDict()
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._alone: OrderedDict[JobKey, _Evidence] = OrderedDict()  # steps/s alone (`mean`)
+        self._busy: OrderedDict[JobKey, _Evidence] = OrderedDict()  # GPU busy fraction alone (`mean`)
         # per GPU type: the residuals' mean square against the scaled prior (σ² + τ²; `mean` of an _Evidence)
         self._spread: dict[str, _Evidence] = {}
         self._strength: dict[str, float] = {}
@@ -259,6 +268,18 @@ class Correction:
     def alone_rate(self, gpu: str, workload: Workload) -> float | None:
         """What jobs of `workload`'s signature showed alone on `gpu` (steps/s), if any was seen."""
         found = self._alone.get((gpu, signature(workload)))
+        return found.mean if found else None
+
+    def note_utilization(self, gpu: str, workload: Workload, busy: float) -> None:
+        """A job of `workload`'s signature was seen keeping `gpu` this busy (0..1) while alone on it."""
+        if math.isfinite(busy) and 0.0 <= busy <= 1.0:
+            key = (gpu, signature(workload))
+            _touch(self._busy, key, self._caps[0], _Evidence).add(busy, self.max_weight)
+            self.revision += 1
+
+    def utilization(self, gpu: str, workload: Workload) -> float | None:
+        """The busy fraction jobs of `workload`'s signature showed alone on `gpu`, if any was seen."""
+        found = self._busy.get((gpu, signature(workload)))
         return found.mean if found else None
 
     def strength(self, gpu: str) -> float:
@@ -345,6 +366,7 @@ class Correction:
             ],
             "seen": list(self._seen),
             "alone": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._alone.items()],
+            "busy": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._busy.items()],
         }
 
     def load(self, state: Mapping[str, Any], prior_id: str) -> bool:
@@ -360,10 +382,13 @@ class Correction:
         scales = dict(_table(state, "scales", 4, _gpu_key, _Scale))
         spread = dict(_table(state, "spread", 3, _gpu_key, _Evidence))
         alone = _table(state, "alone", 7, _job_key, _Evidence)
+        busy = _table(state, "busy", 7, _job_key, _Evidence)
+        if not all(0.0 <= e.mean <= 1.0 for e in busy.values()):
+            raise ValueError("busy: a busy fraction outside 0-1")
         seen = state.get("seen", [])
         if not isinstance(seen, list) or not all(isinstance(s, str) for s in seen):
             raise ValueError("seen: expected a list of sample ids")
-        self._jobs, self._pairs, self._alone, self._scales = jobs, pairs, alone, scales
+        self._jobs, self._pairs, self._alone, self._busy, self._scales = jobs, pairs, alone, busy, scales
         self._spread = spread
         self._strength = {gpu: _strength(e.mean) for gpu, e in spread.items()}
         self._scale = {
@@ -374,6 +399,7 @@ class Correction:
         for table, cap in (
             (self._jobs, self._caps[0]),
             (self._alone, self._caps[0]),
+            (self._busy, self._caps[0]),
             (self._pairs, self._caps[1]),
             (self._seen, self._caps[2]),
         ):
@@ -394,12 +420,12 @@ class CorrectedPredictor:
         return self.correction.revision
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
-        return self.prior.job(workload, gpu)
+        return self.prior.job(self._observed(gpu, workload), gpu)
 
     def slowdowns(
         self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
     ) -> tuple[float, ...] | None:
-        predicted = self.prior.slowdowns(gpu, workloads, memory_mib)
+        predicted = self._prior_slowdowns(gpu, workloads, memory_mib)
         if predicted is None or len(workloads) < 2 or not len(self.correction):
             return predicted
         return tuple(
@@ -413,7 +439,7 @@ class CorrectedPredictor:
         """Per workload, the posterior standard deviation of ln(its corrected slowdown) next to the
         others (`Correction.log_sd`): e^(ln slowdown + 2·sd) is a cautious upper end. None where
         `slowdowns` is."""
-        predicted = self.prior.slowdowns(gpu, workloads, memory_mib)
+        predicted = self._prior_slowdowns(gpu, workloads, memory_mib)
         if predicted is None:
             return None
         if len(workloads) < 2:
@@ -437,7 +463,7 @@ class CorrectedPredictor:
         if why is not None:
             return why
         together = [observation.workload, *observation.cotenants]
-        predicted = self.prior.slowdowns(observation.gpu, together, observation.memory_mib)
+        predicted = self._prior_slowdowns(observation.gpu, together, observation.memory_mib)
         if predicted is None:
             return "the prior says these jobs cannot share a GPU"
         self.correction.add(
@@ -449,6 +475,18 @@ class CorrectedPredictor:
             sample_id=observation.sample_id,
         )
         return None
+
+    def _prior_slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None
+    ) -> tuple[float, ...] | None:
+        """The prior's slowdowns, each job's busy fraction the observed one where there is one."""
+        return self.prior.slowdowns(gpu, [self._observed(gpu, w) for w in workloads], memory_mib)
+
+    def _observed(self, gpu: str, workload: Workload) -> Workload:
+        """`workload` carrying the busy fraction its signature showed alone on `gpu`, where one did."""
+        busy = self.correction.utilization(gpu, workload) if workload.busy is None else None
+        # to a percent: the prior caches per busy fraction, and a running mean moves with every sample
+        return workload if busy is None else dataclasses.replace(workload, busy=round(busy, 2))
 
 
 def _strength(mean_square: float) -> float:
