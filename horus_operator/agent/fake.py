@@ -13,8 +13,9 @@ With a truth table (`horus agent --backend fake --truth FILE`, the measured pair
 --truth` reads) it reports what the measurements say instead of echoing the predictions: a pod whose
 (model, batch size) the table knows (the operator's request annotation) runs at its measured isolated
 throughput divided by its measured slowdown next to its co-tenants, and reports that rate as its
-progress; its utilization is its predicted one divided by that slowdown (it does 1/slowdown of its
-work alone per second). A GPU whose co-tenants the table has not measured together (or says cannot
+progress; its utilization is its busy fraction alone divided by that slowdown (it does 1/slowdown of
+its work alone per second): the table's measured one (`util_a_alone`/`util_b_alone` columns), else
+its predicted one. A GPU whose co-tenants the table has not measured together (or says cannot
 share) falls back to the echo, without a progress rate: the fake never invents a measurement.
 """
 
@@ -160,7 +161,8 @@ class FakeBackend:
         for demand, config, slowdown in zip(on_gpu, known, slowdowns, strict=True):
             alone = self._truth.isolated.get((self._gpu_type, *config))
             rate = alone / slowdown if alone else None
-            runs.append(_Run(demand, demand.utilization / slowdown, rate))
+            busy = self._truth.utilization.get((self._gpu_type, *config), demand.utilization)
+            runs.append(_Run(demand, busy / slowdown, rate))
         return runs
 
     def _demands_by_gpu(self, pods: Sequence[PodInfo]) -> dict[int, list[_Demand]]:

@@ -26,6 +26,10 @@ class Workload:
     # what its pod may use beyond one core (its CPU limit, else its request), 0 where nothing says.
     # The slowdown prior's host-contention term reads it; a job's own steps are predicted without it.
     host_cpus: float = 0.0
+    # The job's GPU busy fraction alone (0..1) as the cluster observed it on the GPU type it is asked
+    # about, where it did (`correction.CorrectedPredictor` sets it from `Correction.utilization`); the
+    # slowdown prior and the predicted utilization read it instead of the roofline's. None: predicted.
+    busy: float | None = None
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ Read from a CSV in the colocation format (`gpu,model_a,batch_a,model_b,batch_b,t
 tput_b_alone,tput_a_shared,tput_b_shared`): the slowdown of a in a pair is `tput_a_alone /
 tput_a_shared`; both shared throughputs 0 means the pair cannot share (out of memory, or not measured —
 the source does not say which; both are treated as "cannot share"). Isolated throughputs come from the
-`tput_*_alone` columns.
+`tput_*_alone` columns. Optional columns `util_a_alone,util_b_alone` (0–1, blank where unknown) give each
+job's measured GPU busy fraction alone: what a node agent would observe of it running alone
+(`utilization`).
 
 Two shells read it as ground truth: the simulator (`sim/truth.py`, jobs progress by it) and the fake
 NVML backend (`agent/fake.py --truth`, which reports it instead of echoing predictions). Both ask
@@ -57,15 +59,21 @@ class TruthTable:
     # model -> CPU cores its measured jobs kept busy beside the training loop (`read_host_cpus`): what
     # those jobs' pods would declare, so a simulated job of that model carries it (Workload.host_cpus).
     host_cpus: dict[str, float] = field(default_factory=dict)
+    utilization: dict[ConfigKey, float] = field(default_factory=dict)  # busy fraction alone, where measured
 
     @classmethod
     def from_csv(cls, path: str | Path, host_cpus: dict[str, float] | None = None) -> TruthTable:
         isolated: dict[ConfigKey, float] = {}
         pairs: dict[tuple[ConfigKey, ConfigKey], tuple[float, float] | None] = {}
+        utilization: dict[ConfigKey, float] = {}
         with open(path, newline="") as handle:
-            for row in csv.DictReader(handle):
+            for line, row in enumerate(csv.DictReader(handle), start=2):
                 a = (row["gpu"], row["model_a"], int(row["batch_a"]))
                 b = (row["gpu"], row["model_b"], int(row["batch_b"]))
+                for config, column in ((a, "util_a_alone"), (b, "util_b_alone")):
+                    busy = _busy_fraction(row.get(column), f"{path}:{line} {column}")
+                    if busy is not None:
+                        utilization[config] = busy
                 alone_a, alone_b = float(row["tput_a_alone"]), float(row["tput_b_alone"])
                 shared_a, shared_b = float(row["tput_a_shared"]), float(row["tput_b_shared"])
                 isolated[a], isolated[b] = alone_a, alone_b
@@ -74,7 +82,7 @@ class TruthTable:
                 else:
                     slowdown_a, slowdown_b = max(1.0, alone_a / shared_a), max(1.0, alone_b / shared_b)
                     pairs[(a, b)], pairs[(b, a)] = (slowdown_a, slowdown_b), (slowdown_b, slowdown_a)
-        return cls(isolated=isolated, pairs=pairs, host_cpus=dict(host_cpus or {}))
+        return cls(isolated=isolated, pairs=pairs, host_cpus=dict(host_cpus or {}), utilization=utilization)
 
     def configs(self, gpu: str) -> list[tuple[str, int]]:
         """(model, batch) measured alone on `gpu`, in a stable order."""
@@ -96,3 +104,13 @@ class TruthTable:
                     return None
                 excess[i] += pair[0] - 1.0
         return tuple(1.0 + e for e in excess)
+
+
+def _busy_fraction(cell: str | None, where: str) -> float | None:
+    """A `util_*_alone` cell: None where absent or blank; `ValueError` outside 0–1."""
+    if cell is None or not cell.strip():
+        return None
+    value = float(cell)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{where}: {cell!r} is not a busy fraction (0-1)")
+    return value

@@ -1,7 +1,8 @@
 """The Predictor the operator, the placement policies and the simulator call.
 
 Everything is cached by (GPU type, workload key): a job's design row, its utilization (the busy
-fraction of `roofline.estimate` on that GPU's datasheet figures) and memory, and each ordered pair's
+fraction of `roofline.estimate` on that GPU's datasheet figures, or the observed one its workload
+carries, `Workload.busy`) and memory, and each ordered pair's
 slowdown. Pairs not yet cached are predicted in one batched XGBoost call, so the
 amortised cost of a placement query is a few dictionary look-ups. The slowdown rows end with the
 neighbour columns the shipped measurements give the pair (by GPU type, catalog model name and batch
@@ -23,7 +24,8 @@ from horus_operator.prediction.api import JobPrediction, UnknownModelError, Work
 from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize_gpu
 
 FeatureSource = Callable[[str, int], Mapping[str, float]]
-WorkloadKey = tuple[str, int, str, str, float]  # model, batch size, features key, precision, host CPUs
+# model, batch size, features key, precision, host CPUs, observed busy fraction (None: the roofline's)
+WorkloadKey = tuple[str, int, str, str, float, float | None]
 
 
 def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
@@ -108,13 +110,14 @@ class XGBoostPredictor:
             precision = check_precision(workload.precision)
             row = design.job_row(job_features, gpu, precision)
             step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
+            busy = step.busy if workload.busy is None else workload.busy  # observed, where it was
             prediction = JobPrediction(
-                utilization=step.busy,
+                utilization=busy,
                 memory_mib=self.models.memory.memory_mib(job_features, precision),
                 min_memory_mib=self.models.memory.floor_mib(job_features, precision),
                 step_s=step.step_ms / 1000.0,
             )
-            demand = (step.busy, workload.host_cpus)
+            demand = (busy, workload.host_cpus)
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, demand=demand)
         return entry
 
@@ -158,7 +161,14 @@ def _key(workload: Workload) -> WorkloadKey:
         features_key = repr(sorted(workload.features.items()))
     else:
         features_key = workload.features_key
-    return (workload.model, workload.batch_size, features_key, workload.precision, workload.host_cpus)
+    return (
+        workload.model,
+        workload.batch_size,
+        features_key,
+        workload.precision,
+        workload.host_cpus,
+        workload.busy,
+    )
 
 
 @functools.cache

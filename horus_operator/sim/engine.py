@@ -289,6 +289,7 @@ class Simulation:
                     steps_per_s_alone=active.job.steps_per_s_alone,
                     placed_s=active.start_s,
                     at_s=self.now,
+                    busy_alone=self.truth.utilization(self.scenario.gpu, active.request.workload),
                 )
             )
 

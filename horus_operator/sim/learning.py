@@ -7,7 +7,9 @@ long (`operator/observed.py`, STALE_RATE_SECONDS; the shells cannot import each 
 The next decision, at that moment, uses the lesson. As in the cluster (docs/operator.md, "Online
 correction"):
 - a state alone tells the job's rate alone, for jobs of its signature on this GPU type
-  (`Correction.note_alone`: the truth table's isolated throughput);
+  (`Correction.note_alone`: the truth table's isolated throughput), and its GPU busy fraction alone
+  where the table has one (`Correction.note_utilization`: its `util_*_alone` columns), which the
+  prior then reads instead of the roofline's for jobs of that signature;
 - a state next to exactly one co-tenant is learned once the job's rate alone is known, its own or its
   signature's; until then it waits, and is lost if the job ends first;
 - one co-location (a job and one co-tenant) is learned once.
@@ -38,6 +40,7 @@ class Settled:
     steps_per_s_alone: float
     placed_s: float
     at_s: float
+    busy_alone: float | None = None  # its GPU busy fraction alone, where truth measured it
 
 
 class OnlineLearning:
@@ -52,6 +55,8 @@ class OnlineLearning:
         correction = self.predictor.correction
         if not state.cotenants:
             correction.note_alone(self.gpu, state.workload, state.steps_per_s_alone)
+            if state.busy_alone is not None:
+                correction.note_utilization(self.gpu, state.workload, state.busy_alone)
             self._release(state.workload, state.at_s)
             return
         if len(state.cotenants) != 1:

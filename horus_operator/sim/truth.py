@@ -49,3 +49,7 @@ class Truth:
         except Unmeasured:
             return TrueSlowdowns(self.fallback.slowdowns(gpu, workloads, memory_mib), measured=False)
         return TrueSlowdowns(measured, measured=True)
+
+    def utilization(self, gpu: str, workload: Workload) -> float | None:
+        """The busy fraction `workload` measured alone on `gpu` (the table's `util_*_alone`), if any."""
+        return self.table.utilization.get((gpu, workload.model, workload.batch_size))

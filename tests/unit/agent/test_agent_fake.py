@@ -152,6 +152,22 @@ def test_with_truth_pods_without_a_request_or_on_an_unmeasured_gpu_type_are_echo
     assert FakeBackend(a100, TRUTH).sample(on_a100, 0.0) == FakeBackend(a100).sample(on_a100, 0.0)
 
 
+def test_with_truth_a_measured_busy_fraction_alone_replaces_the_predicted_one() -> None:
+    """A loader-bound job the operator predicted 90 % busy, measured 10 % busy alone (util_*_alone)."""
+    truth = TruthTable(
+        isolated=TRUTH.isolated,
+        pairs=TRUTH.pairs,
+        utilization={("v100", "a", 32): 0.1, ("v100", "c", 8): 0.2},
+    )
+    alone = FakeBackend(inventory(), truth).sample([pod("c", utilization=0.9, trains=("c", 8))], now=0.0)
+    pods = [pod("a", utilization=0.9, trains=("a", 32)), pod("b", utilization=0.5, trains=("b", 64))]
+    shared = FakeBackend(inventory(), truth).sample(pods, now=0.0)
+
+    assert [(p.utilization, p.steps_per_second) for p in alone.processes] == [(0.2, 1.0)]
+    runs = {p.pod_uid: round(p.utilization, 6) for p in shared.processes}
+    assert runs == {"uid-a": 0.04, "uid-b": 0.25}  # a: 0.1 / 2.5; b has no measurement: 0.5 / 2
+
+
 def test_without_truth_no_rate_is_reported() -> None:
     sample = FakeBackend(inventory()).sample([pod("a", trains=("a", 32))], now=0.0)
 

@@ -259,5 +259,7 @@ def test_a_job_never_alone_is_learned_from_the_rate_alone_of_its_kind() -> None:
 
     resnet, lstm = Workload("resnet50", 64), Workload("lstm", 20)
     c_next_to_b, b_next_to_c = learning.predictor.basis("v100", [resnet, lstm])
-    assert (c_next_to_b.samples, b_next_to_c.samples) == (1, 0)  # c: 12 / 8; b: no lstm/20 seen alone
+    # c: 12 / 8 learned; b: no lstm/20 seen alone, so not learned (its 1 is the GPU level's: c's sample)
+    assert (c_next_to_b.samples, b_next_to_c.samples) == (1, 1)
+    assert len(learning.predictor.correction) == 3  # the GPU level, c's job and c's pair entries
     assert learning.predictor.correction.alone_rate("v100", resnet) == 12.0

@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sim_builders import predictor, scenario, sim_job, truth
+from sim_builders import HEADER, predictor, scenario, sim_job, truth
 
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, Workload
 from horus_operator.prediction.correction import CorrectedPredictor
+from horus_operator.prediction.measured import TruthTable
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.learning import OnlineLearning
+from horus_operator.sim.truth import Truth
 
 A, B = Workload("a", 1), Workload("b", 1)
 
@@ -43,12 +45,9 @@ def test_a_co_tenancy_is_learned_a_minute_in_once_the_jobs_rate_alone_is_known(
     learning = learn_from(tmp_path, [sim_job("x", "a", 2000, 10, 0), sim_job("y", "b", y_steps, 4, 100)])
 
     assert learning.learned == pytest.approx(learned_at)
-    learned = len(learned_at)
     corrected = learning.predictor
-    assert corrected.basis("v100", [A, B]) == (
-        Basis(OBSERVED, 1),
-        Basis(OBSERVED, 1) if learned == 2 else Basis(PRIOR, 0),
-    )
+    # b's prediction rests on its own sample where learned, else on the GPU level's one (a's)
+    assert corrected.basis("v100", [A, B]) == (Basis(OBSERVED, 1), Basis(OBSERVED, 1))
     assert 1.2 < corrected.slowdowns("v100", [A, B])[0] < 1.25  # type: ignore[index]  # toward the truth
 
 
@@ -58,3 +57,21 @@ def test_a_co_tenancy_shorter_than_a_minute_is_never_observed(tmp_path: Path) ->
 
     assert learning.learned == []
     assert learning.predictor.basis("v100", [A, B]) == (Basis(PRIOR, 0), Basis(PRIOR, 0))
+
+
+def test_a_job_alone_a_minute_leaves_its_measured_busy_fraction_for_its_signature(tmp_path: Path) -> None:
+    # x (a) runs alone from 0; its state has held a minute at 60 s, when a's util_a_alone (0.15) is kept.
+    path = tmp_path / "truth.csv"
+    path.write_text(HEADER.rstrip("\n") + ",util_a_alone,util_b_alone\nv100,a,1,b,1,10,4,8,2.5,0.15,\n")
+    world = scenario([sim_job("x", "a", 2000, 10, 0)])
+    learning = OnlineLearning(CorrectedPredictor(predictor()), "v100", 16384)
+    decides = learning.predictor
+    Simulation(
+        world,
+        SchedulingCycle(make_policy("horus", predictor=decides), decides),
+        Truth(TruthTable.from_csv(path), fallback=predictor()),
+        learning=learning,
+    ).run()
+
+    assert decides.correction.utilization("v100", A) == 0.15
+    assert decides.correction.utilization("v100", B) is None  # never ran, and not measured
