@@ -102,9 +102,12 @@ import dataclasses
 import math
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, JobPrediction, Predictor, Workload
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 NOISE_SD = 0.1  # σ: one observed slowdown's error, in log space
 SCALE_SD = 0.5  # τ_b before evidence: the GPU-level scale's prior N(1, τ_b²)
@@ -119,7 +122,7 @@ MAX_SEEN = 8192
 PLAUSIBLE_SLOWDOWN = (0.5, 20.0)  # observed slowdowns outside are broken rates, not interference
 FORMAT = 2  # of the persisted state (2: the GPU-level scale; x and y per entry)
 
-_Entry = TypeVar("_Entry")
+_Entry = TypeVar("_Entry", bound="DataclassInstance")
 _Key = TypeVar("_Key")
 Signature = tuple[str, int, str, str]  # model, batch size, precision, features key
 JobKey = tuple[str, Signature]
@@ -523,7 +526,7 @@ def _table(
     name: str,
     width: int,
     key: Callable[[list[Any], str], _Key],
-    make: Callable[..., _Entry],
+    make: type[_Entry],
 ) -> OrderedDict[_Key, _Entry]:
     """A persisted table: rows of `width`, each a key and then `make`'s fields (a sample count, numbers)."""
     rows = state.get(name, [])
