@@ -20,6 +20,7 @@ from typing import Any
 
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable, Conflict, NotFound
 from horus_operator.operator.kube import Kube
+from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation
 
 log = logging.getLogger(__name__)
@@ -111,6 +112,19 @@ class Learning:
         if learned:
             await self._save()
         return learned
+
+    async def profile(self, gpu: str, workload: Workload, busy: float) -> None:
+        """A job of `workload`'s signature ran alone on `gpu` this busy (0..1): kept, and saved, for the
+        slowdown prior and placement of its kind (issue 25, item 2)."""
+        self.predictor.correction.note_utilization(gpu, workload, busy)
+        log.info(
+            "online correction: %s/%s alone on %s %.0f%% busy",
+            workload.model,
+            workload.batch_size,
+            gpu,
+            100 * busy,
+        )
+        await self._save()
 
     async def _save(self) -> None:
         """One save at a time, each of the state as it is when its turn comes (so the last one wins)."""

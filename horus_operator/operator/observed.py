@@ -156,6 +156,16 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def settled_alone(reported: Mapping[str, Any], now: datetime) -> str | None:
+    """The `stateSince` of the job's alone state once it has held `STALE_RATE_SECONDS` (the agent's
+    window then covers the alone period only: a first reading averages in time before the pod ran) and
+    its utilization is known; None otherwise. Its utilization is then its busy fraction alone."""
+    since = reported.get("stateSince")
+    if reported.get("sharingWith") or reported.get("utilization") is None or not since:
+        return None
+    return str(since) if (now - _parse(str(since))).total_seconds() >= STALE_RATE_SECONDS else None
+
+
 def _parse(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 

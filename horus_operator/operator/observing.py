@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,8 @@ from horus_operator.prediction.correction import Observation
 from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 log = logging.getLogger(__name__)
+
+MAX_PROFILED = 10_000  # jobs whose noted alone period is remembered (one noted twice is harmless)
 
 
 class Recorder:
@@ -55,6 +58,8 @@ class ObservedTelemetry:
     telemetry_ttl_seconds: float
     clock: Callable[[], datetime]
     learning: Learning | None = None  # online correction; None: observe and record only
+    # job key -> the alone period whose busy fraction was noted (the newest MAX_PROFILED jobs)
+    _profiled: OrderedDict[str, str] = field(default_factory=OrderedDict)
 
     async def gpunode_changed(self, event_type: str, gpunode: Mapping[str, Any]) -> None:
         if event_type == "DELETED":
@@ -101,16 +106,31 @@ class ObservedTelemetry:
     ) -> None:
         """New rates alone first (they stand in for jobs of the same signature that never ran alone),
         then each job's slowdown next to its co-tenant."""
+        correction = learning.predictor.correction
         for key, new in updated.items():
             rate, workload = new.get("aloneStepsPerSecond"), self._workload(key)
             if rate and rate != alone_before.get(key) and workload is not None:
-                learning.predictor.correction.note_alone(gpu.product, workload, float(rate))
+                correction.note_alone(gpu.product, workload, float(rate))
+            if workload is not None and self._profile_due(key, new):
+                await learning.profile(gpu.product, workload, float(new["utilization"]))
         lessons = (
             self._observation(key, new, cotenant, gpu, healthy.get(key, False))
             for key, new in updated.items()
             for cotenant in new.get("sharedRuns") or {}
         )
         await learning.learn([lesson for lesson in lessons if lesson is not None])
+
+    def _profile_due(self, key: str, reported: Mapping[str, Any]) -> bool:
+        """Whether `key`'s busy fraction alone is now known (`observed.settled_alone`) and not yet noted
+        for this alone period."""
+        since = observed.settled_alone(reported, self.clock())
+        if since is None or self._profiled.get(key) == since:
+            return False
+        self._profiled[key] = since
+        self._profiled.move_to_end(key)
+        while len(self._profiled) > MAX_PROFILED:
+            self._profiled.popitem(last=False)
+        return True
 
     async def _record_pair(
         self, key: str, own: Mapping[str, Any], cotenant: str, updated: Mapping[str, Mapping[str, Any]]

@@ -151,6 +151,7 @@ def predicted(assignment: Assignment) -> dict[str, Any]:
         "slowdown": round(assignment.predicted_slowdown, 4),
         "slowdownSource": assignment.slowdown_source,
         "slowdownSamples": assignment.slowdown_samples,
+        "utilizationSource": assignment.utilization_source,
         **({"stepSeconds": round(assignment.predicted_step_s, 6)} if assignment.predicted_step_s else {}),
     }
 

@@ -112,6 +112,7 @@ class PlacementCall:
             },
             reason=reason,
             slowdown_source=basis.source,
+            utilization_source=self.predictions.utilization_source(request.workload, product),
             slowdown_samples=basis.samples,
             predicted_step_s=job.step_s,
         )

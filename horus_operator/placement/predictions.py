@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from horus_operator.placement.index import workload_order
-from horus_operator.prediction.api import PRIOR, Basis, JobPrediction, Predictor, Workload
+from horus_operator.prediction.api import PREDICTED, PRIOR, Basis, JobPrediction, Predictor, Workload
 
 
 class CachedPredictions:
@@ -27,6 +27,9 @@ class CachedPredictions:
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         key = (workload, gpu)
         found = self._jobs.get(key)
+        if found is not None and self._predictor_revision() != self._revision:
+            self.sync()  # a learning predictor may since have seen jobs of this kind alone
+            found = None
         if found is None:
             found = self.predictor.job(workload, gpu)
             self._jobs[key] = found
@@ -64,12 +67,20 @@ class CachedPredictions:
         answer: tuple[Basis, ...] = explain(gpu, workloads)
         return answer
 
+    def utilization_source(self, workload: Workload, gpu: str) -> str:
+        """ "observed" where the predictor answers `job` from a busy fraction seen on the cluster, else
+        "predicted" (asked once per placement)."""
+        explain = getattr(self.predictor, "utilization_source", None)
+        return str(explain(workload, gpu)) if explain is not None else PREDICTED
+
     def sync(self) -> int:
-        """The predictor's revision, after dropping slowdowns cached from an older one. Callers that
+        """The predictor's revision, after dropping answers cached from an older one (a learning
+        predictor's job answers change too, once it has seen a job's busy fraction). Callers that
         memoise judgements of their own drop them when it changes."""
         revision = self._predictor_revision()
         if revision != self._revision:
             self._slowdowns.clear()
+            self._jobs.clear()
             self._revision = revision
         return revision
 

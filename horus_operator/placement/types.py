@@ -112,6 +112,7 @@ class Assignment:
     # Where predicted_slowdown comes from: the model alone ("prior") or corrected by observations, and
     # how many (prediction.api.Basis)
     slowdown_source: str = "prior"
+    utilization_source: str = "predicted"  # or "observed": a job of its signature was seen alone
     slowdown_samples: int = 0
     predicted_step_s: float | None = None  # seconds per step alone on these GPUs (JobPrediction.step_s)
 

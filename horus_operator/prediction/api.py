@@ -64,6 +64,7 @@ class Predictor(Protocol):
 
 
 PRIOR, OBSERVED = "prior", "observed"
+PREDICTED = "predicted"  # a utilization from the job's graph, not yet one the cluster observed
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,15 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, JobPrediction, Predictor, Workload
+from horus_operator.prediction.api import (
+    OBSERVED,
+    PREDICTED,
+    PRIOR,
+    Basis,
+    JobPrediction,
+    Predictor,
+    Workload,
+)
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -424,6 +432,11 @@ class CorrectedPredictor:
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         return self.prior.job(self._observed(gpu, workload), gpu)
+
+    def utilization_source(self, workload: Workload, gpu: str) -> str:
+        """ "observed" once jobs of `workload`'s signature were seen alone on `gpu` (`job` then reads
+        their busy fraction), else "predicted"."""
+        return OBSERVED if self.correction.utilization(gpu, workload) is not None else PREDICTED
 
     def slowdowns(
         self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None

@@ -7,6 +7,7 @@ does it, acting as the training code)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -409,6 +410,59 @@ def test_a_measured_slowdown_above_the_prediction_corrects_the_next_placement_ac
     assert (predicted["slowdownSource"], predicted["slowdownSamples"]) == ("observed", 1)
     assert prior < predicted["slowdown"] <= measured * 1.001  # moved toward what was measured
     assert a["predicted"]["slowdownSource"] == "prior"
+
+
+def test_a_busy_fraction_the_agent_observed_alone_is_what_the_next_job_of_its_kind_is_placed_by(
+    cluster: devcluster.LocalCluster,
+    namespace: str,
+    agents: Agents,
+    operator: OperatorProcess,
+    tmp_path: Path,
+) -> None:
+    """Issue 25, item 2: the fake agent reads per-pod utilization from the truth's `util_*_alone`
+    columns; once job-a has run alone, its busy fraction stands for jobs of its signature in the
+    placement that follows (status.predicted: utilization and utilizationSource)."""
+    busy = 0.12  # a truth of our own: recommendation/512 keeps a V100 12 % busy alone
+    truth = tmp_path / "truth.csv"
+    with (REPO / "data" / "colocation" / "gavel_pairs_train.csv").open() as source:
+        rows = list(csv.DictReader(source))
+    for row in rows:
+        for side in ("a", "b"):
+            chosen = (row["gpu"], row[f"model_{side}"], row[f"batch_{side}"]) == (
+                "v100",
+                "recommendation",
+                "512",
+            )
+            row[f"util_{side}_alone"] = str(busy) if chosen else ""
+    with truth.open("w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    nodes = fake_nodes(cluster)
+    agents.start_all(truth=truth)
+    wait_for(lambda: all(gpunode(cluster, n) for n in nodes), timeout=60, what="every agent's first GPUNode")
+
+    # Earlier tests' pods may still hold GPUs job-a would be packed next to: it must run alone.
+    running_pods = ("pods", "-A", "-l", "horus.dev/dljob", "--field-selector", "status.phase=Running")
+    wait_for(
+        lambda: not get_json(cluster, "default", *running_pods)["items"], timeout=90, what="earlier pods gone"
+    )
+    apply(cluster, namespace, dljob("job-a", "recommendation", 512))
+
+    def noted() -> list[Any]:  # the busy fraction, once job-a has run alone a minute
+        rows = correction_state(cluster).get("busy") or []
+        return [row for row in rows if row[1:3] == ["recommendation", 512]]
+
+    (row,) = wait_for(noted, timeout=150, what="job-a's busy fraction alone noted and saved")
+    assert row[-1] == pytest.approx(busy, abs=0.01)
+    apply(cluster, namespace, dljob("job-b", "recommendation", 512))
+    b = wait_for(lambda: placed(cluster, namespace, "job-b"), timeout=60, what="job-b placed")
+    a = placed(cluster, namespace, "job-a")
+
+    assert a is not None and a["predicted"]["utilizationSource"] == "predicted"
+    assert b["predicted"]["utilizationSource"] == "observed"
+    assert b["predicted"]["utilization"] == pytest.approx(busy, abs=0.01)
+    assert a["predicted"]["utilization"] != pytest.approx(busy, abs=0.01)
 
 
 def test_the_operator_places_nothing_on_gpus_whose_agents_went_silent(

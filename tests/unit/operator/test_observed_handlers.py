@@ -7,14 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
 import kopf
 
 from horus_operator.agent.gpunode import rfc3339
-from horus_operator.operator import keys, observed_handlers, pods
+from horus_operator.operator import keys, observed, observed_handlers, pods
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed import Chunk
@@ -115,20 +115,21 @@ def _telemetry(
     store = RecordingStore()
     leading = asyncio.Event()
     leading.set()
-    clock = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
+    clock = [datetime(2026, 12, 2, 10, 0, tzinfo=UTC)]  # `publish(..., after_s=…)` moves it on
     observing = ObservedTelemetry(
         cache=cache,
         kube=kube,  # type: ignore[arg-type]
         recorder=Recorder(store),  # type: ignore[arg-type]
         leading=leading,
         telemetry_ttl_seconds=60.0,
-        clock=lambda: clock,
+        clock=lambda: clock[0],
         learning=learning,
     )
     memo = kopf.Memo(runtime=SimpleNamespace(observing=observing))
-    now = clock.timestamp() - published_ago
 
-    async def publish(*jobs_and_rates: tuple[str, float]) -> None:
+    async def publish(*jobs_and_rates: tuple[str, float], after_s: float = 0.0) -> None:
+        clock[0] += timedelta(seconds=after_s)
+        now = clock[0].timestamp() - published_ago
         event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates, healthy=healthy)}
         await observed_handlers.gpunode_changed(event=event, memo=memo)
 
@@ -263,3 +264,24 @@ def test_a_job_never_alone_is_learned_from_the_rate_alone_of_its_kind() -> None:
     assert (c_next_to_b.samples, b_next_to_c.samples) == (1, 1)
     assert len(learning.predictor.correction) == 3  # the GPU level, c's job and c's pair entries
     assert learning.predictor.correction.alone_rate("v100", resnet) == 12.0
+
+
+def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_once() -> None:
+    """The agent's reading once the job has run alone a minute (0.5 here) replaces the graph's estimate
+    for jobs of its signature on that GPU type, and placements say so (utilizationSource); a first
+    reading, whose window may reach back before the pod ran, does not count."""
+    learning, saved = _learning()
+    _, _, _, publish = _telemetry([("a", "resnet50", 64, "fp32")], learning=learning)
+    resnet, unseen = Workload("resnet50", 64), Workload("resnet50", 128)
+
+    async def scenario() -> None:
+        await publish(("a", 12.0))
+        assert learning.predictor.correction.utilization("v100", resnet) is None
+        await publish(("a", 12.0), after_s=observed.STALE_RATE_SECONDS)
+        await publish(("a", 12.0), after_s=10.0)  # the same alone period: noted once
+
+    asyncio.run(scenario())
+    assert learning.predictor.correction.utilization("v100", resnet) == 0.5
+    assert [row[-2] for row in saved.saves[-1][0]["busy"]] == [1], "one sample, and saved"
+    assert learning.predictor.utilization_source(resnet, "v100") == "observed"
+    assert learning.predictor.utilization_source(unseen, "v100") == "predicted"

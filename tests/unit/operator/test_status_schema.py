@@ -61,7 +61,9 @@ def _problems(value: Any, schema: dict[str, Any], path: str) -> list[str]:
 def _statuses() -> dict[str, dict[str, Any]]:
     place = {"position": 1, "waiting": 2, "order": "shortest-remaining", "reason": "remaining work first"}
     job = DLJobBuilder.stored("cnn").spec(totalSteps=1000, migration={"allowed": True}).obj()
-    running = PodBuilder("cnn").bound().phase("Running")
+    predicted = {"utilization": 0.5, "memoryMiB": 4000.0, "slowdown": 1.2, "stepSeconds": 0.2}
+    sources = {"slowdownSource": "observed", "slowdownSamples": 3, "utilizationSource": "observed"}
+    running = PodBuilder("cnn").bound().phase("Running").predicted({**predicted, **sources})
 
     def decide(*builders: PodBuilder, **context: Any) -> dict[str, Any]:
         ctx = reconcile.Context(now=NOW, nodes=("gpu-node-0",), **context)
