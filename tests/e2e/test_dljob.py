@@ -389,16 +389,8 @@ def test_a_model_from_an_onnx_configmap_gets_features_and_is_placed(
         assert onnx_job["predicted"]["utilization"] == pytest.approx(catalog_job["predicted"]["utilization"])
 
 
-LLAMA_160M = {  # the Hugging Face config the catalog's llama-160m graph was exported from (its `source`)
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "vocab_size": 32000,
-    "hidden_size": 768,
-    "intermediate_size": 3072,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-    "max_position_embeddings": 2048,
-}
+# The Hugging Face config the catalog's llama-160m graph was exported from (its `source`).
+LLAMA_160M = json.loads((REPO / "examples" / "huggingface" / "llama-160m.json").read_text())
 
 
 def test_a_model_from_a_hugging_face_config_in_a_configmap_is_counted_and_placed(

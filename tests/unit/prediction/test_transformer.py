@@ -27,14 +27,7 @@ BERT_LARGE = {
     "num_attention_heads": 16,
     "intermediate_size": 4096,
 }
-LLAMA_160M = {
-    "model_type": "llama",
-    "vocab_size": 32000,
-    "hidden_size": 768,
-    "intermediate_size": 3072,
-    "num_hidden_layers": 12,
-    "num_attention_heads": 12,
-}
+LLAMA_160M = json.loads((EXAMPLES / "llama-160m.json").read_text())  # the config llama-160m came from
 TINYLLAMA = {**LLAMA_160M, "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22}
 TINYLLAMA.update(num_attention_heads=32, num_key_value_heads=4)
 EXPORTED = {
