@@ -17,7 +17,8 @@ import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 
-from horus_operator.operator import claims, keys
+from horus_operator.api import keys
+from horus_operator.operator import claims
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.claims import ClaimId, DesiredClaim, Holder
 from horus_operator.operator.kube import Kube

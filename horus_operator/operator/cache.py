@@ -20,8 +20,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
+from horus_operator.api import keys
 from horus_operator.operator import claims as claim_views
-from horus_operator.operator import cluster_view, keys, slices, telemetry
+from horus_operator.operator import cluster_view, slices, telemetry
 from horus_operator.operator import pods as pod_views
 from horus_operator.operator.claims import ClaimId, ClaimView, Device
 from horus_operator.operator.cluster_view import NodesSummary, NodeView

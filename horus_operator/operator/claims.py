@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from horus_operator.operator import keys
-from horus_operator.operator.jobspec import DRA
+from horus_operator.api import keys
+from horus_operator.api.dljob import DRA
 from horus_operator.operator.pods import PodView
 from horus_operator.placement.index import wants_whole_gpus
 from horus_operator.placement.types import JobRequest

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import keys, slices, telemetry, template
+from horus_operator.api import keys
+from horus_operator.operator import slices, telemetry, template
 from horus_operator.operator.pods import PodView
 from horus_operator.operator.slices import SliceGpu
 from horus_operator.placement.types import Assignment, ClusterSnapshot, Gpu, Node, RunningJob

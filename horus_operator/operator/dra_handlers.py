@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import kopf
 
-from horus_operator.operator import keys
+from horus_operator.api import keys
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.handlers import CacheUpdate, mirror
 

@@ -9,9 +9,9 @@ import time
 
 import kopf
 
+from horus_operator.api import keys
 from horus_operator.operator import (
     handlers,  # noqa: F401  (importing registers the handlers)
-    keys,
     kube,
     observed_handlers,  # noqa: F401  (GPUNode telemetry, observed status)
 )

@@ -5,7 +5,7 @@ Pure. The scheduling cycle judges the request; this names what in the DLJob's sp
 
 from __future__ import annotations
 
-from horus_operator.operator.jobspec import HUGGINGFACE, InvalidJob, JobSpec
+from horus_operator.api.dljob import HUGGINGFACE, InvalidJob, JobSpec
 from horus_operator.placement.feasibility import Cause, Unsatisfiable
 
 

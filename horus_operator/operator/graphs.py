@@ -23,7 +23,7 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import Executor, ProcessPoolExecutor
 
-from horus_operator.operator.jobspec import InvalidJob, JobSpec
+from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.prediction.api import Workload
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from horus_operator.api import keys
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable, Conflict, NotFound
 from horus_operator.operator.kube import Kube
 from horus_operator.prediction.api import Workload
@@ -25,7 +26,6 @@ from horus_operator.prediction.correction import CorrectedPredictor, Observation
 
 log = logging.getLogger(__name__)
 
-DATASET_LABEL = "horus.dev/dataset"  # shared with the observations dataset's ConfigMaps
 DATASET = "correction"
 NAME = "horus-slowdown-correction"
 STATE_KEY = "correction.json"
@@ -39,7 +39,7 @@ class CorrectionStore:
 
     def load(self) -> Mapping[str, Any] | None:
         """The saved state, or None when there is none. `ValueError` when it is not JSON."""
-        maps = self._kube.list_config_maps(self._namespace, f"{DATASET_LABEL}={DATASET}")
+        maps = self._kube.list_config_maps(self._namespace, f"{keys.LABEL_DATASET}={DATASET}")
         found = next((m for m in maps if m["metadata"]["name"] == NAME), None)
         if found is None:
             return None
@@ -50,7 +50,7 @@ class CorrectionStore:
 
     def save(self, state: Mapping[str, Any], *, exists: bool) -> None:
         body = {
-            "metadata": {"name": NAME, "labels": {DATASET_LABEL: DATASET}},
+            "metadata": {"name": NAME, "labels": {keys.LABEL_DATASET: DATASET}},
             "data": {STATE_KEY: json.dumps(state, separators=(",", ":"))},
         }
         self._kube.put_config_map(self._namespace, body, exists=exists)

@@ -19,14 +19,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from horus_operator.api import dljob
+from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.api.keys import GPU_DRIVER
 from horus_operator.operator import claims, cluster_view, jobspec, pods, reconcile, status, template, tenancy
 from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.feasibility import as_invalid
 from horus_operator.operator.graphs import GraphQueue
-from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
-from horus_operator.operator.keys import GPU_DRIVER
+from horus_operator.operator.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
 from horus_operator.operator.moving import Mover
@@ -60,7 +62,7 @@ class LoopConfig:
     report_concurrency: int = 4
     batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
     telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
-    binding: str = jobspec.ENV  # for DLJobs that do not set spec.binding
+    binding: str = dljob.ENV  # for DLJobs that do not set spec.binding
     sharing: str = claims.MPS  # how DRA-bound co-tenants share a GPU (claims.sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
     moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
@@ -236,7 +238,7 @@ class SchedulingLoop:
         if body is None:
             self._forget(key)
             return None
-        job = jobspec.parse(body)
+        job = dljob.parse(body)
         current = body.get("status") or {}
         job_pods = self._cache.job_pods(key)
         # A final job is never resolved again (after a restart, a Failed job's graph is not re-read).
@@ -296,7 +298,7 @@ class SchedulingLoop:
         await self._reports.settle()
 
     def _binding(self, job: JobSpec) -> str:
-        return jobspec.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
+        return dljob.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
 
     def _beyond_tenancy(
         self, job: JobSpec, workload: Workload | None, job_pods: Sequence[pods.PodView]
@@ -355,7 +357,7 @@ class SchedulingLoop:
         return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
 
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
-        request = jobspec.request(job, workload, jobspec.created_at(body), self._binding(job))
+        request = jobspec.request(job, workload, dljob.created_at(body), self._binding(job))
         return dataclasses.replace(request, remaining_s=self._length_s(job, workload))
 
     def _length_s(self, job: JobSpec, workload: Workload) -> float | None:
@@ -408,7 +410,7 @@ class SchedulingLoop:
         for assignment in assignments:
             pending = self._pending.get(assignment.job)
             uuids = cluster_view.gpu_uuids(nodes, assignment)
-            if pending is None or pending.binding != jobspec.DRA or not all(uuids):
+            if pending is None or pending.binding != dljob.DRA or not all(uuids):
                 continue
             request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
             namespace, predicted = pending.job.namespace, pods.predicted(assignment)
@@ -423,7 +425,7 @@ class SchedulingLoop:
         if pending is None or body is None:
             return
         uuids = cluster_view.gpu_uuids(nodes, assignment)
-        if pending.binding == jobspec.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
+        if pending.binding == dljob.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
             where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
             self._note_waiting(
@@ -437,7 +439,7 @@ class SchedulingLoop:
             attempt=pending.attempt,
             hostname=self._cache.node_views[assignment.node].hostname,
             gpu_uuids=uuids,
-            claims=claims.claim_names(assignment.node, uuids) if pending.binding == jobspec.DRA else (),
+            claims=claims.claim_names(assignment.node, uuids) if pending.binding == dljob.DRA else (),
         )
         pod = pods.build_pod(placement)
         try:

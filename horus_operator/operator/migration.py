@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from horus_operator.operator.jobspec import JobSpec
+from horus_operator.api.dljob import JobSpec
 from horus_operator.operator.pods import PodView
 from horus_operator.placement.moves import Mobility, Move
 

@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import jobspec, migration, status
+from horus_operator.api import dljob
+from horus_operator.operator import migration, status
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.kube import Kube
@@ -84,7 +85,7 @@ class Mover:
             body = self._cache.jobs.get(pod.job_key)
             if body is None or pod.phase != "Running" or pod.deleting or pod.request is None:
                 continue
-            job = jobspec.parse(body)
+            job = dljob.parse(body)
             current = body.get("status") or {}
             moving = migration.in_progress(job, current, self._cache.job_pods(pod.job_key))
             if job.migration_allowed and moving is None:

@@ -23,7 +23,8 @@ from datetime import UTC, datetime
 from statistics import fmean
 from typing import Any
 
-STALE_RATE_SECONDS = 60.0  # after this long in one co-tenancy, the job's reported rate belongs to it
+from horus_operator.api.defaults import SETTLED_S
+
 CSV_HEADER = ("gpu", "model_a", "batch_a", "model_b", "batch_b", "tput_a_alone", "tput_b_alone",
               "tput_a_shared", "tput_b_shared")  # fmt: skip
 
@@ -109,7 +110,7 @@ def observed_status(
 
     A rate counts for the current co-tenancy only when it was reported during it: the job's annotation
     still holds the old rate for a while after a co-tenant arrives or leaves. So a rate is attributed
-    when it differs from the one seen at the change, or after `STALE_RATE_SECONDS` in the same state
+    when it differs from the one seen at the change, or after `SETTLED_S` in the same state
     (a job whose rate really did not change), or on the job's first observation.
     """
     cotenants = list(observation.cotenants)
@@ -119,7 +120,7 @@ def observed_status(
     new_state = first or previous.get("sharingWith") != cotenants
     state_since = stamp if new_state else str(previous.get("stateSince") or stamp)
     rate_at_change = rate if new_state else previous.get("rateAtStateChange")
-    settled = (now - _parse(state_since)).total_seconds() >= STALE_RATE_SECONDS
+    settled = (now - _parse(state_since)).total_seconds() >= SETTLED_S
     fresh = rate is not None and (first or rate != rate_at_change or settled)
     alone = previous.get("aloneStepsPerSecond")
     shared_runs = dict(previous.get("sharedRuns") or {})
@@ -157,13 +158,13 @@ def _stamp(moment: datetime) -> str:
 
 
 def settled_alone(reported: Mapping[str, Any], now: datetime) -> str | None:
-    """The `stateSince` of the job's alone state once it has held `STALE_RATE_SECONDS` (the agent's
+    """The `stateSince` of the job's alone state once it has held `SETTLED_S` (the agent's
     window then covers the alone period only: a first reading averages in time before the pod ran) and
     its utilization is known; None otherwise. Its utilization is then its busy fraction alone."""
     since = reported.get("stateSince")
     if reported.get("sharingWith") or reported.get("utilization") is None or not since:
         return None
-    return str(since) if (now - _parse(str(since))).total_seconds() >= STALE_RATE_SECONDS else None
+    return str(since) if (now - _parse(str(since))).total_seconds() >= SETTLED_S else None
 
 
 def _parse(stamp: str) -> datetime:

@@ -8,11 +8,11 @@ from typing import Any
 
 import kopf
 
-from horus_operator.operator import telemetry
+from horus_operator.api import keys
 from horus_operator.operator.observing import ObservedTelemetry
 
 
-@kopf.on.event(telemetry.GROUP, telemetry.VERSION, telemetry.PLURAL)
+@kopf.on.event(keys.GROUP, keys.VERSION, keys.GPUNODE_PLURAL)
 async def gpunode_changed(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     observing: ObservedTelemetry = memo.runtime.observing
     await observing.gpunode_changed(str(event["type"]), event["object"])

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from horus_operator.api import keys
 from horus_operator.operator import observed
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.observed import Chunk
 
-DATASET_LABEL = "horus.dev/dataset"
 DATASET = "colocation"
 CSV_KEY = "observations.csv"
 PAIRS_KEY = "pairs"
@@ -34,7 +34,7 @@ class ObservationStore:
         self._max_chunk_bytes, self._max_chunks = max_chunk_bytes, max_chunks
 
     def load(self) -> tuple[Chunk, ...]:
-        maps = self._kube.list_config_maps(self._namespace, f"{DATASET_LABEL}={DATASET}")
+        maps = self._kube.list_config_maps(self._namespace, f"{keys.LABEL_DATASET}={DATASET}")
         chunks = (_chunk(m) for m in maps if m["metadata"]["name"].startswith(NAME_PREFIX))
         return tuple(sorted(chunks, key=lambda c: c.index))
 
@@ -52,7 +52,7 @@ class ObservationStore:
 
     def _write(self, chunk: Chunk, *, exists: bool) -> None:
         body = {
-            "metadata": {"name": _name(chunk.index), "labels": {DATASET_LABEL: DATASET}},
+            "metadata": {"name": _name(chunk.index), "labels": {keys.LABEL_DATASET: DATASET}},
             "data": {CSV_KEY: observed.export_csv([chunk]), PAIRS_KEY: "\n".join(chunk.pairs)},
         }
         self._kube.put_config_map(self._namespace, body, exists=exists)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from horus_operator.api.defaults import DEFAULT_PRECISION
 from horus_operator.operator import observed, status, telemetry
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.cluster_view import NodeView
@@ -24,7 +25,6 @@ from horus_operator.operator.pods import PodView
 from horus_operator.placement.types import Gpu
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import Observation
-from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 log = logging.getLogger(__name__)
 

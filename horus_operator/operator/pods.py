@@ -13,11 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import keys
-from horus_operator.operator.jobspec import JobSpec
+from horus_operator.api import defaults, keys, pod_annotations
+from horus_operator.api.dljob import JobSpec
 from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
-from horus_operator.prediction.gpus import DEFAULT_PRECISION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
@@ -123,18 +122,18 @@ def _annotations(placement: Placement) -> dict[str, str]:
     annotations = {
         keys.ANNOTATION_ATTEMPT: str(placement.attempt),
         keys.ANNOTATION_NODE: assignment.node,
-        keys.ANNOTATION_GPUS: ",".join(str(i) for i in assignment.gpu_indices),
+        keys.ANNOTATION_GPUS: pod_annotations.join(assignment.gpu_indices),
         keys.ANNOTATION_REQUEST: json.dumps(encode_request(placement.request), sort_keys=True),
         keys.ANNOTATION_PREDICTED: json.dumps(
             {**predicted(assignment), **_predicted_shape(placement.job)}, sort_keys=True
         ),
-        keys.ANNOTATION_COLOCATED: ",".join(assignment.colocated_with),
+        keys.ANNOTATION_COLOCATED: pod_annotations.join(assignment.colocated_with),
         keys.ANNOTATION_BINDING: "dra" if placement.claims else "env",
     }
     if placement.claims:
-        annotations[keys.ANNOTATION_CLAIMS] = ",".join(placement.claims)
+        annotations[keys.ANNOTATION_CLAIMS] = pod_annotations.join(placement.claims)
     if placement.gpu_uuids and all(placement.gpu_uuids):
-        annotations[keys.ANNOTATION_GPU_UUIDS] = ",".join(str(u) for u in placement.gpu_uuids)
+        annotations[keys.ANNOTATION_GPU_UUIDS] = pod_annotations.join(placement.gpu_uuids)
     job = placement.job
     if job.simulated_duration:
         delay_key = keys.KWOK_FAIL_DELAY if job.simulated_failure else keys.KWOK_COMPLETE_DELAY
@@ -186,15 +185,15 @@ def decode_request(data: Mapping[str, Any]) -> JobRequest:
         batch_size=int(data["batchSize"]),
         features=data.get("features"),
         features_key=data.get("featuresKey", ""),
-        precision=data.get("precision", DEFAULT_PRECISION),  # absent from pods made before precision
+        precision=data.get("precision", defaults.DEFAULT_PRECISION),  # absent from pods made before precision
         host_cpus=float(data.get("hostCpus", 0.0)),  # absent from pods made before the CPU term
     )
     return JobRequest(
         key=data["key"],
         workload=workload,
-        gpus=int(data.get("gpus", 1)),
-        max_slowdown=float(data.get("maxSlowdown", 2.0)),
-        priority=int(data.get("priority", 0)),
+        gpus=int(data.get("gpus", defaults.GPUS)),
+        max_slowdown=float(data.get("maxSlowdown", defaults.MAX_SLOWDOWN)),
+        priority=int(data.get("priority", defaults.PRIORITY)),
         submitted_at=float(data.get("submittedAt", 0.0)),
         share_scope=str(data.get("shareScope", "")),  # absent from pods made before DRA binding
     )
@@ -249,19 +248,19 @@ def view(pod: Mapping[str, Any]) -> PodView:
         attempt=int(annotations.get(keys.ANNOTATION_ATTEMPT, "0")),
         node=annotations.get(keys.ANNOTATION_NODE, ""),
         bound_node=spec.get("nodeName") or "",
-        gpu_indices=_split_ints(annotations.get(keys.ANNOTATION_GPUS, "")),
-        gpu_uuids=tuple(u for u in annotations.get(keys.ANNOTATION_GPU_UUIDS, "").split(",") if u),
+        gpu_indices=pod_annotations.gpu_indices(annotations),
+        gpu_uuids=pod_annotations.split(annotations.get(keys.ANNOTATION_GPU_UUIDS, "")),
         phase=status.get("phase") or "Pending",
         request=_request(annotations),
-        predicted=json.loads(annotations.get(keys.ANNOTATION_PREDICTED) or "{}"),
-        colocated_with=tuple(k for k in annotations.get(keys.ANNOTATION_COLOCATED, "").split(",") if k),
+        predicted=pod_annotations.json_object(annotations, keys.ANNOTATION_PREDICTED),
+        colocated_with=pod_annotations.split(annotations.get(keys.ANNOTATION_COLOCATED, "")),
         deleting=bool(meta.get("deletionTimestamp")),
         unschedulable_since=_unschedulable_since(status),
         started_at=_time(status.get("startTime")),
         finished_at=_finished_at(status),
         message=_message(status),
         binding=annotations.get(keys.ANNOTATION_BINDING, "env"),
-        claims=tuple(c for c in annotations.get(keys.ANNOTATION_CLAIMS, "").split(",") if c),
+        claims=pod_annotations.split(annotations.get(keys.ANNOTATION_CLAIMS, "")),
         scheduling_message=_scheduling_message(status),
         created_at=_time(meta.get("creationTimestamp")),
         owner_uid=controlling_dljob(meta),
@@ -290,10 +289,6 @@ def _request(annotations: Mapping[str, str]) -> JobRequest | None:
         return decode_request(json.loads(raw))
     except (ValueError, KeyError, TypeError):  # hand-edited annotation: the pod still holds its GPUs
         return None
-
-
-def _split_ints(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(",") if part.strip())
 
 
 def _time(value: str | datetime | None) -> datetime | None:

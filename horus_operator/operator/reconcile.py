@@ -14,9 +14,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.operator import claims, migration
 from horus_operator.operator.claims import ClaimId, ClaimView
-from horus_operator.operator.jobspec import InvalidJob, JobSpec
 from horus_operator.operator.pods import TERMINAL_PHASES, PodView
 
 

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from horus_operator.operator import keys, template
+from horus_operator.api import keys
+from horus_operator.operator import template
 from horus_operator.placement.types import Gpu, Node
 from horus_operator.prediction.api import UnknownGpuError
 

@@ -27,9 +27,6 @@ from typing import Any
 
 from horus_operator.placement.types import Gpu, Node
 
-GROUP = "horus.dev"  # the agent's GPUNode resource (agent/gpunode.py writes it)
-VERSION = "v1alpha1"
-PLURAL = "gpunodes"
 DEFAULT_TTL_SECONDS = 60.0
 _MEMO_SIZE = 4
 

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from horus_operator.operator import keys
-from horus_operator.operator.jobspec import InvalidJob
+from horus_operator.api import keys
+from horus_operator.api.dljob import InvalidJob
 
 FIELD = "spec.template.spec"
 GPU_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"})  # Horus sets them

@@ -17,8 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_operator.api.dljob import InvalidJob
 from horus_operator.operator import template
-from horus_operator.operator.jobspec import InvalidJob
 
 CONFIG_MAP = "horus-tenancy"  # in the operator's namespace; also the policy binding's parameter
 FIELD = "spec.template.spec"

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from horus_operator.api import defaults
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import gpu_spec
 
@@ -59,7 +60,7 @@ class JobRequest:
     key: str
     workload: Workload
     gpus: int = 1
-    max_slowdown: float = 2.0  # 1.0: never share
+    max_slowdown: float = defaults.MAX_SLOWDOWN  # 1.0: never share
     priority: int = 0
     submitted_at: float = 0.0  # seconds, on the caller's clock
     # Seconds of work left if it ran alone (spec.totalSteps at the predicted or observed step rate; the

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from horus_operator.prediction.gpus import DEFAULT_PRECISION
+from horus_operator.api.defaults import DEFAULT_PRECISION
 from horus_operator.prediction.roofline import bytes_scale
 
 MIB = 1024.0 * 1024.0

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_operator.api.defaults import OPTIMIZER
 from horus_operator.prediction import features
 from horus_operator.prediction import transformer_graph as tg
 from horus_operator.prediction.transformer_graph import Shape
@@ -32,7 +33,6 @@ INDEX_BYTES = 8  # token ids are int64
 LOSS_FP32_COPIES = 2  # the logits cast to FP32 and their log-softmax (under fp32 the cast is a no-op: 1)
 # FP32 values the optimizer keeps per trainable parameter (Adam: two moments; SGD: momentum).
 OPTIMIZER_STATES: Mapping[str, int] = {"adam": 2, "adamw": 2, "sgd": 1}
-DEFAULT_OPTIMIZER = "adam"
 # What PEFT's LoraConfig adapts when target_modules is not given (its per-model-type defaults).
 DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
     "decoder": ("q_proj", "v_proj"),
@@ -62,7 +62,7 @@ class Training:
     """How the model is trained: what changes the counts besides the architecture."""
 
     sequence_length: int
-    optimizer: str = DEFAULT_OPTIMIZER
+    optimizer: str = OPTIMIZER
     lora: Lora | None = None
     gradient_checkpointing: bool = False
 

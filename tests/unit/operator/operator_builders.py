@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from horus_operator.operator import keys, pods
+from horus_operator.api import keys
+from horus_operator.operator import pods
 from horus_operator.operator.cache import job_key
 
 

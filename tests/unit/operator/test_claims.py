@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from operator_builders import PodBuilder
 
-from horus_operator.operator import claims, keys, pods
+from horus_operator.api import keys
+from horus_operator.operator import claims, pods
 from horus_operator.operator.claims import ClaimView, DesiredClaim, Device, Tenant
 
 GPU_MIB = 16384

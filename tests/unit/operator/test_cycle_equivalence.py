@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_builders import FakeKube, gpu_node
 
-from horus_operator.operator import jobspec, keys
+from horus_operator.api import keys
+from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.cycle import SchedulingCycle

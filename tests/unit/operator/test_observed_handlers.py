@@ -14,7 +14,9 @@ from typing import Any
 import kopf
 
 from horus_operator.agent.gpunode import rfc3339
-from horus_operator.operator import keys, observed, observed_handlers, pods
+from horus_operator.api import keys
+from horus_operator.api.defaults import SETTLED_S
+from horus_operator.operator import observed_handlers, pods
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed import Chunk
@@ -277,7 +279,7 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     async def scenario() -> None:
         await publish(("a", 12.0))
         assert learning.predictor.correction.utilization("v100", resnet) is None
-        await publish(("a", 12.0), after_s=observed.STALE_RATE_SECONDS)
+        await publish(("a", 12.0), after_s=SETTLED_S)
         await publish(("a", 12.0), after_s=10.0)  # the same alone period: noted once
 
     asyncio.run(scenario())

@@ -8,6 +8,7 @@ import asyncio
 
 from test_operator_loop import FirstFreeGpu, FixedPredictor, _catalog, _cluster, _settle
 
+from horus_operator.api import dljob
 from horus_operator.operator import jobspec, pods
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import COUNTING_SHAPE, READING_CONFIG, LoopConfig, SchedulingLoop
@@ -65,7 +66,7 @@ def test_a_catalog_model_at_an_input_shape_is_counted_off_the_loop() -> None:
 
 
 def _placement(body: dict) -> pods.Placement:
-    job = jobspec.parse(body)
+    job = dljob.parse(body)
     return pods.Placement(
         job=job,
         request=jobspec.request(job, Workload(model="vgg16", batch_size=job.batch_size), 5.0),

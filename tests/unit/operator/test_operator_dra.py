@@ -16,7 +16,8 @@ from test_operator_loop import _cluster as cluster
 
 from horus_operator.agent import resourceslice
 from horus_operator.agent.fake import FakeInventory
-from horus_operator.operator import jobspec, keys
+from horus_operator.api import dljob, keys
+from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
@@ -49,7 +50,7 @@ class TwoPerGpu:
         return "waiting: no free GPU"
 
 
-def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = jobspec.DRA) -> SchedulingLoop:
+def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = dljob.DRA) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
@@ -141,11 +142,11 @@ def test_a_config_its_tenants_no_longer_call_for_is_written_beside_the_claim() -
 
 def test_dra_binding_on_a_cluster_without_resource_k8s_io_fails_the_job_naming_the_field() -> None:
     kube = _cluster(jobs=1)
-    asyncio.run(_settle(_loop(kube, dra_served=False, binding=jobspec.ENV)))
+    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.ENV)))
     assert kube.jobs["team-a/job-0"]["status"]["phase"] == "Scheduled"  # env: fine
     body = DLJobBuilder.stored("wants-dra").spec(binding="dra").obj()
     kube.jobs[job_key(body)] = body
-    asyncio.run(_settle(_loop(kube, dra_served=False, binding=jobspec.ENV)))
+    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.ENV)))
     status = kube.jobs["team-a/wants-dra"]["status"]
     assert status["phase"] == "Failed"
     assert "spec.binding='dra'" in status["message"] and "resource.k8s.io/v1" in status["message"]

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from operator_builders import FakeKube, PodBuilder, gpu_node
 
-from horus_operator.operator import jobspec, keys
+from horus_operator.api import keys
+from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.index import ClusterIndex

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from test_operator_loop import _cluster, _loop, _settle
 
+from horus_operator.api.dljob import InvalidJob
 from horus_operator.operator import tenancy
 from horus_operator.operator.cache import job_key
-from horus_operator.operator.jobspec import InvalidJob
 from horus_operator.testing.builders import DLJobBuilder
 
 DLJOB_ONLY = tenancy.parse(

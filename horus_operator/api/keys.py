@@ -9,6 +9,8 @@ VERSION = "v1alpha1"
 PLURAL = "dljobs"
 KIND = "DLJob"
 API_VERSION = f"{GROUP}/{VERSION}"
+GPUNODE_PLURAL = "gpunodes"  # the agent's per-node telemetry (cluster-scoped, named after the node)
+GPUNODE_KIND = "GPUNode"
 
 # On pods Horus creates.
 LABEL_JOB = "horus.dev/dljob"  # the DLJob's name (same namespace)
@@ -37,6 +39,7 @@ KWOK_FAIL_DELAY = "pod-fail.stage.kwok.x-k8s.io/delay"
 DRA_GROUP = "resource.k8s.io"
 DRA_VERSION = "v1"
 DRA_API_VERSION = f"{DRA_GROUP}/{DRA_VERSION}"
+RESOURCE_SLICE_PLURAL = "resourceslices"
 GPU_DRIVER = "gpu.nvidia.com"
 GPU_DEVICE_CLASS = "gpu.nvidia.com"
 GPU_DEVICE_TYPE = "gpu"  # the driver's `type` attribute of a whole GPU ("mig" for MIG devices)
@@ -48,3 +51,12 @@ ANNOTATION_SHARING = "horus.dev/sharing"  # on Horus's claims: the sharing confi
 ANNOTATION_DESIRED_SHARING = "horus.dev/desired-sharing"  # the config the claim's tenants now call for
 ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env or dra
 ANNOTATION_CLAIMS = "horus.dev/claims"  # on dra pods: the claims they reference, in GPU order
+
+# Written by a training job on its own pod: its progress in steps per second (float), read by the agent.
+ANNOTATION_PROGRESS = "horus.dev/progress-steps-per-second"
+# On the ConfigMaps the operator keeps its datasets in (the correction, the observed co-locations).
+LABEL_DATASET = "horus.dev/dataset"
+# On the GPUNode and ResourceSlices the agent writes: their node.
+LABEL_NODE = "horus.dev/node"
+# GPU Feature Discovery's mark of a node with NVIDIA GPUs: the nodes an agent serves.
+LABEL_GPU_PRESENT = "nvidia.com/gpu.present"
