@@ -12,14 +12,20 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from horus_operator.api import defaults
 
 HUGGINGFACE = "spec.model.huggingface"
 INPUT_SHAPE = "spec.model.inputShape"
-ENV, DRA = "env", "dra"  # spec.binding: how the pod gets its GPU (docs/operator.md compares them)
-BINDINGS = (ENV, DRA)
+
+
+class Binding(StrEnum):
+    """spec.binding: how the pod gets its GPU (docs/operator.md compares them)."""
+
+    ENV = "env"  # a nodeSelector and NVIDIA_VISIBLE_DEVICES
+    DRA = "dra"  # a ResourceClaim per GPU
 
 
 class InvalidJob(ValueError):
@@ -125,21 +131,23 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
     )
 
 
-def binding_of(job: JobSpec, *, default: str, dra_served: bool) -> str:
+def binding_of(job: JobSpec, *, default: Binding, dra_served: bool) -> Binding:
     """The binding `job` runs under; `InvalidJob` for one this cluster cannot give (the schema's enum
     may be bypassed, and DRA needs resource.k8s.io/v1)."""
     chosen = job.binding or default
-    if chosen not in BINDINGS:
-        raise InvalidJob("spec.binding", chosen, f"expected one of {', '.join(BINDINGS)}")
-    if chosen == DRA and not dra_served:
+    try:
+        binding = Binding(chosen)
+    except ValueError:
+        raise InvalidJob("spec.binding", chosen, f"expected one of {', '.join(Binding)}") from None
+    if binding is Binding.DRA and not dra_served:
         raise InvalidJob("spec.binding", chosen, "the API server does not serve resource.k8s.io/v1 (DRA)")
-    return chosen
+    return binding
 
 
 def share_scope(binding: str, namespace: str) -> str:
     """`JobRequest.share_scope`: DRA-bound jobs share a GPU only within their namespace, whose one
     ResourceClaim for it they all reference (a pod can reference claims of its own namespace only)."""
-    return f"{DRA}/{namespace}" if binding == DRA else ""
+    return f"{Binding.DRA}/{namespace}" if binding == Binding.DRA else ""
 
 
 # Beyond these no training step can run on any GPU node: a graph whose shapes say more (a "shape bomb"

@@ -18,15 +18,23 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from horus_operator.api import keys
-from horus_operator.api.dljob import DRA
+from horus_operator.api.dljob import Binding
 from horus_operator.operator.pods import PodView
 from horus_operator.placement.index import wants_whole_gpus
 from horus_operator.placement.types import JobRequest
 
-MPS, TIMESLICING = "mps", "timeslicing"
+
+class Sharing(StrEnum):
+    """How DRA-bound co-tenants share their GPU's claim (`horus run --sharing`)."""
+
+    MPS = "mps"  # one MPS control daemon per claim, limits from the tenants' predictions
+    TIMESLICING = "timeslicing"  # the driver's time-slicing
+
+
 # Each MPS client may pin this much more than the largest predicted memory on the GPU: the memory
 # prediction is an envelope over measured peaks, and held out at most 8 % of peaks (H100) are more than
 # 10 % above it (docs/prediction.md, "Memory and feasibility").
@@ -85,7 +93,7 @@ def holder(
 
 def holder_of(pod: PodView) -> Holder | None:
     """The pod's hold on its GPUs' claims while it holds the GPUs; None for env-bound or finished pods."""
-    if pod.binding != DRA or not pod.holds_gpus or pod.request is None or not pod.gpu_uuids:
+    if pod.binding != Binding.DRA or not pod.holds_gpus or pod.request is None or not pod.gpu_uuids:
         return None
     return holder(pod.namespace, pod.node, pod.gpu_uuids, pod.request, pod.predicted)
 
@@ -104,7 +112,7 @@ def sharing(tenants: Sequence[Tenant], gpu_memory_mib: int, mode: str) -> dict[s
       job placed there later, which Horus fits into that free memory, is never refused by the limit),
       at most the GPU's memory.
     """
-    if mode != MPS or not tenants or any(t.whole for t in tenants):
+    if mode != Sharing.MPS or not tenants or any(t.whole for t in tenants):
         return None
     total = sum(max(t.utilization, 0.0) for t in tenants)
     largest_share = max(max(t.utilization, 0.0) for t in tenants) / total if total > 0 else 1.0
@@ -311,7 +319,7 @@ def allocation(
 ) -> tuple[str, str, str] | None:
     """The DLJob's ClaimsAllocated condition (status, reason, message) from its live pod's claims; None
     for env-bound pods and pods no longer holding their GPUs (their claims go away with them)."""
-    if pod.binding != DRA or not pod.claims or not pod.holds_gpus:
+    if pod.binding != Binding.DRA or not pod.claims or not pod.holds_gpus:
         return None
     views = [claims.get((pod.namespace, name)) for name in pod.claims]
     waiting = [(name, v) for name, v in zip(pod.claims, views, strict=True) if v is None or not v.allocated]

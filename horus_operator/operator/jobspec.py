@@ -15,7 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from horus_operator.api import defaults, dljob
-from horus_operator.api.dljob import ENV, HUGGINGFACE, INPUT_SHAPE, InvalidJob, JobSpec, OnnxRef, share_scope
+from horus_operator.api.dljob import (
+    HUGGINGFACE,
+    INPUT_SHAPE,
+    Binding,
+    InvalidJob,
+    JobSpec,
+    OnnxRef,
+    share_scope,
+)
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction import catalog, transformer
 from horus_operator.prediction.api import UnknownModelError, Workload
@@ -178,7 +186,7 @@ def _digest(data: bytes | str) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def request(job: JobSpec, workload: Workload, submitted_at: float, binding: str = ENV) -> JobRequest:
+def request(job: JobSpec, workload: Workload, submitted_at: float, binding: str = Binding.ENV) -> JobRequest:
     return JobRequest(
         key=job.key,
         workload=workload,

@@ -26,6 +26,7 @@ from horus_operator.operator import claims, cluster_view, jobspec, pods, reconci
 from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.config import OperatorConfig
 from horus_operator.operator.feasibility import as_invalid
 from horus_operator.operator.graphs import GraphQueue
 from horus_operator.operator.jobspec import WorkloadResolver
@@ -51,9 +52,11 @@ MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a forei
 @dataclass(frozen=True)
 class LoopConfig:
     namespace: str | None = None  # None: all namespaces
-    resync_every: float = 10.0  # seconds; re-decides every job (timers such as unschedulable pods)
-    unschedulable_grace: timedelta = timedelta(seconds=30)
-    not_ready_grace: timedelta = timedelta(minutes=5)  # a pod on a node NotReady longer is re-placed
+    # seconds; re-decides every job (timers such as unschedulable pods)
+    resync_every: float = OperatorConfig.resync_seconds
+    unschedulable_grace: timedelta = timedelta(seconds=OperatorConfig.unschedulable_grace_seconds)
+    # a pod on a node NotReady longer is re-placed
+    not_ready_grace: timedelta = timedelta(seconds=OperatorConfig.not_ready_grace_seconds)
     max_batch: int = 1000  # most waiting jobs considered per cycle
     max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
     node_cooldown: timedelta = timedelta(minutes=2)  # a node that left a Horus pod unschedulable is skipped
@@ -61,13 +64,13 @@ class LoopConfig:
     # queue behind it instead of competing for the API server (they converge moments later).
     report_concurrency: int = 4
     batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
-    telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
-    binding: str = dljob.ENV  # for DLJobs that do not set spec.binding
-    sharing: str = claims.MPS  # how DRA-bound co-tenants share a GPU (claims.sharing)
+    telemetry_ttl: float = OperatorConfig.telemetry_ttl_seconds  # seconds; see operator/telemetry.py
+    binding: dljob.Binding = OperatorConfig.binding  # for DLJobs that do not set spec.binding
+    sharing: claims.Sharing = OperatorConfig.sharing  # how DRA-bound co-tenants share a GPU (claims.sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
     moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
     graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/graphs.py)
-    own_namespace: str = "horus-system"  # where the operator runs: its tenancy ConfigMap (tenancy.py)
+    own_namespace: str = OperatorConfig.lease_namespace  # where the operator runs: its tenancy ConfigMap
     ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
 
 
@@ -410,7 +413,7 @@ class SchedulingLoop:
         for assignment in assignments:
             pending = self._pending.get(assignment.job)
             uuids = cluster_view.gpu_uuids(nodes, assignment)
-            if pending is None or pending.binding != dljob.DRA or not all(uuids):
+            if pending is None or pending.binding != dljob.Binding.DRA or not all(uuids):
                 continue
             request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
             namespace, predicted = pending.job.namespace, pods.predicted(assignment)
@@ -425,7 +428,7 @@ class SchedulingLoop:
         if pending is None or body is None:
             return
         uuids = cluster_view.gpu_uuids(nodes, assignment)
-        if pending.binding == dljob.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
+        if pending.binding == dljob.Binding.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
             where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
             self._note_waiting(
@@ -439,7 +442,7 @@ class SchedulingLoop:
             attempt=pending.attempt,
             hostname=self._cache.node_views[assignment.node].hostname,
             gpu_uuids=uuids,
-            claims=claims.claim_names(assignment.node, uuids) if pending.binding == dljob.DRA else (),
+            claims=claims.claim_names(assignment.node, uuids) if pending.binding == dljob.Binding.DRA else (),
         )
         pod = pods.build_pod(placement)
         try:

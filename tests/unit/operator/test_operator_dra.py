@@ -50,7 +50,7 @@ class TwoPerGpu:
         return "waiting: no free GPU"
 
 
-def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = dljob.DRA) -> SchedulingLoop:
+def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = dljob.Binding.DRA) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
@@ -142,11 +142,11 @@ def test_a_config_its_tenants_no_longer_call_for_is_written_beside_the_claim() -
 
 def test_dra_binding_on_a_cluster_without_resource_k8s_io_fails_the_job_naming_the_field() -> None:
     kube = _cluster(jobs=1)
-    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.ENV)))
+    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.Binding.ENV)))
     assert kube.jobs["team-a/job-0"]["status"]["phase"] == "Scheduled"  # env: fine
     body = DLJobBuilder.stored("wants-dra").spec(binding="dra").obj()
     kube.jobs[job_key(body)] = body
-    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.ENV)))
+    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.Binding.ENV)))
     status = kube.jobs["team-a/wants-dra"]["status"]
     assert status["phase"] == "Failed"
     assert "spec.binding='dra'" in status["message"] and "resource.k8s.io/v1" in status["message"]

@@ -147,7 +147,7 @@ def test_an_env_bound_pod_says_so_and_references_no_claim() -> None:
 
 def test_the_share_scope_travels_with_the_request_and_old_pods_read_as_unscoped() -> None:
     job = dljob.parse(DLJobBuilder.stored("cnn", namespace="team-b").obj())
-    request = jobspec.request(job, Workload(model="resnet50", batch_size=32), 0.0, dljob.DRA)
+    request = jobspec.request(job, Workload(model="resnet50", batch_size=32), 0.0, dljob.Binding.DRA)
     assert request.share_scope == "dra/team-b"
     assert pods.decode_request(pods.encode_request(request)) == request
     old = pods.encode_request(request)
