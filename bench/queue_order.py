@@ -77,7 +77,7 @@ def run_order(
     lengths = remaining(durations, scenario, table, predictor)
     ordering = Ordering(order, starvation=starvation, remaining=lengths)
     policy = make_policy("horus", predictor=predictor, rng=random.Random(SEED))
-    result = Simulation(scenario, SchedulingCycle(policy, predictor, ordering=ordering), truth).run()
+    result = Simulation(scenario, SchedulingCycle(policy, ordering=ordering), truth).run()
     summary = summarise(result, scenario)
     return {
         "mean_jct_h": summary["mean_jct_s"] / HOUR,

@@ -34,12 +34,13 @@ from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
 from horus_operator.operator.moving import Mover
 from horus_operator.operator.reports import Reporter, needs_write
+from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.queueorder import Ordering
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node
 from horus_operator.placement.waitqueue import WaitQueue
-from horus_operator.prediction.api import Predictor, Workload
+from horus_operator.prediction.api import Workload
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +90,7 @@ class SchedulingLoop:
         *,
         kube: Kube,
         cache: ClusterCache,
-        policy: Policy,
-        predictor: Predictor,
+        policy: PredictingPolicy,
         resolver: WorkloadResolver,
         config: LoopConfig,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -103,7 +103,6 @@ class SchedulingLoop:
         self._resolver, self._config, self._clock = resolver, config, clock
         self._cycle = SchedulingCycle(
             policy,
-            predictor,
             max_batch=config.max_batch,
             max_explanations=config.max_explanations,
             ordering=config.ordering,

@@ -83,7 +83,6 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         kube=kube,
         cache=cache,
         policy=make_policy(config.policy, predictor=predictor),
-        predictor=predictor,
         resolver=resolver,
         config=LoopConfig(
             namespace=config.namespace,

@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from horus_operator.placement.base import Limits, PlacementCall
+from horus_operator.placement.base import TOLERANCE, Limits, PlacementCall
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, RunningJob
@@ -51,7 +51,6 @@ class Trigger(StrEnum):
     REPACK = "repack"
 
 
-TOLERANCE = 1e-9
 # One-sided 99 %: a job truly at its limit moves on noise alone at most once in a hundred judgements.
 CONFIDENCE_Z = 2.33
 
@@ -126,8 +125,7 @@ def plan_moves(
     """The moves to make now on `snapshot` (the cluster with this round's placements in it). `waiting`:
     some job still waits for a GPU (then nothing is re-packed). A borrowed `snapshot.index` comes back
     with the same jobs on the same GPUs (a moved job re-added last in its GPU's tenant list)."""
-    given = snapshot.index
-    index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
+    index, _ = ClusterIndex.of(snapshot)
     view = dataclasses.replace(snapshot, index=index)
     planner = _Planner(view, index, predictions, mobility, settings)
     try:
@@ -327,12 +325,13 @@ def _slowdowns_with(call: PlacementCall, slot: GpuSlot, job: RunningJob) -> tupl
 def _within_limits(
     call: PlacementCall, slot: GpuSlot, job: RunningJob, mobility: Mapping[str, Mobility]
 ) -> bool:
-    """Whether `job` joining `slot` keeps everyone there predicted within their limits."""
+    """Whether `job` joining `slot` keeps everyone there predicted within their limits, with the margin
+    placement keeps (`Limits.admits`): a move must not land where a placement would not."""
     slowdowns = _slowdowns_with(call, slot, job)
     if slowdowns is None:
         return False
     everyone = [*slot.tenants, job]
     return all(
-        slowdown <= _limit(tenant, mobility.get(tenant.request.key)) + TOLERANCE
+        call.limits.admits(slowdown, _limit(tenant, mobility.get(tenant.request.key)))
         for tenant, slowdown in zip(everyone, slowdowns, strict=True)
     )

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from horus_operator.api import defaults
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import gpu_spec
+
+if TYPE_CHECKING:  # the index is built from these types: a runtime import would be a cycle
+    from horus_operator.placement.index import ClusterIndex
 
 
 @dataclass(frozen=True)
@@ -89,9 +92,9 @@ class ClusterSnapshot:
     now: float = 0.0
     # Optional `placement.index.ClusterIndex` of exactly this state, kept current by callers that see
     # every change (the simulator) so a policy need not re-index the cluster on every call. When given
-    # it is authoritative and `running` may be left empty; policies return it unchanged. Typed `object`:
-    # the index is built from these types, so naming it here would make the two modules import each other.
-    index: object | None = field(default=None, compare=False, repr=False)
+    # it is authoritative and `running` may be left empty; policies return it unchanged
+    # (`ClusterIndex.of` borrows it, or builds one where none is given).
+    index: ClusterIndex | None = field(default=None, compare=False, repr=False)
     # The earliest time all known work could be done (`placement.makespan.horizon_s`), where the caller
     # knows the jobs' remaining work; None: unknown, and no makespan guard applies.
     horizon_s: float | None = None

@@ -36,9 +36,10 @@ from dataclasses import replace
 from tqdm import tqdm
 
 from horus_operator.api.defaults import SETTLED_S
+from horus_operator.placement.base import TOLERANCE
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex, GpuSlot
-from horus_operator.placement.moves import TOLERANCE, Mobility, Move
+from horus_operator.placement.moves import Mobility, Move
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon

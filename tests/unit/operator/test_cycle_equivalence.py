@@ -96,7 +96,6 @@ def _operator(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=make_policy(policy, predictor=believed),
-        predictor=believed,
         resolver=jobspec.WorkloadResolver(
             lambda n: n, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}
         ),
@@ -149,7 +148,7 @@ def _simulator(
     truth = Truth(TruthTable(isolated={}, pairs={}), fallback=believed)
     sim = Simulation(
         Scenario("equivalence", sim_jobs, cluster, "v100"),
-        SchedulingCycle(make_policy(policy, predictor=believed), believed, ordering=ordering(order)),
+        SchedulingCycle(make_policy(policy, predictor=believed), ordering=ordering(order)),
         truth,
     )
     sim.now = NOW.timestamp()

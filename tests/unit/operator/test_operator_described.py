@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from test_operator_loop import FirstFreeGpu, FixedPredictor, _catalog, _cluster, _settle
+from test_operator_loop import FirstFreeGpu, _catalog, _cluster, _settle
 
 from horus_operator.api import dljob
 from horus_operator.operator import jobspec, pods
@@ -37,7 +37,6 @@ def _first_cycle_message(model: dict[str, object]) -> tuple[str, str]:
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=FirstFreeGpu(),
-        predictor=FixedPredictor(),
         resolver=resolver,
         config=LoopConfig(),
     )

@@ -20,6 +20,8 @@ from horus_operator.api import dljob, keys
 from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement.base import Limits
+from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.testing.builders import DLJobBuilder
 
@@ -32,6 +34,10 @@ class TwoPerGpu:
     """A stand-in policy: each job on the first GPU with fewer than two jobs."""
 
     name = "two-per-gpu"
+
+    def __init__(self) -> None:
+        self.predictions = CachedPredictions(FixedPredictor())  # what the cycle reads
+        self.limits = Limits()
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         tenants = Counter(i for job in snapshot.running for i in job.gpu_indices)
@@ -55,7 +61,6 @@ def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = dljob.Bindi
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=TwoPerGpu(),
-        predictor=FixedPredictor(),
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
         config=LoopConfig(binding=binding, dra_served=dra_served),
         clock=lambda: NOW,

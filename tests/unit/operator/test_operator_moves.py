@@ -28,7 +28,6 @@ def _loop(kube: FakeKube) -> SchedulingLoop:
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=make_policy("horus", predictor=PREDICTOR),
-        predictor=PREDICTOR,
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
         config=LoopConfig(moves=MoveSettings(over_limit_for_s=300.0)),
         clock=lambda: NOW,

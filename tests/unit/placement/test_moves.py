@@ -138,7 +138,7 @@ def test_a_target_still_free_is_kept_and_one_taken_meanwhile_is_refused() -> Non
 
 def test_the_cycle_plans_moves_with_its_predictions_and_skips_cooling_nodes() -> None:
     believed = predictor()
-    cycle = SchedulingCycle(make_policy("horus", predictor=believed), believed)
+    cycle = SchedulingCycle(make_policy("horus", predictor=believed))
     tenants = [running(job("a", "good"), "n0", 0), running(job("b", "poor"), "n0", 0)]
     view = snapshot(nodes(2, gpus=1), *tenants, now=400.0)
     (move,) = cycle.moves(view, {"a": OVER}, SETTINGS, waiting=True)
