@@ -107,8 +107,8 @@ class SchedulingLoop:
             max_explanations=config.max_explanations,
             ordering=config.ordering,
         )
-        self._reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
-        self._mover = Mover(kube, cache, self._cycle, self._reports, config.moves, every=config.resync_every)
+        self.reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
+        self._mover = Mover(kube, cache, self._cycle, self.reports, config.moves, every=config.resync_every)
         self._claims = (
             ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
         )
@@ -224,7 +224,7 @@ class SchedulingLoop:
             await self._claims.reconcile()
         writes = [d for d in decisions.values() if d is not None and needs_write(*d)]
         for body, decision in writes:
-            self._reports.write_later(body, decision)
+            self.reports.write_later(body, decision)
         if placed or writes:
             log.info(
                 "cycle: %d jobs changed, %d placed, %d still waiting, %d status writes in %.0f ms",
@@ -291,13 +291,13 @@ class SchedulingLoop:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
             await self._kube.delete_pod(meta["namespace"], name, grace or 0)
             if grace is None:
-                self._reports.post_later(
+                self.reports.post_later(
                     body, kind="Warning", reason="Replacing", message=decision.delete_reason
                 )
 
     async def settle(self) -> None:
         """Wait for the status writes and Events in flight (tests, shutdown)."""
-        await self._reports.settle()
+        await self.reports.settle()
 
     def _binding(self, job: JobSpec) -> str:
         return dljob.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
@@ -462,7 +462,7 @@ class SchedulingLoop:
         self._cache.put_pod(stored)
         if created:
             reason = "Moved" if pending.moving else "Placed"
-            self._reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
+            self.reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
 
     def _name_taken(self, job: JobSpec, pod: Mapping[str, Any], now: datetime) -> None:
         """The pod name of the job's attempt belongs to a pod the job does not control. One still being
@@ -524,7 +524,7 @@ class SchedulingLoop:
         self._cache.mark([key])
         body = self._cache.jobs.get(key)
         if body is not None:
-            self._reports.post_later(body, kind="Normal", reason="Waiting", message=message)
+            self.reports.post_later(body, kind="Normal", reason="Waiting", message=message)
 
 
 async def _nothing() -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.api import dljob
-from horus_operator.operator import migration, status
+from horus_operator.operator import migration
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.kube import Kube
@@ -99,7 +99,7 @@ class Mover:
         current = body.get("status") or {}
         moves = [*(current.get("moves") or []), migration.entry(move, pod.attempt, now)]
         try:
-            stored = await status.write(self._kube, self._cache, body, {"moves": moves})
+            stored = await self._reports.write(body, {"moves": moves})
         except (ApiError, ApiUnavailable) as error:  # nothing deleted yet: the job stays where it is
             log.warning("move of %s not recorded, not moved: %s", move.job, error)
             return

@@ -1,7 +1,7 @@
 """Observed telemetry on the leader: a GPUNode change updates each DLJob's `status.observed`, appends
 observed co-locations to the dataset and teaches the online correction (`learning.py`) each job's
 observed slowdown next to its co-tenant. `observed.py` computes the first two; this module reads the
-cache and writes through the adapter (`status.write`, the one status writer). Wired by `runtime.build`,
+cache and writes through the loop's `Reporter`, the one status writer. Wired by `runtime.build`,
 fed by `observed_handlers.py`."""
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from horus_operator.operator.kube import Kube
 from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed_store import ObservationStore
 from horus_operator.operator.pods import PodView
+from horus_operator.operator.reports import Reporter
 from horus_operator.placement.types import Gpu
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import Observation
@@ -54,6 +55,7 @@ class ObservedTelemetry:
     cache: ClusterCache
     kube: Kube
     recorder: Recorder
+    reports: Reporter  # the one status writer, shared with the scheduling loop
     leading: asyncio.Event  # the lease: only the leader writes
     telemetry_ttl_seconds: float
     clock: Callable[[], datetime]
@@ -88,7 +90,7 @@ class ObservedTelemetry:
             new = observed.observed_status(observation, previous, gpu_type=gpu_type, now=now)
             updated[key], alone_before[key] = new, previous.get("aloneStepsPerSecond")
             if observed.changed(new, previous):
-                await status.write(self.kube, self.cache, job, {status.OBSERVED: new})
+                await self.reports.write(job, {status.OBSERVED: new})
         for key, reported in updated.items():
             for cotenant in reported.get("sharedRuns") or {}:
                 await self._record_pair(key, reported, cotenant, updated)

@@ -107,6 +107,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         cache=cache,
         kube=kube,
         recorder=Recorder(ObservationStore(kube, config.lease_namespace)),
+        reports=loop.reports,
         leading=elector.leading,
         telemetry_ttl_seconds=config.telemetry_ttl_seconds,
         clock=clock,

@@ -21,6 +21,7 @@ from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.learning import Learning
 from horus_operator.operator.observed import Chunk
 from horus_operator.operator.observing import ObservedTelemetry, Recorder
+from horus_operator.operator.reports import Reporter
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
@@ -122,6 +123,7 @@ def _telemetry(
         cache=cache,
         kube=kube,  # type: ignore[arg-type]
         recorder=Recorder(store),  # type: ignore[arg-type]
+        reports=Reporter(kube=kube, cache=cache, concurrency=4),  # type: ignore[arg-type]
         leading=leading,
         telemetry_ttl_seconds=60.0,
         clock=lambda: clock[0],
