@@ -77,11 +77,25 @@ class LoopConfig:
 
 @dataclass
 class _Pending:
+    """A job waiting for its next pod, as its latest decision left it."""
+
     attempt: int
     job: JobSpec
     workload: Workload
     binding: str
+    request: JobRequest  # what the cycle places: built once per decision
     moving: bool = False  # between pods of a move: placed on its target if that still fits
+
+
+@dataclass(slots=True)
+class _JobRecord:
+    """What the loop has told or learnt of one DLJob between decisions; forgotten with the job."""
+
+    waiting: str = ""  # why it still waits (its status message; an Event when it changes)
+    explained_at: datetime | None = None  # its last wait explanation: one per resync period at most
+    place: dict[str, Any] | None = None  # its status.queue, while it waits
+    unsatisfiable: InvalidJob | None = None  # no node of this cluster could ever take it
+    name_conflicts: int = 0  # tries that met a foreign pod of its pod's name
 
 
 class SchedulingLoop:
@@ -118,13 +132,9 @@ class SchedulingLoop:
             lambda key: cache.mark([key]),
             per_namespace=config.graphs_per_namespace,
         )
-        self._pending: dict[str, _Pending] = {}
-        self._waiting: dict[str, str] = {}  # job key -> why it still waits
+        self._pending: dict[str, _Pending] = {}  # the jobs to place: cleared on resync, re-decided
+        self._records: dict[str, _JobRecord] = {}  # job key -> what the loop holds for it
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
-        self._unsatisfiable: dict[str, InvalidJob] = {}
-        self._places: dict[str, dict[str, Any]] = {}  # job key -> its status.queue, while it waits
-        self._name_conflicts: dict[str, int] = {}  # job key -> tries that met a foreign pod of its pod's name
-        self._explained_at: dict[str, datetime] = {}
         self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
         self._tenancy = tenancy.Tenancy()
         self._tenancy_read_at: datetime | None = None
@@ -241,6 +251,7 @@ class SchedulingLoop:
             self._forget(key)
             return None
         job = dljob.parse(body)
+        record = self._record(key)
         current = body.get("status") or {}
         job_pods = self._cache.job_pods(key)
         # A final job is never resolved again (after a restart, a Failed job's graph is not re-read).
@@ -261,10 +272,10 @@ class SchedulingLoop:
                 not_ready_grace=self._config.not_ready_grace,
                 verdict=verdict,
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
-                unsatisfiable=self._unsatisfiable.get(key)
+                unsatisfiable=record.unsatisfiable
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
-                waiting_message=self._waiting.get(key, "") or _reading(job),
-                queue=self._places.get(key),
+                waiting_message=record.waiting or _reading(job),
+                queue=record.place,
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
                 foreign=self._foreign,
@@ -274,12 +285,13 @@ class SchedulingLoop:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
-        if decision.place_attempt is not None and placeable is not None:
+        request = self._request(job, placeable, body) if placeable is not None else None
+        if decision.place_attempt is not None and placeable is not None and request is not None:
             moving = decision.move_to is not None
-            self._pending[key] = _Pending(decision.place_attempt, job, placeable, self._binding(job), moving)
+            binding = self._binding(job)
+            self._pending[key] = _Pending(decision.place_attempt, job, placeable, binding, request, moving)
         else:
             self._pending.pop(key, None)
-        request = self._request(job, placeable, body) if placeable is not None else None
         self._mover.note(key, decision.moving, request)
         return body, decision
 
@@ -334,14 +346,13 @@ class SchedulingLoop:
             self._workloads[cache_key] = verdict
         return self._workloads[cache_key]
 
+    def _record(self, key: str) -> _JobRecord:
+        return self._records.setdefault(key, _JobRecord())
+
     def _forget(self, key: str) -> None:
         self._mover.forget(key)
-        self._explained_at.pop(key, None)
         self._pending.pop(key, None)
-        self._waiting.pop(key, None)
-        self._unsatisfiable.pop(key, None)
-        self._name_conflicts.pop(key, None)
-        self._places.pop(key, None)
+        self._records.pop(key, None)
 
     def _snapshot(self, now: datetime) -> ClusterSnapshot:
         """The cluster as the API server shows it, with the targets of jobs between pods held."""
@@ -379,9 +390,7 @@ class SchedulingLoop:
         moved = self._mover.retarget(snapshot, [k for k, p in self._pending.items() if p.moving])
         view = self._mover.reserved(snapshot)
         queue = self._cycle.queue(
-            self._request(pending.job, pending.workload, self._cache.jobs[key])
-            for key, pending in self._pending.items()
-            if key not in moved
+            pending.request for key, pending in self._pending.items() if key not in moved
         )
         # Off the event loop: a cycle over a long queue takes long enough to delay watch events.
         result = await asyncio.to_thread(
@@ -389,13 +398,13 @@ class SchedulingLoop:
         )
         decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
         for key, problem in result.unsatisfiable.items():
-            self._unsatisfiable[key] = as_invalid(self._pending.pop(key).job, problem)
+            self._record(key).unsatisfiable = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
         assignments = [*moved.values(), *result.assignments]
         nodes = {node.name: node for node in view.nodes}
         if self._claims is not None:
             await self._claims.prepare(self._claim_holders(assignments, nodes))
-        await asyncio.gather(*(self._bind(a, nodes, now) for a in assignments))
+        await asyncio.gather(*(self._bind(a, result.placed.get(a.job), nodes, now) for a in assignments))
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
         self._note_places(
@@ -414,14 +423,18 @@ class SchedulingLoop:
             uuids = cluster_view.gpu_uuids(nodes, assignment)
             if pending is None or pending.binding != dljob.Binding.DRA or not all(uuids):
                 continue
-            request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
+            request = pending.request
             namespace, predicted = pending.job.namespace, pods.predicted(assignment)
             holders.append(
                 claims.holder(namespace, assignment.node, [u or "" for u in uuids], request, predicted)
             )
         return holders
 
-    async def _bind(self, assignment: Assignment, nodes: Mapping[str, Node], now: datetime) -> None:
+    async def _bind(
+        self, assignment: Assignment, placed: JobRequest | None, nodes: Mapping[str, Node], now: datetime
+    ) -> None:
+        """Create the pod of `assignment`; `placed`: its request as the cycle placed it (None for a job
+        placed on its move's target), which the pod records."""
         pending = self._pending.pop(assignment.job, None)
         body = self._cache.jobs.get(assignment.job)
         if pending is None or body is None:
@@ -436,7 +449,7 @@ class SchedulingLoop:
             return
         placement = pods.Placement(
             job=pending.job,
-            request=self._request(pending.job, pending.workload, body),
+            request=placed or pending.request,
             assignment=assignment,
             attempt=pending.attempt,
             hostname=self._cache.node_views[assignment.node].hostname,
@@ -456,9 +469,8 @@ class SchedulingLoop:
         if pods.controlling_dljob(stored["metadata"]) != pending.job.uid:
             self._name_taken(pending.job, stored, now)
             return
-        self._name_conflicts.pop(assignment.job, None)
-        self._places.pop(assignment.job, None)
-        self._waiting.pop(assignment.job, None)
+        record = self._record(assignment.job)
+        record.name_conflicts, record.place, record.waiting = 0, None, ""
         self._cache.put_pod(stored)
         if created:
             reason = "Moved" if pending.moving else "Placed"
@@ -474,9 +486,9 @@ class SchedulingLoop:
         if meta.get("deletionTimestamp"):
             self._note_waiting(job.key, f"waiting: {where} of an earlier owner is being deleted", now)
             return
-        tries = self._name_conflicts.get(job.key, 0) + 1
-        self._name_conflicts[job.key] = tries
-        if tries < MAX_NAME_CONFLICTS:
+        record = self._record(job.key)
+        record.name_conflicts += 1
+        if record.name_conflicts < MAX_NAME_CONFLICTS:
             # The same message each time: only the first marks the job, later tries come with the
             # periodic re-decision, so a pod the garbage collector is about to delete has time to go.
             self._note_waiting(job.key, f"waiting: {where} exists and is not this DLJob's", now)
@@ -503,7 +515,7 @@ class SchedulingLoop:
             position += 1
             if request.key in left:
                 left.discard(request.key)
-                self._places[request.key] = {
+                self._record(request.key).place = {
                     "position": position,
                     "waiting": waiting,
                     "order": str(ordering.order),
@@ -512,19 +524,21 @@ class SchedulingLoop:
 
     def _explanation_due(self, request: JobRequest, now: datetime) -> bool:
         """At most one explanation per job per resync period: an explanation scans every GPU."""
-        last = self._explained_at.get(request.key)
+        last = self._record(request.key).explained_at
         return last is None or (now - last).total_seconds() >= self._config.resync_every
 
     def _note_waiting(self, key: str, message: str, now: datetime) -> None:
         """Say why a job still waits: in its status message, and an Event when the reason changed."""
-        self._explained_at[key] = now
-        if self._waiting.get(key) == message:
-            return
-        self._waiting[key] = message
-        self._cache.mark([key])
         body = self._cache.jobs.get(key)
-        if body is not None:
-            self.reports.post_later(body, kind="Normal", reason="Waiting", message=message)
+        if body is None:  # deleted meanwhile: its record is gone, and stays gone
+            return
+        record = self._record(key)
+        record.explained_at = now
+        if record.waiting == message:
+            return
+        record.waiting = message
+        self._cache.mark([key])
+        self.reports.post_later(body, kind="Normal", reason="Waiting", message=message)
 
 
 async def _nothing() -> list[dict[str, Any]]:
