@@ -140,7 +140,7 @@ class ClusterIndex:
     def of(cls, snapshot: ClusterSnapshot) -> tuple[ClusterIndex, bool]:
         """The snapshot's own index, borrowed (True: the caller must hand it back as it found it), or a
         fresh one built from it (False)."""
-        if snapshot.index is not None:
+        if isinstance(snapshot.index, ClusterIndex):
             return snapshot.index, True
         return cls.build(snapshot), False
 

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from horus_operator.api import defaults
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import gpu_spec
-
-if TYPE_CHECKING:  # the index is built from these types: a runtime import would be a cycle
-    from horus_operator.placement.index import ClusterIndex
 
 
 @dataclass(frozen=True)
@@ -85,6 +82,16 @@ class RunningJob:
     gpu_indices: tuple[int, ...]
 
 
+class KeptIndex(Protocol):
+    """What a snapshot's kept index (`placement.index.ClusterIndex`, built from these types: naming it
+    here would make the two modules import each other) tells a reader of the snapshot."""
+
+    @property
+    def jobs(self) -> dict[str, RunningJob]:
+        """The running jobs it holds, by key."""
+        ...
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
     nodes: tuple[Node, ...]
@@ -94,7 +101,7 @@ class ClusterSnapshot:
     # every change (the simulator) so a policy need not re-index the cluster on every call. When given
     # it is authoritative and `running` may be left empty; policies return it unchanged
     # (`ClusterIndex.of` borrows it, or builds one where none is given).
-    index: ClusterIndex | None = field(default=None, compare=False, repr=False)
+    index: KeptIndex | None = field(default=None, compare=False, repr=False)
     # The earliest time all known work could be done (`placement.makespan.horizon_s`), where the caller
     # knows the jobs' remaining work; None: unknown, and no makespan guard applies.
     horizon_s: float | None = None
