@@ -1,6 +1,6 @@
 """The GPUNode custom resource (horus.dev/v1alpha1, cluster-scoped, one per node, named after it):
 how a `NodeSummary` is written into its status. The schema is in crds/gpunode.yaml; the operator reads
-it back in `operator/telemetry.py`. Pure.
+it back in `operator/telemetry/gpunodes.py`. Pure.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A DLJob's spec as typed values, and the checks that need nothing but the spec (the CRD's schema makes
 most; these hold for objects stored without it). Resolving the model into a workload the predictor
-understands is the operator's (`operator/jobspec.py`): it reads ConfigMaps and counts graphs.
+understands is the operator's (`operator/jobs/jobspec.py`): it reads ConfigMaps and counts graphs.
 
 An `InvalidJob` names the offending field and value; the operator turns it into a Failed condition
 instead of retrying.

@@ -10,8 +10,8 @@ import click
 
 from horus_operator.api.dljob import Binding
 from horus_operator.commands.queueing import queue_options
-from horus_operator.operator.claims import Sharing
 from horus_operator.operator.config import OperatorConfig as Defaults
+from horus_operator.operator.dra.claims import Sharing
 
 F = TypeVar("F", bound=Callable[..., Any])
 

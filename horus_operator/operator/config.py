@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from horus_operator.api.dljob import Binding
-from horus_operator.operator.claims import Sharing
+from horus_operator.operator.dra.claims import Sharing
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
 

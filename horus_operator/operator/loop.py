@@ -22,17 +22,19 @@ from typing import Any
 from horus_operator.api import dljob
 from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.api.keys import GPU_DRIVER
-from horus_operator.operator import claims, cluster_view, jobspec, pods, reconcile, status, template, tenancy
+from horus_operator.operator import cluster_view, status
 from horus_operator.operator.apierrors import ApiError
-from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
-from horus_operator.operator.feasibility import as_invalid
-from horus_operator.operator.graphs import GraphQueue
-from horus_operator.operator.jobspec import WorkloadResolver
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.keeper import ClaimKeeper
+from horus_operator.operator.jobs import jobspec, pods, reconcile, template, tenancy
+from horus_operator.operator.jobs.feasibility import as_invalid
+from horus_operator.operator.jobs.graphs import GraphQueue
+from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
-from horus_operator.operator.moving import Mover
+from horus_operator.operator.moves.mover import Mover
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.cycle import SchedulingCycle
@@ -65,12 +67,12 @@ class LoopConfig:
     # queue behind it instead of competing for the API server (they converge moments later).
     report_concurrency: int = 4
     batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
-    telemetry_ttl: float = OperatorConfig.telemetry_ttl_seconds  # seconds; see operator/telemetry.py
+    telemetry_ttl: float = OperatorConfig.telemetry_ttl_seconds  # seconds; see operator/telemetry/gpunodes.py
     binding: dljob.Binding = OperatorConfig.binding  # for DLJobs that do not set spec.binding
     sharing: claims.Sharing = OperatorConfig.sharing  # how DRA-bound co-tenants share a GPU (claims.sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
-    moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
-    graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/graphs.py)
+    moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moves/mover.py)
+    graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/jobs/graphs.py)
     own_namespace: str = OperatorConfig.lease_namespace  # where the operator runs: its tenancy ConfigMap
     ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
 

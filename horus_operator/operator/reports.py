@@ -18,8 +18,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from horus_operator.operator import reconcile, status
+from horus_operator.operator import status
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs import reconcile
 from horus_operator.operator.kube import Kube
 
 log = logging.getLogger(__name__)

@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
-from horus_operator.operator.graphs import GraphReader
-from horus_operator.operator.jobspec import WorkloadResolver
+from horus_operator.operator.jobs.graphs import GraphReader
+from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
-from horus_operator.operator.learning import CorrectionStore, Learning
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
-from horus_operator.operator.observed_store import ObservationStore
-from horus_operator.operator.observing import ObservedTelemetry, Recorder
+from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
+from horus_operator.operator.telemetry.store import ObservationStore
+from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
 from horus_operator.prediction.correction import CorrectedPredictor

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-OBSERVED = "observed"  # written by the telemetry handler (observing.py), carried over by the loop
+OBSERVED = "observed"  # written by the telemetry handler (telemetry/updates.py), carried over by the loop
 OWNED_BY_OTHERS = (OBSERVED,)  # status fields the scheduling loop compares but never sends
 
 

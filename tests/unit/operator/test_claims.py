@@ -1,4 +1,4 @@
-"""DRA binding decisions (`operator/claims.py`): the claim of a GPU, its sharing config, the plan that
+"""DRA binding decisions (`operator/dra/claims.py`): the claim of a GPU, its sharing config, the plan that
 brings the API server's claims in line, and the ClaimsAllocated condition. Pure."""
 
 from __future__ import annotations
@@ -7,8 +7,9 @@ import pytest
 from operator_builders import PodBuilder
 
 from horus_operator.api import keys
-from horus_operator.operator import claims, pods
-from horus_operator.operator.claims import ClaimView, DesiredClaim, Device, Tenant
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.claims import ClaimView, DesiredClaim, Device, Tenant
+from horus_operator.operator.jobs import pods
 
 GPU_MIB = 16384
 

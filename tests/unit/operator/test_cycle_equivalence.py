@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from operator_builders import FakeKube, gpu_node
 
 from horus_operator.api import keys
-from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.fake import TablePredictor

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from horus_operator.api import keys
-from horus_operator.operator import learning
 from horus_operator.operator.apierrors import Conflict, NotFound
-from horus_operator.operator.learning import CorrectionStore, Learning
+from horus_operator.operator.telemetry import learning
+from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation

@@ -4,7 +4,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horus_operator.api.defaults import SETTLED_S
-from horus_operator.operator import observed
+from horus_operator.operator.telemetry import observed
 
 STAMP = "2026-12-02T17:00:00Z"
 T0 = datetime(2026, 12, 2, 17, 0, 0, tzinfo=UTC)

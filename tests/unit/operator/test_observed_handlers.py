@@ -16,12 +16,13 @@ import kopf
 from horus_operator.agent.gpunode import rfc3339
 from horus_operator.api import keys
 from horus_operator.api.defaults import SETTLED_S
-from horus_operator.operator import observed_handlers, pods
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.learning import Learning
-from horus_operator.operator.observed import Chunk
-from horus_operator.operator.observing import ObservedTelemetry, Recorder
+from horus_operator.operator.jobs import pods
 from horus_operator.operator.reports import Reporter
+from horus_operator.operator.telemetry import handlers
+from horus_operator.operator.telemetry.learning import Learning
+from horus_operator.operator.telemetry.observed import Chunk
+from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
@@ -135,7 +136,7 @@ def _telemetry(
         clock[0] += timedelta(seconds=after_s)
         now = clock[0].timestamp() - published_ago
         event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates, healthy=healthy)}
-        await observed_handlers.gpunode_changed(event=event, memo=memo)
+        await handlers.gpunode_changed(event=event, memo=memo)
 
     return cache, kube, store, publish
 

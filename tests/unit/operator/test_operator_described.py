@@ -9,8 +9,8 @@ import asyncio
 from test_operator_loop import FirstFreeGpu, _catalog, _cluster, _settle
 
 from horus_operator.api import dljob
-from horus_operator.operator import jobspec, pods
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.operator.loop import COUNTING_SHAPE, READING_CONFIG, LoopConfig, SchedulingLoop
 from horus_operator.placement.types import Assignment
 from horus_operator.prediction.api import Workload

@@ -17,8 +17,8 @@ from test_operator_loop import _cluster as cluster
 from horus_operator.agent import resourceslice
 from horus_operator.agent.fake import FakeInventory
 from horus_operator.api import dljob, keys
-from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.base import Limits
 from horus_operator.placement.predictions import CachedPredictions

@@ -1,4 +1,4 @@
-"""Model graphs read off the scheduling loop (operator/graphs.py): a job whose ONNX graph is being read
+"""Model graphs read off the scheduling loop (operator/jobs/graphs.py): a job whose ONNX graph is being read
 waits while every other job is placed; a namespace's burst of graphs is read a few at a time; a graph's
 features are remembered by its content; a final job is never resolved again; and sizes beyond any GPU
 node are refused with the field named."""
@@ -14,9 +14,9 @@ from test_operator_loop import _catalog, _cluster, _loop, _settle
 
 from horus_operator.api import dljob
 from horus_operator.api.dljob import InvalidJob, JobSpec
-from horus_operator.operator import jobspec
 from horus_operator.operator.cache import job_key
-from horus_operator.operator.graphs import GraphQueue, GraphReader
+from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.jobs.graphs import GraphQueue, GraphReader
 from horus_operator.operator.loop import READING_GRAPH, SchedulingLoop
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder

@@ -8,8 +8,9 @@ import pytest
 from operator_builders import gpu_node
 
 from horus_operator.api import dljob
-from horus_operator.operator import cluster_view, jobspec
-from horus_operator.operator.feasibility import as_invalid
+from horus_operator.operator import cluster_view
+from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.jobs.feasibility import as_invalid
 from horus_operator.placement.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload

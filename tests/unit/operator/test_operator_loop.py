@@ -13,8 +13,8 @@ import pytest
 from operator_builders import FakeKube, PodBuilder, gpu_node
 
 from horus_operator.api import keys
-from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.base import Limits, PredictingPolicy
 from horus_operator.placement.index import ClusterIndex

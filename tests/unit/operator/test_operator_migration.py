@@ -1,5 +1,6 @@
-"""A move as DLJob status records it (operator/migration.py), and what reconcile.decide does at each step:
-stop the old pod with the grace period, wait while any pod of the job exists, then start on the target."""
+"""A move as DLJob status records it (operator/moves/migration.py), and what reconcile.decide does at
+each step: stop the old pod with the grace period, wait while any pod of the job exists, then start on
+the target."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 from operator_builders import PodBuilder
 
 from horus_operator.api import dljob
-from horus_operator.operator import migration, pods, reconcile
+from horus_operator.operator.jobs import pods, reconcile
+from horus_operator.operator.moves import migration
 from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 10, tzinfo=UTC)

@@ -10,8 +10,8 @@ from typing import Any
 from operator_builders import FakeKube, PodBuilder, gpu_node
 from test_operator_loop import NOW, _catalog
 
-from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.moves import MoveSettings

@@ -4,7 +4,7 @@ import dataclasses
 import json
 
 from horus_operator.api import dljob, keys
-from horus_operator.operator import jobspec, pods
+from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.placement.types import Assignment
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder

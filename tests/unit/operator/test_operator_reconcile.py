@@ -8,7 +8,7 @@ from operator_builders import PodBuilder
 
 from horus_operator.api import dljob
 from horus_operator.api.dljob import InvalidJob
-from horus_operator.operator import pods, reconcile
+from horus_operator.operator.jobs import pods, reconcile
 from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 10, tzinfo=UTC)

@@ -9,8 +9,8 @@ from typing import Any
 
 from operator_builders import FakeKube
 
-from horus_operator.operator import reconcile
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs import reconcile
 from horus_operator.operator.reports import Reporter
 from horus_operator.testing.builders import DLJobBuilder
 

@@ -14,7 +14,7 @@ import yaml
 from operator_builders import PodBuilder
 
 from horus_operator.api import dljob
-from horus_operator.operator import pods, reconcile
+from horus_operator.operator.jobs import pods, reconcile
 from horus_operator.testing.builders import DLJobBuilder
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "dljob.yaml"

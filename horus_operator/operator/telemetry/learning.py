@@ -1,6 +1,6 @@
 """Online correction in the operator: observed co-locations correct the slowdowns the loop places with.
 
-The leader feeds each job's observed slowdown next to one co-tenant (from `observing.py`) into the
+The leader feeds each job's observed slowdown next to one co-tenant (from `updates.py`) into the
 `CorrectedPredictor` the scheduling loop and its policy decide with; the next placement reads the lesson.
 The state lives in the cluster, in ConfigMap `horus-slowdown-correction` (label
 horus.dev/dataset=correction, key `correction.json`) in the operator's namespace: saved after every

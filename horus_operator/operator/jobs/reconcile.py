@@ -15,9 +15,10 @@ from enum import StrEnum
 from typing import Any
 
 from horus_operator.api.dljob import InvalidJob, JobSpec
-from horus_operator.operator import claims, migration
-from horus_operator.operator.claims import ClaimId, ClaimView
-from horus_operator.operator.pods import TERMINAL_PHASES, PodView
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.claims import ClaimId, ClaimView
+from horus_operator.operator.jobs.pods import TERMINAL_PHASES, PodView
+from horus_operator.operator.moves import migration
 
 
 class Phase(StrEnum):
@@ -41,7 +42,7 @@ class Decision:
     delete_pods: tuple[str, ...] = ()  # stuck pods to remove before re-placing
     delete_reason: str = ""
     avoid_node: str = ""  # a node that could not take the job's pod (e.g. full of CPU): skip it for a while
-    # A move (operator/migration.py): delete with the job's grace period (None: at once, the node may be
+    # A move (operator/moves/migration.py): delete with the job's grace period (None: at once, the node may be
     # gone), and place the next pod where the move chose, if it still fits.
     delete_grace_s: int | None = None
     move_to: migration.InProgress | None = None
@@ -109,7 +110,7 @@ def _moving(
     next_attempt: int,
     ctx: Context,
 ) -> Decision | None:
-    """A move under way and no newer pod yet (docs: operator/migration.py). None: the pod moved from
+    """A move under way and no newer pod yet (docs: operator/moves/migration.py). None: the pod moved from
     ended by itself (succeeded or failed) before it was deleted, and the job goes on as any job."""
     old = next((p for p in pods if p.attempt == moving.attempt and not p.deleting), None)
     if old is not None and old.phase in TERMINAL_PHASES:

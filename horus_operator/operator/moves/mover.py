@@ -5,7 +5,7 @@ this module only records it and keeps the target GPU for the job until its new p
 - `plan` (start of a loop cycle, at most once per `every` seconds): asks the planner about every job
   that allows moving and whose pod runs, and writes each chosen move into the job's `status.moves`
   (state `Moving`) and an Event `Moving`. Nothing else: deleting the pod (with the job's grace period)
-  and creating the next one follow from that status (`reconcile.decide`, `operator/migration.py`),
+  and creating the next one follow from that status (`reconcile.decide`, `operator/moves/migration.py`),
   the level-triggered way the loop re-places any pod, so a restart mid-move resumes it.
 - `reserved`: while a job is between pods its target GPU is held for it in every snapshot, so the
   cycle places nothing else there meanwhile.
@@ -23,11 +23,11 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.api import dljob
-from horus_operator.operator import migration
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs.pods import PodView
 from horus_operator.operator.kube import Kube
-from horus_operator.operator.pods import PodView
+from horus_operator.operator.moves import migration
 from horus_operator.operator.reports import Reporter
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import Mobility, Move, MoveSettings

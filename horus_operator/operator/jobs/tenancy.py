@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from horus_operator.api.dljob import InvalidJob
-from horus_operator.operator import template
+from horus_operator.operator.jobs import template
 
 CONFIG_MAP = "horus-tenancy"  # in the operator's namespace; also the policy binding's parameter
 FIELD = "spec.template.spec"

@@ -1,6 +1,6 @@
 """kopf registration for the telemetry loop: GPUNode watch events feed the cluster view (placement sees
 UUIDs, health and observed usage) and, on the leader, each DLJob's `status.observed` and the observed
-co-location dataset (`observing.py`). Imported by `entry.py`."""
+co-location dataset (`updates.py`). Imported by `entry.py`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import kopf
 
 from horus_operator.api import keys
-from horus_operator.operator.observing import ObservedTelemetry
+from horus_operator.operator.telemetry.updates import ObservedTelemetry
 
 
 @kopf.on.event(keys.GROUP, keys.VERSION, keys.GPUNODE_PLURAL)

@@ -1,5 +1,5 @@
 """Predicted vs observed: what the node agents measured for each DLJob, and the co-location dataset the
-slowdown model retrains from. Pure; `observed_handlers.py` feeds it watch events and writes the results.
+slowdown model retrains from. Pure; `handlers.py` feeds it watch events and writes the results.
 
 Progress channel (docs/agent.md): a job patches its pod annotation `horus.dev/progress-steps-per-second`;
 the agent copies it, per pod and GPU, into its GPUNode. For each job the operator then keeps, in

@@ -2,7 +2,7 @@
 observed co-locations to the dataset and teaches the online correction (`learning.py`) each job's
 observed slowdown next to its co-tenant. `observed.py` computes the first two; this module reads the
 cache and writes through the loop's `Reporter`, the one status writer. Wired by `runtime.build`,
-fed by `observed_handlers.py`."""
+fed by `telemetry/handlers.py`."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.api.defaults import DEFAULT_PRECISION
-from horus_operator.operator import observed, status, telemetry
+from horus_operator.operator import status
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.cluster_view import NodeView
+from horus_operator.operator.jobs.pods import PodView
 from horus_operator.operator.kube import Kube
-from horus_operator.operator.learning import Learning
-from horus_operator.operator.observed_store import ObservationStore
-from horus_operator.operator.pods import PodView
 from horus_operator.operator.reports import Reporter
+from horus_operator.operator.telemetry import gpunodes, observed
+from horus_operator.operator.telemetry.learning import Learning
+from horus_operator.operator.telemetry.store import ObservationStore
 from horus_operator.placement.types import Gpu
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import Observation
@@ -202,7 +203,7 @@ def _healthy_jobs(
     gpunode: Mapping[str, Any], entries: Sequence[observed.PodOnGpu], now: datetime
 ) -> dict[str, bool]:
     """Per job on this node: whether every GPU it uses is reported healthy."""
-    gpus = telemetry.parse(gpunode, received_at=now.timestamp()).gpus
+    gpus = gpunodes.parse(gpunode, received_at=now.timestamp()).gpus
     healthy: dict[str, bool] = {}
     for entry in entries:
         seen = gpus.get(entry.gpu_index)

@@ -23,7 +23,7 @@ from typing import Any
 
 from horus_operator.api import keys
 from horus_operator.api.dljob import Binding
-from horus_operator.operator.pods import PodView
+from horus_operator.operator.jobs.pods import PodView
 from horus_operator.placement.index import wants_whole_gpus
 from horus_operator.placement.types import JobRequest
 

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from horus_operator.api.dljob import JobSpec
-from horus_operator.operator.pods import PodView
+from horus_operator.operator.jobs.pods import PodView
 from horus_operator.placement.moves import Mobility, Move
 
 MOVING, MOVED = "Moving", "Moved"

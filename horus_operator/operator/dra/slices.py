@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from horus_operator.api import keys
-from horus_operator.operator import template
+from horus_operator.operator.jobs import template
 from horus_operator.placement.types import Gpu, Node
 from horus_operator.prediction.api import UnknownGpuError
 

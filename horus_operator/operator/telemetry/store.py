@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from horus_operator.api import keys
-from horus_operator.operator import observed
 from horus_operator.operator.kube import Kube, load_client
-from horus_operator.operator.observed import Chunk
+from horus_operator.operator.telemetry import observed
+from horus_operator.operator.telemetry.observed import Chunk
 
 DATASET = "colocation"
 CSV_KEY = "observations.csv"

@@ -18,9 +18,9 @@ import logging
 from collections.abc import Iterable, Sequence
 
 from horus_operator.api import keys
-from horus_operator.operator import claims
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.claims import ClaimId, DesiredClaim, Holder
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.claims import ClaimId, DesiredClaim, Holder
 from horus_operator.operator.kube import Kube
 
 log = logging.getLogger(__name__)
