@@ -21,12 +21,12 @@ from typing import Any
 
 import pytest
 import yaml
-from dljob_harness import apply, get_json, service_account_kubeconfig, wait_phases
+from dljob_harness import apply, get_json, operator_as_its_service_account, wait_phases
 from helm_harness import CHART, RELEASE, by_key, render, run_helm
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
-from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, wait_for
+from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -206,16 +206,8 @@ def test_helm_install_places_a_dljob_and_upgrade_rolls_the_operator(
 
         # The operator as the chart's pods would run it: its ServiceAccount, its Lease namespace, the
         # settings its Deployment sets.
-        as_operator = service_account_kubeconfig(
-            cluster, "horus-operator", "horus-system", tmp_path / "operator.config"
-        )
-        operator = OperatorProcess(
-            cluster,
-            tmp_path / "operator.log",
-            identity="helm-e2e",
-            lease_namespace="horus-system",
-            kubeconfig=as_operator,
-            settings={**_env(deployment), **FAST_SETTINGS},
+        operator = operator_as_its_service_account(
+            cluster, tmp_path, "helm-e2e", settings={**_env(deployment), **FAST_SETTINGS}
         )
         operator.start()
         try:
