@@ -113,7 +113,7 @@ class XGBoostPredictor:
             busy = step.busy if workload.busy is None else workload.busy  # observed, where it was
             prediction = JobPrediction(
                 utilization=busy,
-                memory_mib=self.models.memory.memory_mib(job_features, precision),
+                memory_mib=self.models.memory.memory_mib(job_features, precision, gpu),
                 min_memory_mib=self.models.memory.floor_mib(job_features, precision),
                 step_s=step.step_ms / 1000.0,
             )
