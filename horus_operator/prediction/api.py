@@ -30,6 +30,9 @@ class Workload:
     # about, where it did (`correction.CorrectedPredictor` sets it from `Correction.utilization`); the
     # slowdown prior and the predicted utilization read it instead of the roofline's. None: predicted.
     busy: float | None = None
+    # The job's peak GPU memory alone (MiB) as the cluster observed it on the GPU type it is asked
+    # about (`Correction.peak_memory`): it wins over the predicted memory. None: predicted.
+    peak_memory_mib: float | None = None
 
 
 @dataclass(frozen=True)

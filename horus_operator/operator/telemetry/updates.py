@@ -115,7 +115,10 @@ class ObservedTelemetry:
             if rate and rate != alone_before.get(key) and workload is not None:
                 correction.note_alone(gpu.product, workload, float(rate))
             if workload is not None and self._profile_due(key, new):
-                await learning.profile(gpu.product, workload, float(new["utilization"]))
+                memory = new.get("memoryMiB")
+                await learning.profile(
+                    gpu.product, workload, float(new["utilization"]), float(memory) if memory else None
+                )
         lessons = (
             self._observation(key, new, cotenant, gpu, healthy.get(key, False))
             for key, new in updated.items()

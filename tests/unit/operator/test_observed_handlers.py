@@ -290,3 +290,7 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     assert [row[-2] for row in saved.saves[-1][0]["busy"]] == [1], "one sample, and saved"
     assert learning.predictor.utilization_source(resnet, "v100") == "observed"
     assert learning.predictor.utilization_source(unseen, "v100") == "predicted"
+    # the memory it held alone (1,000 MiB in every reading) is its signature's peak, and saved
+    # (that it wins over the prediction: tests/unit/prediction/test_observed_peak_memory.py)
+    assert learning.predictor.correction.peak_memory("v100", resnet) == 1000
+    assert saved.saves[-1][0]["peaks"] == [["v100", "resnet50", 64, "fp32", "", 1, 1000.0]]
