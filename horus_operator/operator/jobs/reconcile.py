@@ -17,6 +17,7 @@ from typing import Any
 from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.claims import ClaimId, ClaimView
+from horus_operator.operator.jobs import health
 from horus_operator.operator.jobs.pods import TERMINAL_PHASES, PodView
 from horus_operator.operator.moves import migration
 
@@ -68,7 +69,7 @@ class Context:
 
 def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
     if is_final(job, current):
-        return Decision(status=dict(current))
+        return Decision(status=_final(job, current, ctx))
     if ctx.verdict is not None:
         return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
     current = migration.settled(current, pods)
@@ -166,6 +167,23 @@ def is_final(job: JobSpec, current: Mapping[str, Any]) -> bool:
     return not (fixable and current.get("observedGeneration") != job.generation)
 
 
+def _final(job: JobSpec, current: Mapping[str, Any], ctx: Context) -> dict[str, Any]:
+    """A finished job stays as it ended, with two exceptions, each written once. It acknowledges a new
+    generation (a spec edited after the end reopens nothing, and kstatus would call a job whose
+    observedGeneration lags InProgress for ever); and a job that ended before Horus wrote the health
+    conditions (health.py) gains them, so kstatus and Argo CD see it Failed or done."""
+    status = dict(current)
+    status["observedGeneration"] = job.generation
+    if any(_condition(current, kind) is None for kind in health.TYPES):
+        phase = str(current.get("phase"))
+        failed = _condition(current, "Failed") or {}
+        reason = str(failed.get("reason") or phase) if phase == Phase.FAILED else phase
+        status["conditions"] = _conditions(
+            current, ctx, job, health.conditions(phase, reason, str(current.get("message") or ""))
+        )
+    return status
+
+
 def _stuck_reason(pod: PodView, ctx: Context) -> str:
     node = pod.bound_node or pod.node
     if node not in ctx.nodes:
@@ -212,7 +230,9 @@ def _queued(
     status["message"] = message
     if ctx.queue:
         status["queue"] = dict(ctx.queue)
-    status["conditions"] = _conditions(current, ctx, job, {"Scheduled": ("False", "Waiting", message)})
+    updates = {"Scheduled": ("False", "Waiting", message)}
+    updates.update(health.conditions(Phase.QUEUED, "Queued", message))
+    status["conditions"] = _conditions(current, ctx, job, updates)
     return status
 
 
@@ -225,9 +245,12 @@ def _failed(
             status[name] = current[name]
     status["message"] = message
     status["completionTime"] = current.get("completionTime") or _stamp(ctx.now)
-    status["conditions"] = _conditions(
-        current, ctx, job, {"Failed": ("True", reason, message), "Running": ("False", reason, "")}
-    )
+    updates = {
+        "Failed": ("True", reason, message),
+        "Running": ("False", reason, ""),
+        **health.conditions(Phase.FAILED, reason, message),
+    }
+    status["conditions"] = _conditions(current, ctx, job, updates)
     return status
 
 
@@ -271,6 +294,7 @@ def _from_pod(
         status["completionTime"] = current.get("completionTime") or _stamp(pod.finished_at or ctx.now)
         updates["Running"] = ("False", "Completed", where)
         updates["Complete"] = ("True", "PodSucceeded", where)
+    updates.update(health.conditions(phase, str(phase), status["message"]))
     status["conditions"] = _conditions(current, ctx, job, updates)
     return status
 
@@ -316,7 +340,7 @@ def _conditions(
             ),
             "observedGeneration": job.generation,
         }
-    order = ["Scheduled", "ClaimsAllocated", "Running", "Complete", "Failed"]
+    order = ["Scheduled", "ClaimsAllocated", "Running", "Complete", "Failed", *health.TYPES]
     return [merged[k] for k in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))]
 
 

@@ -73,7 +73,8 @@ def test_an_earlier_success_wins_over_later_attempts() -> None:
 
 
 def test_finished_jobs_are_left_alone() -> None:
-    job = DLJobBuilder.stored("cnn").status(phase="Succeeded", observedGeneration=1).obj()
+    ended = _decide(DLJobBuilder.stored("cnn").obj(), PodBuilder("cnn").bound().phase("Succeeded")).status
+    job = DLJobBuilder.stored("cnn").status(**ended).obj()
     decision = _decide(job)
     assert decision.place_attempt is None
     assert decision.status == job["status"]
