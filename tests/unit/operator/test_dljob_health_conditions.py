@@ -168,3 +168,9 @@ def test_the_crd_defaults_observed_generation_to_zero_for_jobs_not_yet_seen() ->
             "observedGeneration": 0
         }
 
+
+def test_the_argocd_cm_snippet_holds_the_shipped_lua() -> None:
+    snippet = yaml.safe_load((REPO / "manifests/argocd/argocd-cm-dljob-health.yaml").read_text())
+    lua = (REPO / "manifests/argocd/dljob-health.lua").read_text()
+    assert snippet["metadata"]["name"] == "argocd-cm"
+    assert snippet["data"] == {"resource.customizations.health.horus.dev_DLJob": lua}
