@@ -9,7 +9,9 @@ service first is the first come first. With it, as in Tiresias:
   service, a lower queue) and of no higher priority, when stopping them empties enough whole GPUs on one
   node for it (`plan_preemptions`). The preempted job goes back to the queue with its progress kept (it
   checkpoints on the stop) and its attained service counted (`JobRequest.attained_gpu_s`), so it lines up
-  behind the job it made room for; it pays `PreemptionSettings.cost_s` without progress when it restarts;
+  behind the job it made room for; it pays `PreemptionSettings.cost_s` without progress when it restarts.
+  The plan names the GPUs it empties for each waiting job (`Preemption.target`): the caller starts that
+  job there (where it still fits), not leaving the emptied GPUs to whichever job the policy would pick;
 - within a level first come first served (the queue's order);
 - the starvation rule: a preempted job's wait counts from when it queued again (`JobRequest.queued_at`),
   and a waiting job past its starvation bound counts as level 0 (Tiresias promotes it to the highest
@@ -78,13 +80,18 @@ class Service:
 @dataclass(frozen=True)
 class Preemption:
     """Stop `job` (on `node`, GPUs `gpu_indices`) and queue it again, progress kept, to make room for
-    `for_job`."""
+    `target`: the waiting job it is preempted for, on the GPUs the preemptions empty for it (whole GPUs;
+    the caller places it there where it still fits, `SchedulingCycle.retarget`, as a move's target)."""
 
     job: str
     node: str
     gpu_indices: tuple[int, ...]
-    for_job: str
+    target: RunningJob
     reason: str
+
+    @property
+    def for_job(self) -> str:
+        return self.target.request.key
 
 
 Fits = Callable[[JobRequest, Gpu], bool]  # whether the job alone fits one GPU of this kind
@@ -151,13 +158,14 @@ def plan_preemptions(
             continue
         _, chosen, gpus = best
         plan.taken.update(gpus)
+        target = RunningJob(request, gpus[0][0], tuple(sorted(gpu for _, gpu in gpus)))
         for job in chosen:
             attained = levels[job.request.key][1]
             plan.chosen[job.request.key] = Preemption(
                 job=job.request.key,
                 node=job.node,
                 gpu_indices=job.gpu_indices,
-                for_job=request.key,
+                target=target,
                 reason=(
                     f"least attained service: {request.key} (level {level}) waits for GPUs held by "
                     f"{job.request.key} (level {las_level(attained)}, {attained / 3600:.2f} GPU-hours "

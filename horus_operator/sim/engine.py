@@ -174,7 +174,9 @@ class Simulation:
             self._move(move)
 
     def _preempt(self) -> bool:
-        """Preempts what the cycle's rule says for the jobs still waiting; True if any was."""
+        """Preempts what the cycle's rule says for the jobs still waiting, and starts each job preempted
+        for on the GPUs emptied for it where it still fits there (else the cycle places it, or another
+        job, in the round that follows); True if any was preempted."""
         if self.preemption is None or not self.active:
             return False
         view = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
@@ -185,6 +187,12 @@ class Simulation:
         preemptions = self.cycle.preemptions(view, self.queue, service, self.preemption.settings)
         for preemption in preemptions:
             self._stop(preemption)
+        targets = {preemption.for_job: preemption for preemption in preemptions}
+        for preemption in targets.values():
+            running = ClusterSnapshot(self.scenario.nodes, tuple(self.index.jobs.values()), now=self.now)
+            assignment = self.cycle.retarget(running, preemption.target, preemption.reason)
+            if assignment is not None:
+                self._start(assignment, preemption.target.request)
         return bool(preemptions)
 
     def _stop(self, preemption: Preemption) -> None:

@@ -9,6 +9,10 @@ then. When it starts again, anywhere, it makes no progress for the grace period 
 first start (its wait is until it first ran) and its whole progress. Simplifications as for moves: the
 grace period is paid on the restart, not while it still holds its GPUs.
 
+The job it was preempted for starts on the GPUs emptied for it (`Preemption.target`) where it still fits
+there (`SchedulingCycle.retarget`, the placement a move's target gets), else the cycle places whatever
+it places next. Every job may be preempted: traces carry no allowance, as for `--migration`.
+
 Events: a running job becomes preemptable once it has run `PreemptionSettings.protected_s` since its
 (re)start and crossed a level threshold (`queueorder.LAS_LEVELS_GPU_S`); the simulation wakes then
 (`next_check_s`) as it does for arrivals and completions.

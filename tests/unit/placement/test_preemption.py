@@ -208,12 +208,13 @@ def test_property_a_plan_preempts_each_job_once_by_the_rule_and_makes_room(state
             dataclasses.replace(waiter, attained_gpu_s=attained), Standing.WAITING
         )
         assert victim.request.priority <= waiter.priority
-    # Once the victims are gone, each job preempted for gets its GPUs on one node, none shared.
+    # Once the victims are gone, each job preempted for has its own whole GPUs on one node: its target.
     for key in {p.job for p in made}:
         index.remove(key)
-    free = {node: [s for s in slots if not s.tenants] for node, slots in index.node_slots.items()}
-    for waiter_key in dict.fromkeys(p.for_job for p in made):
-        wanted = waiting_by_key[waiter_key].gpus
-        node = next((n for n, slots in free.items() if len(slots) >= wanted), None)
-        assert node is not None, f"{waiter_key} got no room"
-        free[node] = free[node][wanted:]
+    given: set[tuple[str, int]] = set()
+    for target in {p.for_job: p.target for p in made}.values():
+        assert len(target.gpu_indices) == waiting_by_key[target.request.key].gpus
+        gpus = {(target.node, i) for i in target.gpu_indices}
+        assert all(not index.slots[gpu].tenants for gpu in gpus)
+        assert not gpus & given
+        given |= gpus

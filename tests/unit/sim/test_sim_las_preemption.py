@@ -35,6 +35,7 @@ class Checked(Simulation):
         super().__init__(*args, **kwargs)
         self.attained: dict[str, float] = {}
         self.preempted: list[str] = []
+        self.for_jobs: list[str] = []
 
     def decide(self, all_arrived: bool = False) -> None:
         super().decide(all_arrived)
@@ -53,7 +54,18 @@ class Checked(Simulation):
 
     def _stop(self, preemption: Preemption) -> None:
         self.preempted.append(preemption.job)
+        self.for_jobs.append(preemption.for_job)
         super()._stop(preemption)
+
+    def _preempt(self) -> bool:
+        before = len(self.for_jobs)
+        preempted = super()._preempt()
+        # Alone on whole GPUs a job always fits here: each job preempted for has started at once.
+        assert all(key not in self.queue_keys() for key in self.for_jobs[before:])
+        return preempted
+
+    def queue_keys(self) -> set[str]:
+        return {request.key for request in self.queue}
 
 
 def run(tmp_path: Path, jobs: list[SimJob], *, gpus: int = 1, preempt: bool = True, **kw) -> RunResult:  # type: ignore[no-untyped-def]
