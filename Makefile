@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HORUS := $(BIN)/horus
 PYTEST_ARGS ?=
 
-.PHONY: setup control-plane image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench chaos clean
+.PHONY: setup control-plane helm image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench chaos clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,10 @@ $(VENV)/.installed: pyproject.toml
 # Compiles kube-apiserver, kube-scheduler, kube-controller-manager, kubectl and kwok once; cached.
 control-plane:
 	bash hack/build-control-plane.sh
+
+# Compiles helm (charts/horus: linted below, rendered and installed by tests/e2e/test_helm_chart.py) once; cached.
+helm:
+	bash hack/build-helm.sh
 
 # The operator image horus-operator:<version> as out/image/*.oci.tar and *.docker.tar, built without a
 # container engine from Debian packages and the project's wheel (docs/image.md); cached.
@@ -40,11 +44,13 @@ test-unit: setup
 test-e2e: setup control-plane
 	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
 
-lint: setup
+lint: setup helm
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
+	"$$(bash hack/build-helm.sh)" lint --strict charts/horus
+	"$$(bash hack/build-helm.sh)" lint --strict charts/horus -f charts/horus/ci/everything-on-values.yaml
 
 cluster-up: setup control-plane
 	$(HORUS) cluster up

@@ -47,7 +47,7 @@ def run_trace(
     runs += [(MOVING, "horus", Migration())] if migration else []
     for label, name, moving in runs:
         policy = make_policy(name, predictor=predictor, rng=random.Random(seed))
-        cycle = SchedulingCycle(policy, predictor)  # type: ignore[arg-type]
+        cycle = SchedulingCycle(policy)
         result = Simulation(scenario, cycle, truth, migration=moving).run()
         extra = details(result)
         summaries[label] = summarise(result, scenario) | {

@@ -87,7 +87,7 @@ def run_order(
     lengths = remaining(durations, scenario, table, predictor)
     ordering = Ordering(order, starvation=starvation, remaining=lengths)
     policy = make_policy("horus", predictor=predictor, rng=random.Random(SEED))
-    cycle = SchedulingCycle(policy, predictor, ordering=ordering)
+    cycle = SchedulingCycle(policy, ordering=ordering)
     preempting = Preempting() if preempts else None
     result = Simulation(scenario, cycle, truth, preemption=preempting).run()
     summary = summarise(result, scenario)

@@ -40,7 +40,7 @@ import kubernetes
 from kubernetes.watch.watch import iter_resp_lines
 
 from horus_operator import devcluster
-from horus_operator.operator import keys
+from horus_operator.api import keys
 from horus_operator.testing import measure
 from horus_operator.testing.builders import bench_job
 from horus_operator.testing.operator_process import OperatorProcess

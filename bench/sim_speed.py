@@ -43,7 +43,7 @@ def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str
     seconds = {}
     for name in POLICIES:
         predictor = load_predictor(models)
-        cycle = SchedulingCycle(make_policy(name, predictor=predictor), predictor)
+        cycle = SchedulingCycle(make_policy(name, predictor=predictor))
         started, started_cpu = time.perf_counter(), time.process_time()
         Simulation(scenario, cycle, truth).run()
         seconds[name] = (time.perf_counter() - started, time.process_time() - started_cpu)

@@ -5,7 +5,7 @@
 # 1.8 in bookworm refuses hosts with cgroup v1 and v2 mounted side by side, runc does not).
 # Everything else of the control plane — etcd, kube-apiserver, kubectl, kwok — is compiled by
 # hack/build-control-plane.sh (Debian's etcd 3.4 and kubectl 1.20 are too old for Kubernetes 1.37),
-# which needs Go >= 1.26.
+# which needs Go >= 1.26, as does hack/build-helm.sh (helm, for charts/horus).
 set -euo pipefail
 need=()
 command -v openssl >/dev/null || need+=(openssl)

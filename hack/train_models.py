@@ -25,7 +25,7 @@ PAIRS_CSV = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 STEP_TIMES_CSV = REPO / "data" / "colocation" / "gavel_isolated.csv"
 TIMM_CSV = REPO / "data" / "throughput" / "timm_train_rtx3090_amp.csv"
 TIMM_GPU = "rtx-3090"  # the file has no gpu column: every row is timm's RTX 3090 run
-PEAKS_CSV = REPO / "data" / "memory" / "milabench_scaling_nvidia.csv"
+PEAKS_DIR = REPO / "data" / "memory"  # every measured-peak source (memory_fit.all_peaks)
 HOST_CPUS_CSV = REPO / "data" / "colocation" / "gavel_host_cpus.csv"
 
 
@@ -51,13 +51,15 @@ def main() -> None:
     if args.exclude_gpu and args.out is None:
         parser.error("--exclude-gpu needs --out: the shipped models are trained on every GPU")
     out = args.out or artifacts.SHIPPED_DIR
-    pairs, step_times, timm, peaks = PAIRS_CSV, STEP_TIMES_CSV, TIMM_CSV, PEAKS_CSV
+    pairs, step_times, timm, peaks = PAIRS_CSV, STEP_TIMES_CSV, TIMM_CSV, PEAKS_DIR
     with tempfile.TemporaryDirectory(prefix="horus-train-") as scratch:
         if args.exclude_gpu:
             gpu = normalize_gpu(args.exclude_gpu)
-            pairs, step_times, peaks = (
-                without_gpu(path, gpu, Path(scratch)) for path in (pairs, step_times, peaks)
-            )
+            pairs, step_times = (without_gpu(path, gpu, Path(scratch)) for path in (pairs, step_times))
+            peaks = Path(scratch) / "memory"
+            peaks.mkdir()
+            for path in sorted(PEAKS_DIR.glob("*.csv")):
+                without_gpu(path, gpu, peaks).rename(peaks / path.name)
             timm = None if gpu == TIMM_GPU else timm
         # Step times first: the slowdown prior reads its step times from the freshly calibrated constants.
         metrics = roofline_fit.train_step_times(step_times, out, catalog.lookup, timm=timm)

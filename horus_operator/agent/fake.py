@@ -21,25 +21,15 @@ share) falls back to the echo, without a progress rate: the fake never invents a
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from horus_operator.agent.readings import GpuReading, PodInfo, ProcessReading, Sample
+from horus_operator.api import keys, pod_annotations
 from horus_operator.prediction.api import UnknownGpuError
 from horus_operator.prediction.gpus import normalize_gpu
 from horus_operator.prediction.measured import TruthTable, Unmeasured
-
-# Written by the operator on the pods it creates (same strings as operator/keys.py; a unit test checks).
-PREDICTED_ANNOTATION = "horus.dev/predicted"  # JSON {"utilization": 0..1, "memoryMiB": ..., ...}
-GPUS_ANNOTATION = "horus.dev/gpus"  # "0,1": GPU indices, used when the pod has no NVIDIA_VISIBLE_DEVICES
-REQUEST_ANNOTATION = "horus.dev/request"  # JSON {"model": ..., "batchSize": ..., ...}: what the pod trains
-
-# GPU Feature Discovery labels describing a node's GPUs (kwok nodes carry them too)
-GFD_COUNT_LABEL = "nvidia.com/gpu.count"
-GFD_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GFD_MEMORY_LABEL = "nvidia.com/gpu.memory"  # MiB
 
 
 @dataclass(frozen=True)
@@ -56,9 +46,9 @@ class FakeInventory:
     ) -> FakeInventory:
         return cls(
             node=node,
-            count=int(labels.get(GFD_COUNT_LABEL, "0")),
-            product=labels.get(GFD_PRODUCT_LABEL, "unknown"),
-            memory_mib=int(labels.get(GFD_MEMORY_LABEL, "0")),
+            count=int(labels.get(keys.LABEL_GPU_COUNT, "0")),
+            product=labels.get(keys.LABEL_GPU_PRODUCT, "unknown"),
+            memory_mib=int(labels.get(keys.LABEL_GPU_MEMORY, "0")),
             unhealthy=unhealthy,
         )
 
@@ -172,7 +162,9 @@ class FakeBackend:
             demand = _predicted_demand(pod)
             if demand is None:
                 continue
-            devices = pod.visible_devices or _split(pod.annotations.get(GPUS_ANNOTATION, ""))
+            devices = pod.visible_devices or pod_annotations.split(
+                pod.annotations.get(keys.ANNOTATION_GPUS, "")
+            )
             for index in _gpu_indices(devices, by_uuid, self._inventory.count):
                 demands.setdefault(index, []).append(demand)
         return demands
@@ -186,26 +178,15 @@ def _echoed(on_gpu: Sequence[_Demand]) -> list[_Run]:
 
 
 def _predicted_demand(pod: PodInfo) -> _Demand | None:
-    try:
-        predicted = json.loads(pod.annotations[PREDICTED_ANNOTATION])
-        utilization = float(predicted["utilization"])
-        memory_mib = float(predicted["memoryMiB"])
-    except (KeyError, ValueError, TypeError):
+    predicted = pod_annotations.predicted_demand(pod.annotations)
+    if predicted is None:
         return None
     return _Demand(
         pod_uid=pod.uid,
-        utilization=max(0.0, utilization),
-        memory_mib=max(0.0, memory_mib),
-        config=_requested_config(pod),
+        utilization=predicted.utilization,
+        memory_mib=predicted.memory_mib,
+        config=pod_annotations.requested_config(pod.annotations),
     )
-
-
-def _requested_config(pod: PodInfo) -> tuple[str, int] | None:
-    try:
-        request = json.loads(pod.annotations[REQUEST_ANNOTATION])
-        return str(request["model"]), int(request["batchSize"])
-    except (KeyError, ValueError, TypeError):
-        return None
 
 
 def _gpu_indices(visible_devices: Sequence[str], by_uuid: Mapping[str, int], count: int) -> list[int]:
@@ -220,7 +201,3 @@ def _gpu_indices(visible_devices: Sequence[str], by_uuid: Mapping[str, int], cou
         if index is not None and index not in indices:
             indices.append(index)
     return indices
-
-
-def _split(devices: str) -> tuple[str, ...]:
-    return tuple(d.strip() for d in devices.split(",") if d.strip())

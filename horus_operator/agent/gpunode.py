@@ -1,6 +1,6 @@
 """The GPUNode custom resource (horus.dev/v1alpha1, cluster-scoped, one per node, named after it):
 how a `NodeSummary` is written into its status. The schema is in crds/gpunode.yaml; the operator reads
-it back in `operator/telemetry.py`. Pure.
+it back in `operator/telemetry/gpunodes.py`. Pure.
 """
 
 from __future__ import annotations
@@ -10,11 +10,7 @@ from statistics import fmean
 from typing import Any
 
 from horus_operator.agent.summary import GpuSummary, NodeSummary, PodUsage
-
-GROUP = "horus.dev"
-VERSION = "v1alpha1"
-PLURAL = "gpunodes"
-KIND = "GPUNode"
+from horus_operator.api import keys
 
 
 def rfc3339(epoch_seconds: float) -> str:
@@ -23,10 +19,15 @@ def rfc3339(epoch_seconds: float) -> str:
 
 def new_object(node: str, node_uid: str | None) -> dict[str, Any]:
     """An empty GPUNode, owned by its Node so that deleting the node deletes its telemetry."""
-    metadata: dict[str, Any] = {"name": node, "labels": {"horus.dev/node": node}}
+    metadata: dict[str, Any] = {"name": node, "labels": {keys.LABEL_NODE: node}}
     if node_uid:
         metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": node_uid}]
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": metadata, "spec": {"node": node}}
+    return {
+        "apiVersion": keys.API_VERSION,
+        "kind": keys.GPUNODE_KIND,
+        "metadata": metadata,
+        "spec": {"node": node},
+    }
 
 
 def status_body(summary: NodeSummary, *, sample_interval: float) -> dict[str, Any]:

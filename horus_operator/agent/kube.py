@@ -13,11 +13,11 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from horus_operator.agent import gpunode, resourceslice
+from horus_operator.agent import gpunode
 from horus_operator.agent.readings import PodInfo
+from horus_operator.api import keys
 
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
-GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 _ACTIVE_PHASES = ("Pending", "Running")  # bound pods that hold (or are about to hold) a GPU
 
 
@@ -50,7 +50,7 @@ def read_node(name: str, api_client: client.ApiClient | None = None) -> NodeInfo
 def gpu_node_names(api_client: client.ApiClient | None = None) -> list[str]:
     """Nodes GPU Feature Discovery labelled as having GPUs (to run a whole fake cluster's agents)."""
     with _translated_errors():
-        nodes = client.CoreV1Api(api_client).list_node(label_selector=f"{GPU_PRESENT_LABEL}=true")
+        nodes = client.CoreV1Api(api_client).list_node(label_selector=f"{keys.LABEL_GPU_PRESENT}=true")
     return sorted(n.metadata.name for n in nodes.items)
 
 
@@ -83,7 +83,7 @@ class NodeApi:
 
     def publish_devices(self, body: Mapping[str, Any]) -> None:
         """Creates the node's ResourceSlice `body`, or replaces the stored one when it differs."""
-        group, version, plural = resourceslice.GROUP, resourceslice.VERSION, resourceslice.PLURAL
+        group, version, plural = keys.DRA_GROUP, keys.DRA_VERSION, keys.RESOURCE_SLICE_PLURAL
         name = body["metadata"]["name"]
         with _translated_errors():
             try:
@@ -100,14 +100,14 @@ class NodeApi:
     def _create(self) -> None:
         body = gpunode.new_object(self._node.name, self._node.uid)
         try:
-            self._custom.create_cluster_custom_object(gpunode.GROUP, gpunode.VERSION, gpunode.PLURAL, body)
+            self._custom.create_cluster_custom_object(keys.GROUP, keys.VERSION, keys.GPUNODE_PLURAL, body)
         except ApiException as error:
             if error.status != 409:  # created meanwhile (e.g. by a restarted agent): fine
                 raise
 
     def _patch_status(self, status: Mapping[str, Any]) -> None:
         self._custom.patch_cluster_custom_object_status(
-            gpunode.GROUP, gpunode.VERSION, gpunode.PLURAL, self._node.name, dict(status)
+            keys.GROUP, keys.VERSION, keys.GPUNODE_PLURAL, self._node.name, dict(status)
         )
 
 

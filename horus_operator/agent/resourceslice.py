@@ -13,34 +13,29 @@ from __future__ import annotations
 from typing import Any
 
 from horus_operator.agent.fake import FakeInventory
-
-DRIVER = "gpu.nvidia.com"  # the driver name, also the attribute domain and the DeviceClass name
-API_VERSION = "resource.k8s.io/v1"
-GROUP, VERSION = API_VERSION.split("/")
-PLURAL = "resourceslices"
-GPU_DEVICE_TYPE = "gpu"  # the driver's `type` attribute of a whole GPU (MIG devices say "mig")
+from horus_operator.api import keys
 
 
 def slice_name(node: str) -> str:
-    return f"{node}-{DRIVER}"
+    return f"{node}-{keys.GPU_DRIVER}"
 
 
 def fake_slice(inventory: FakeInventory, node_uid: str | None) -> dict[str, Any]:
     """The node's GPUs as one ResourceSlice, owned by the Node (deleted with it, as the kubelet's are)."""
     metadata: dict[str, Any] = {
         "name": slice_name(inventory.node),
-        "labels": {"horus.dev/node": inventory.node},
+        "labels": {keys.LABEL_NODE: inventory.node},
     }
     if node_uid:
         metadata["ownerReferences"] = [
             {"apiVersion": "v1", "kind": "Node", "name": inventory.node, "uid": node_uid}
         ]
     return {
-        "apiVersion": API_VERSION,
+        "apiVersion": keys.DRA_API_VERSION,
         "kind": "ResourceSlice",
         "metadata": metadata,
         "spec": {
-            "driver": DRIVER,
+            "driver": keys.GPU_DRIVER,
             "nodeName": inventory.node,
             "pool": {"name": inventory.node, "generation": 1, "resourceSliceCount": 1},
             "devices": [_device(inventory, index) for index in range(inventory.count)],
@@ -52,7 +47,7 @@ def _device(inventory: FakeInventory, index: int) -> dict[str, Any]:
     return {
         "name": f"gpu-{index}",  # the driver names a GPU by its minor number; the fake's minor is its index
         "attributes": {
-            "type": {"string": GPU_DEVICE_TYPE},
+            "type": {"string": keys.GPU_DEVICE_TYPE},
             "uuid": {"string": inventory.uuid(index)},
             # NVML's name; GPU Feature Discovery's label is the same with spaces as dashes
             "productName": {"string": inventory.product},

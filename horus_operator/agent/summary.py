@@ -14,11 +14,7 @@ from dataclasses import dataclass
 from statistics import fmean
 
 from horus_operator.agent.readings import GpuReading, PodInfo, Sample
-
-# The progress channel: a training job patches this annotation on its own pod (steps per second, float).
-PROGRESS_ANNOTATION = "horus.dev/progress-steps-per-second"
-# The label the operator puts on a DLJob's pods: the DLJob name, same namespace (operator/keys.py).
-JOB_LABEL = "horus.dev/dljob"
+from horus_operator.api import keys
 
 
 @dataclass(frozen=True)
@@ -152,7 +148,7 @@ def _pod_usage(pod: PodInfo, utilization: float, memory_mib: float, backend_rate
         namespace=pod.namespace,
         name=pod.name,
         uid=pod.uid,
-        job=pod.labels.get(JOB_LABEL),
+        job=pod.labels.get(keys.LABEL_JOB),
         utilization=utilization,
         memory_mib=memory_mib,
         steps_per_second=reported_progress(pod) or backend_rate,
@@ -161,7 +157,7 @@ def _pod_usage(pod: PodInfo, utilization: float, memory_mib: float, backend_rate
 
 def reported_progress(pod: PodInfo) -> float | None:
     try:
-        steps_per_second = float(pod.annotations[PROGRESS_ANNOTATION])
+        steps_per_second = float(pod.annotations[keys.ANNOTATION_PROGRESS])
     except (KeyError, ValueError):
         return None
     return steps_per_second if steps_per_second > 0 else None

@@ -214,9 +214,9 @@ def _fake_devices(backend: object, node: kube.NodeInfo) -> dict[str, object] | N
 )
 def export_observations(out: TextIO, namespace: str) -> None:
     """Write the observed co-locations as one CSV (the format `horus train slowdown --data` reads)."""
-    from horus_operator.operator import observed_store  # only this subcommand needs the operator side
+    from horus_operator.operator.telemetry import store  # only this subcommand needs the operator side
 
-    out.write(observed_store.export_from_cluster(namespace))
+    out.write(store.export_from_cluster(namespace))
 
 
 def _run_all(nodes: list[str], settings: AgentSettings, stop: threading.Event) -> None:

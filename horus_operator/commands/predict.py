@@ -11,9 +11,10 @@ from pathlib import Path
 
 import click
 
+from horus_operator.api.defaults import DEFAULT_PRECISION, OPTIMIZER
 from horus_operator.prediction import catalog, load_predictor, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
-from horus_operator.prediction.gpus import DEFAULT_PRECISION, PRECISIONS, normalize_gpu
+from horus_operator.prediction.gpus import PRECISIONS, normalize_gpu
 from horus_operator.prediction.reshape import ShapeError
 
 PAIR_INPUT_COLUMNS = ("gpu", "model_a", "batch_a", "model_b", "batch_b")
@@ -184,7 +185,7 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
 @click.option(
     "--optimizer",
     type=click.Choice(sorted(transformer.OPTIMIZER_STATES)),
-    default=transformer.DEFAULT_OPTIMIZER,
+    default=OPTIMIZER,
     show_default=True,
 )
 @click.option("--batch-size", required=True, type=click.IntRange(min=1))

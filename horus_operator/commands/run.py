@@ -8,7 +8,10 @@ from typing import Any, TypeVar
 
 import click
 
+from horus_operator.api.dljob import Binding
 from horus_operator.commands.queueing import queue_options
+from horus_operator.operator.config import OperatorConfig as Defaults
+from horus_operator.operator.dra.claims import Sharing
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -21,28 +24,43 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 
 @click.command()
 @click.option("--models", type=click.Path(file_okay=False), envvar="HORUS_MODELS", help="Model directory.")
-@click.option("--policy", default="horus", show_default=True, envvar="HORUS_POLICY", help="Placement policy.")
+@click.option(
+    "--policy", default=Defaults.policy, show_default=True, envvar="HORUS_POLICY", help="Placement policy."
+)
 @click.option("--namespace", envvar="HORUS_NAMESPACE", help="Watch one namespace [default: all].")
 @click.option("--all-namespaces", "-A", is_flag=True, help="Watch all namespaces (the default).")
 @click.option(
     "--lease-namespace",
-    default="horus-system",
+    default=Defaults.lease_namespace,
     show_default=True,
     envvar="HORUS_LEASE_NAMESPACE",
     help="Namespace of the leader-election Lease.",
 )
 @click.option("--identity", envvar="HORUS_IDENTITY", help="Lease holder identity [default: host name].")
-@_number("--resync-seconds", float, 10.0)
-@_number("--unschedulable-grace-seconds", float, 30.0, "Re-place a pod unschedulable for longer.")
-@_number("--not-ready-grace-seconds", float, 300.0, "Re-place a pod whose node has been NotReady for longer.")
-@_number("--api-workers", int, 32)
+@_number("--resync-seconds", float, Defaults.resync_seconds)
 @_number(
-    "--telemetry-ttl-seconds", float, 60.0, "GPUs of a node whose agent has been silent longer are not used."
+    "--unschedulable-grace-seconds",
+    float,
+    Defaults.unschedulable_grace_seconds,
+    "Re-place a pod unschedulable for longer.",
+)
+@_number(
+    "--not-ready-grace-seconds",
+    float,
+    Defaults.not_ready_grace_seconds,
+    "Re-place a pod whose node has been NotReady for longer.",
+)
+@_number("--api-workers", int, Defaults.api_workers)
+@_number(
+    "--telemetry-ttl-seconds",
+    float,
+    Defaults.telemetry_ttl_seconds,
+    "GPUs of a node whose agent has been silent longer are not used.",
 )
 @click.option(
     "--binding",
-    type=click.Choice(["env", "dra"]),
-    default="env",
+    type=click.Choice([binding.value for binding in Binding]),
+    default=Defaults.binding.value,
     show_default=True,
     envvar="HORUS_BINDING",
     help="How pods get their GPU, for DLJobs without spec.binding: env (nodeSelector + "
@@ -51,8 +69,8 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 )
 @click.option(
     "--sharing",
-    type=click.Choice(["mps", "timeslicing"]),
-    default="mps",
+    type=click.Choice([sharing.value for sharing in Sharing]),
+    default=Defaults.sharing.value,
     show_default=True,
     envvar="HORUS_SHARING",
     help="How DRA-bound co-tenants share a GPU's claim: MPS with limits from their predictions (the "
@@ -61,17 +79,22 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 @_number(
     "--migration-over-limit-seconds",
     float,
-    300.0,
+    Defaults.migration_over_limit_seconds,
     "Move a job that allows it once its observed slowdown has stayed above maxSlowdown this long.",
 )
 @_number(
     "--migration-restart-cost-seconds",
     float,
-    120.0,
+    Defaults.migration_restart_cost_seconds,
     "Progress a move costs beyond the grace period; a re-pack must gain more, with the grace.",
 )
-@_number("--migration-cooldown-seconds", float, 1800.0, "At most one move per job per this many seconds.")
-@_number("--migration-max-moves", int, 3, "Moves per job over its life.")
+@_number(
+    "--migration-cooldown-seconds",
+    float,
+    Defaults.migration_cooldown_seconds,
+    "At most one move per job per this many seconds.",
+)
+@_number("--migration-max-moves", int, Defaults.migration_max_moves, "Moves per job over its life.")
 @queue_options(environment=True)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
@@ -104,21 +127,20 @@ def run(
 ) -> None:
     """Run the Horus operator: watch DLJobs, place them on GPUs, report in their status."""
     from horus_operator.operator import entry
-    from horus_operator.operator.config import OperatorConfig
 
-    config = OperatorConfig(
+    config = Defaults(
         models_dir=models or None,
         policy=policy,
         namespace=None if all_namespaces else namespace or None,
         lease_namespace=lease_namespace,
-        identity=identity or OperatorConfig().identity,
+        identity=identity or Defaults.identity,
         resync_seconds=resync_seconds,
         unschedulable_grace_seconds=unschedulable_grace_seconds,
         not_ready_grace_seconds=not_ready_grace_seconds,
         api_workers=api_workers,
         telemetry_ttl_seconds=telemetry_ttl_seconds,
-        binding=binding,
-        sharing=sharing,
+        binding=Binding(binding),
+        sharing=Sharing(sharing),
         migration_restart_cost_seconds=migration_restart_cost_seconds,
         migration_cooldown_seconds=migration_cooldown_seconds,
         migration_over_limit_seconds=migration_over_limit_seconds,

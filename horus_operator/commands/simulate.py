@@ -235,7 +235,7 @@ def simulate(
         learning = _learning(predictor, scenario) if online_learning else None
         decides = learning.predictor if learning else deciding  # each policy learns on its own
         policy = make_policy(name, predictor=decides, rng=random.Random(seed))
-        cycle = SchedulingCycle(policy, decides, ordering=ordering)
+        cycle = SchedulingCycle(policy, ordering=ordering)
         moving = (
             Migration(MoveSettings(restart_cost_s=restart_cost_seconds), grace_period_seconds)
             if migration

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from horus_operator.api import keys
+
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_NODE_LABEL = "horus.dev/fake-node"  # lets `add_nodes` and tests find the nodes made here
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -37,10 +39,10 @@ class GpuNodePool:
 def gfd_labels(pool: GpuNodePool) -> dict[str, str]:
     """The labels GPU Feature Discovery puts on a node with this pool's GPUs."""
     return {
-        "nvidia.com/gpu.present": "true",
-        "nvidia.com/gpu.product": pool.gpu_product,
-        "nvidia.com/gpu.count": str(pool.gpus_per_node),
-        "nvidia.com/gpu.memory": str(pool.gpu_memory_mib),
+        keys.LABEL_GPU_PRESENT: "true",
+        keys.LABEL_GPU_PRODUCT: pool.gpu_product,
+        keys.LABEL_GPU_COUNT: str(pool.gpus_per_node),
+        keys.LABEL_GPU_MEMORY: str(pool.gpu_memory_mib),
     }
 
 

@@ -20,14 +20,17 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from horus_operator.operator import claims as claim_views
-from horus_operator.operator import cluster_view, keys, slices, telemetry
-from horus_operator.operator import pods as pod_views
-from horus_operator.operator.claims import ClaimId, ClaimView, Device
+from horus_operator.api import keys
+from horus_operator.operator import cluster_view
 from horus_operator.operator.cluster_view import NodesSummary, NodeView
-from horus_operator.operator.pods import PodView
-from horus_operator.operator.slices import SliceGpu
-from horus_operator.operator.telemetry import NodeTelemetry
+from horus_operator.operator.dra import claims as claim_views
+from horus_operator.operator.dra import slices
+from horus_operator.operator.dra.claims import ClaimId, ClaimView, Device
+from horus_operator.operator.dra.slices import SliceGpu
+from horus_operator.operator.jobs import pods as pod_views
+from horus_operator.operator.jobs.pods import PodView
+from horus_operator.operator.telemetry import gpunodes
+from horus_operator.operator.telemetry.gpunodes import NodeTelemetry
 
 T = TypeVar("T")
 
@@ -177,9 +180,9 @@ class ClusterCache:
         return self._nodes_summary
 
     def put_gpunode(self, body: Mapping[str, Any], *, received_at: float) -> NodeTelemetry:
-        """`received_at`: the operator's clock now (freshness is judged by receipt, operator/telemetry.py)."""
+        """`received_at`: the operator's clock now (freshness is judged by receipt, operator/gpunodes.py)."""
         name = body["metadata"]["name"]
-        parsed = telemetry.parse(body, received_at=received_at, previous=self.gpunodes.get(name))
+        parsed = gpunodes.parse(body, received_at=received_at, previous=self.gpunodes.get(name))
         self.gpunodes[name] = parsed
         self.nodes_changed = True
         self.wake.set()

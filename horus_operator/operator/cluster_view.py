@@ -22,9 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from horus_operator.operator import keys, slices, telemetry, template
-from horus_operator.operator.pods import PodView
-from horus_operator.operator.slices import SliceGpu
+from horus_operator.api import keys
+from horus_operator.operator.dra import slices
+from horus_operator.operator.dra.slices import SliceGpu
+from horus_operator.operator.jobs import template
+from horus_operator.operator.jobs.pods import PodView
+from horus_operator.operator.telemetry.gpunodes import DEFAULT_TTL_SECONDS, NodeTelemetry, merge
 from horus_operator.placement.types import Assignment, ClusterSnapshot, Gpu, Node, RunningJob
 from horus_operator.prediction.api import UnknownGpuError
 
@@ -80,13 +83,13 @@ def build_snapshot(
     pods: Iterable[PodView],
     *,
     now: float,
-    gpunodes: Iterable[telemetry.NodeTelemetry] = (),
-    telemetry_ttl: float = telemetry.DEFAULT_TTL_SECONDS,
+    gpunodes: Iterable[NodeTelemetry] = (),
+    telemetry_ttl: float = DEFAULT_TTL_SECONDS,
     slice_gpus: Iterable[SliceGpu] = (),
     claimed: Mapping[str, str] | None = None,
     previous: tuple[Node, ...] = (),
 ) -> ClusterSnapshot:
-    """`nodes`: the Node objects (`view`); `gpunodes`: the agents' GPUNodes (`telemetry.parse`d); `now`:
+    """`nodes`: the Node objects (`view`); `gpunodes`: the agents' GPUNodes (parsed: `merge`); `now`:
     epoch seconds on the operator's clock, the one the GPUNodes were heard on; `slice_gpus`: the GPUs
     ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
     (`claims.foreign_holders`); `previous`: the nodes of the last snapshot, handed out again when these
@@ -95,7 +98,7 @@ def build_snapshot(
     listed = slices.by_node(slice_gpus)
     inventory = (_inventory(node, listed.get(node.name)) for node in nodes)
     known = (node for node in inventory if node is not None)
-    gpu_nodes = telemetry.merge(known, gpunodes, now=now, ttl=telemetry_ttl)
+    gpu_nodes = merge(known, gpunodes, now=now, ttl=telemetry_ttl)
     if claimed:
         gpu_nodes = tuple(_mark_claimed(node, claimed) for node in gpu_nodes)
     if len(gpu_nodes) == len(previous) and all(map(operator.is_, gpu_nodes, previous)):

@@ -1,5 +1,9 @@
 """Operator settings: `horus run` builds them once from its flags (each flag also reads an environment
-variable, which the Deployment sets) and hands them to the operator through kopf's memo."""
+variable, which the Deployment sets) and hands them to the operator through kopf's memo.
+
+The one place their defaults are written: `horus run`'s flags show these, the scheduling loop's
+`LoopConfig` starts from them, and the move and queue settings' own defaults (`MoveSettings`,
+`queueorder`) are read from there, not copied."""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ import socket
 from dataclasses import dataclass
 from datetime import timedelta
 
+from horus_operator.api.dljob import Binding
+from horus_operator.operator.dra.claims import Sharing
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
 
@@ -23,14 +29,14 @@ class OperatorConfig:
     not_ready_grace_seconds: float = 300.0  # Kubernetes' default toleration of a NotReady node
     api_workers: int = 32
     telemetry_ttl_seconds: float = 60.0  # a GPUNode older than this: its agent is silent, GPUs unusable
-    binding: str = "env"  # env | dra: for DLJobs that do not set spec.binding (docs/operator.md)
-    sharing: str = "mps"  # mps | timeslicing: how DRA-bound co-tenants share a GPU's claim
+    binding: Binding = Binding.ENV  # for DLJobs that do not set spec.binding (docs/operator.md)
+    sharing: Sharing = Sharing.MPS  # how DRA-bound co-tenants share a GPU's claim
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
     # Moving jobs that allow it (placement/moves.py: MoveSettings, whose defaults these are)
-    migration_restart_cost_seconds: float = 120.0
-    migration_cooldown_seconds: float = 1800.0
-    migration_over_limit_seconds: float = 300.0
-    migration_max_moves: int = 3
+    migration_restart_cost_seconds: float = MoveSettings.restart_cost_s
+    migration_cooldown_seconds: float = MoveSettings.cooldown_s
+    migration_over_limit_seconds: float = MoveSettings.over_limit_for_s
+    migration_max_moves: int = MoveSettings.max_moves_per_job
     # The order waiting jobs of one priority are served in, and its starvation bound (queueorder.py)
     queue_order: str = QueueOrder.FIFO.value
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S

@@ -9,14 +9,14 @@ import time
 
 import kopf
 
+from horus_operator.api import keys
 from horus_operator.operator import (
     handlers,  # noqa: F401  (importing registers the handlers)
-    keys,
     kube,
-    observed_handlers,  # noqa: F401  (GPUNode telemetry, observed status)
 )
 from horus_operator.operator.apierrors import ApiUnavailable
 from horus_operator.operator.config import OperatorConfig
+from horus_operator.operator.telemetry import handlers as _telemetry_handlers  # noqa: F401  (GPUNodes)
 
 log = logging.getLogger(__name__)
 DISCOVERY_ATTEMPTS = 30  # two seconds apart: the API server may come up after the operator
@@ -42,7 +42,7 @@ def _with_dra(config: OperatorConfig) -> OperatorConfig:
     if not served and config.binding == "dra":
         raise SystemExit(f"horus run --binding dra: the API server does not serve {keys.DRA_API_VERSION}")
     if served:
-        importlib.import_module("horus_operator.operator.dra_handlers")
+        importlib.import_module("horus_operator.operator.dra.handlers")
     log.info(
         "%s %s: DRA binding %s",
         keys.DRA_API_VERSION,

@@ -12,7 +12,8 @@ from typing import Any
 
 import kopf
 
-from horus_operator.operator import keys, runtime
+from horus_operator.api import keys
+from horus_operator.operator import runtime
 from horus_operator.operator.cache import ClusterCache
 
 

@@ -24,7 +24,8 @@ import kubernetes
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
-from horus_operator.operator import apierrors, keys
+from horus_operator.api import keys
+from horus_operator.operator import apierrors
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

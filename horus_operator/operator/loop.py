@@ -19,24 +19,30 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from horus_operator.operator import claims, cluster_view, jobspec, pods, reconcile, status, template, tenancy
+from horus_operator.api import dljob
+from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.api.keys import GPU_DRIVER
+from horus_operator.operator import cluster_view, status
 from horus_operator.operator.apierrors import ApiError
-from horus_operator.operator.binding import ClaimKeeper
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.feasibility import as_invalid
-from horus_operator.operator.graphs import GraphQueue
-from horus_operator.operator.jobspec import InvalidJob, JobSpec, WorkloadResolver
-from horus_operator.operator.keys import GPU_DRIVER
+from horus_operator.operator.config import OperatorConfig
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.keeper import ClaimKeeper
+from horus_operator.operator.jobs import jobspec, pods, reconcile, template, tenancy
+from horus_operator.operator.jobs.feasibility import as_invalid
+from horus_operator.operator.jobs.graphs import GraphQueue
+from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
-from horus_operator.operator.moving import Mover
+from horus_operator.operator.moves.mover import Mover
 from horus_operator.operator.reports import Reporter, needs_write
+from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.queueorder import Ordering
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node
 from horus_operator.placement.waitqueue import WaitQueue
-from horus_operator.prediction.api import Predictor, Workload
+from horus_operator.prediction.api import Workload
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +55,11 @@ MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a forei
 @dataclass(frozen=True)
 class LoopConfig:
     namespace: str | None = None  # None: all namespaces
-    resync_every: float = 10.0  # seconds; re-decides every job (timers such as unschedulable pods)
-    unschedulable_grace: timedelta = timedelta(seconds=30)
-    not_ready_grace: timedelta = timedelta(minutes=5)  # a pod on a node NotReady longer is re-placed
+    # seconds; re-decides every job (timers such as unschedulable pods)
+    resync_every: float = OperatorConfig.resync_seconds
+    unschedulable_grace: timedelta = timedelta(seconds=OperatorConfig.unschedulable_grace_seconds)
+    # a pod on a node NotReady longer is re-placed
+    not_ready_grace: timedelta = timedelta(seconds=OperatorConfig.not_ready_grace_seconds)
     max_batch: int = 1000  # most waiting jobs considered per cycle
     max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
     node_cooldown: timedelta = timedelta(minutes=2)  # a node that left a Horus pod unschedulable is skipped
@@ -59,23 +67,37 @@ class LoopConfig:
     # queue behind it instead of competing for the API server (they converge moments later).
     report_concurrency: int = 4
     batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
-    telemetry_ttl: float = 60.0  # seconds; see operator/telemetry.py
-    binding: str = jobspec.ENV  # for DLJobs that do not set spec.binding
-    sharing: str = claims.MPS  # how DRA-bound co-tenants share a GPU (claims.sharing)
+    telemetry_ttl: float = OperatorConfig.telemetry_ttl_seconds  # seconds; see operator/telemetry/gpunodes.py
+    binding: dljob.Binding = OperatorConfig.binding  # for DLJobs that do not set spec.binding
+    sharing: claims.Sharing = OperatorConfig.sharing  # how DRA-bound co-tenants share a GPU (claims.sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
-    moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moving.py)
-    graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/graphs.py)
-    own_namespace: str = "horus-system"  # where the operator runs: its tenancy ConfigMap (tenancy.py)
+    moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moves/mover.py)
+    graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/jobs/graphs.py)
+    own_namespace: str = OperatorConfig.lease_namespace  # where the operator runs: its tenancy ConfigMap
     ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
 
 
 @dataclass
 class _Pending:
+    """A job waiting for its next pod, as its latest decision left it."""
+
     attempt: int
     job: JobSpec
     workload: Workload
     binding: str
+    request: JobRequest  # what the cycle places: built once per decision
     moving: bool = False  # between pods of a move: placed on its target if that still fits
+
+
+@dataclass(slots=True)
+class _JobRecord:
+    """What the loop has told or learnt of one DLJob between decisions; forgotten with the job."""
+
+    waiting: str = ""  # why it still waits (its status message; an Event when it changes)
+    explained_at: datetime | None = None  # its last wait explanation: one per resync period at most
+    place: dict[str, Any] | None = None  # its status.queue, while it waits
+    unsatisfiable: InvalidJob | None = None  # no node of this cluster could ever take it
+    name_conflicts: int = 0  # tries that met a foreign pod of its pod's name
 
 
 class SchedulingLoop:
@@ -84,8 +106,7 @@ class SchedulingLoop:
         *,
         kube: Kube,
         cache: ClusterCache,
-        policy: Policy,
-        predictor: Predictor,
+        policy: PredictingPolicy,
         resolver: WorkloadResolver,
         config: LoopConfig,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -98,13 +119,12 @@ class SchedulingLoop:
         self._resolver, self._config, self._clock = resolver, config, clock
         self._cycle = SchedulingCycle(
             policy,
-            predictor,
             max_batch=config.max_batch,
             max_explanations=config.max_explanations,
             ordering=config.ordering,
         )
-        self._reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
-        self._mover = Mover(kube, cache, self._cycle, self._reports, config.moves, every=config.resync_every)
+        self.reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
+        self._mover = Mover(kube, cache, self._cycle, self.reports, config.moves, every=config.resync_every)
         self._claims = (
             ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
         )
@@ -114,13 +134,9 @@ class SchedulingLoop:
             lambda key: cache.mark([key]),
             per_namespace=config.graphs_per_namespace,
         )
-        self._pending: dict[str, _Pending] = {}
-        self._waiting: dict[str, str] = {}  # job key -> why it still waits
+        self._pending: dict[str, _Pending] = {}  # the jobs to place: cleared on resync, re-decided
+        self._records: dict[str, _JobRecord] = {}  # job key -> what the loop holds for it
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
-        self._unsatisfiable: dict[str, InvalidJob] = {}
-        self._places: dict[str, dict[str, Any]] = {}  # job key -> its status.queue, while it waits
-        self._name_conflicts: dict[str, int] = {}  # job key -> tries that met a foreign pod of its pod's name
-        self._explained_at: dict[str, datetime] = {}
         self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
         self._tenancy = tenancy.Tenancy()
         self._tenancy_read_at: datetime | None = None
@@ -220,7 +236,7 @@ class SchedulingLoop:
             await self._claims.reconcile()
         writes = [d for d in decisions.values() if d is not None and needs_write(*d)]
         for body, decision in writes:
-            self._reports.write_later(body, decision)
+            self.reports.write_later(body, decision)
         if placed or writes:
             log.info(
                 "cycle: %d jobs changed, %d placed, %d still waiting, %d status writes in %.0f ms",
@@ -236,7 +252,8 @@ class SchedulingLoop:
         if body is None:
             self._forget(key)
             return None
-        job = jobspec.parse(body)
+        job = dljob.parse(body)
+        record = self._record(key)
         current = body.get("status") or {}
         job_pods = self._cache.job_pods(key)
         # A final job is never resolved again (after a restart, a Failed job's graph is not re-read).
@@ -257,10 +274,10 @@ class SchedulingLoop:
                 not_ready_grace=self._config.not_ready_grace,
                 verdict=verdict,
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
-                unsatisfiable=self._unsatisfiable.get(key)
+                unsatisfiable=record.unsatisfiable
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
-                waiting_message=self._waiting.get(key, "") or _reading(job),
-                queue=self._places.get(key),
+                waiting_message=record.waiting or _reading(job),
+                queue=record.place,
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
                 foreign=self._foreign,
@@ -270,12 +287,13 @@ class SchedulingLoop:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
-        if decision.place_attempt is not None and placeable is not None:
+        request = self._request(job, placeable, body) if placeable is not None else None
+        if decision.place_attempt is not None and placeable is not None and request is not None:
             moving = decision.move_to is not None
-            self._pending[key] = _Pending(decision.place_attempt, job, placeable, self._binding(job), moving)
+            binding = self._binding(job)
+            self._pending[key] = _Pending(decision.place_attempt, job, placeable, binding, request, moving)
         else:
             self._pending.pop(key, None)
-        request = self._request(job, placeable, body) if placeable is not None else None
         self._mover.note(key, decision.moving, request)
         return body, decision
 
@@ -287,16 +305,16 @@ class SchedulingLoop:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
             await self._kube.delete_pod(meta["namespace"], name, grace or 0)
             if grace is None:
-                self._reports.post_later(
+                self.reports.post_later(
                     body, kind="Warning", reason="Replacing", message=decision.delete_reason
                 )
 
     async def settle(self) -> None:
         """Wait for the status writes and Events in flight (tests, shutdown)."""
-        await self._reports.settle()
+        await self.reports.settle()
 
     def _binding(self, job: JobSpec) -> str:
-        return jobspec.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
+        return dljob.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
 
     def _beyond_tenancy(
         self, job: JobSpec, workload: Workload | None, job_pods: Sequence[pods.PodView]
@@ -330,14 +348,13 @@ class SchedulingLoop:
             self._workloads[cache_key] = verdict
         return self._workloads[cache_key]
 
+    def _record(self, key: str) -> _JobRecord:
+        return self._records.setdefault(key, _JobRecord())
+
     def _forget(self, key: str) -> None:
         self._mover.forget(key)
-        self._explained_at.pop(key, None)
         self._pending.pop(key, None)
-        self._waiting.pop(key, None)
-        self._unsatisfiable.pop(key, None)
-        self._name_conflicts.pop(key, None)
-        self._places.pop(key, None)
+        self._records.pop(key, None)
 
     def _snapshot(self, now: datetime) -> ClusterSnapshot:
         """The cluster as the API server shows it, with the targets of jobs between pods held."""
@@ -355,7 +372,7 @@ class SchedulingLoop:
         return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
 
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
-        request = jobspec.request(job, workload, jobspec.created_at(body), self._binding(job))
+        request = jobspec.request(job, workload, dljob.created_at(body), self._binding(job))
         return dataclasses.replace(request, remaining_s=self._length_s(job, workload))
 
     def _length_s(self, job: JobSpec, workload: Workload) -> float | None:
@@ -375,9 +392,7 @@ class SchedulingLoop:
         moved = self._mover.retarget(snapshot, [k for k, p in self._pending.items() if p.moving])
         view = self._mover.reserved(snapshot)
         queue = self._cycle.queue(
-            self._request(pending.job, pending.workload, self._cache.jobs[key])
-            for key, pending in self._pending.items()
-            if key not in moved
+            pending.request for key, pending in self._pending.items() if key not in moved
         )
         # Off the event loop: a cycle over a long queue takes long enough to delay watch events.
         result = await asyncio.to_thread(
@@ -385,13 +400,13 @@ class SchedulingLoop:
         )
         decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
         for key, problem in result.unsatisfiable.items():
-            self._unsatisfiable[key] = as_invalid(self._pending.pop(key).job, problem)
+            self._record(key).unsatisfiable = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
         assignments = [*moved.values(), *result.assignments]
         nodes = {node.name: node for node in view.nodes}
         if self._claims is not None:
             await self._claims.prepare(self._claim_holders(assignments, nodes))
-        await asyncio.gather(*(self._bind(a, nodes, now) for a in assignments))
+        await asyncio.gather(*(self._bind(a, result.placed.get(a.job), nodes, now) for a in assignments))
         for key, message in result.explanations.items():
             self._note_waiting(key, message, now)
         self._note_places(
@@ -408,22 +423,26 @@ class SchedulingLoop:
         for assignment in assignments:
             pending = self._pending.get(assignment.job)
             uuids = cluster_view.gpu_uuids(nodes, assignment)
-            if pending is None or pending.binding != jobspec.DRA or not all(uuids):
+            if pending is None or pending.binding != dljob.Binding.DRA or not all(uuids):
                 continue
-            request = jobspec.request(pending.job, pending.workload, 0.0, pending.binding)
+            request = pending.request
             namespace, predicted = pending.job.namespace, pods.predicted(assignment)
             holders.append(
                 claims.holder(namespace, assignment.node, [u or "" for u in uuids], request, predicted)
             )
         return holders
 
-    async def _bind(self, assignment: Assignment, nodes: Mapping[str, Node], now: datetime) -> None:
+    async def _bind(
+        self, assignment: Assignment, placed: JobRequest | None, nodes: Mapping[str, Node], now: datetime
+    ) -> None:
+        """Create the pod of `assignment`; `placed`: its request as the cycle placed it (None for a job
+        placed on its move's target), which the pod records."""
         pending = self._pending.pop(assignment.job, None)
         body = self._cache.jobs.get(assignment.job)
         if pending is None or body is None:
             return
         uuids = cluster_view.gpu_uuids(nodes, assignment)
-        if pending.binding == jobspec.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
+        if pending.binding == dljob.Binding.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
             where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
             self._note_waiting(
@@ -432,12 +451,12 @@ class SchedulingLoop:
             return
         placement = pods.Placement(
             job=pending.job,
-            request=self._request(pending.job, pending.workload, body),
+            request=placed or pending.request,
             assignment=assignment,
             attempt=pending.attempt,
             hostname=self._cache.node_views[assignment.node].hostname,
             gpu_uuids=uuids,
-            claims=claims.claim_names(assignment.node, uuids) if pending.binding == jobspec.DRA else (),
+            claims=claims.claim_names(assignment.node, uuids) if pending.binding == dljob.Binding.DRA else (),
         )
         pod = pods.build_pod(placement)
         try:
@@ -452,13 +471,12 @@ class SchedulingLoop:
         if pods.controlling_dljob(stored["metadata"]) != pending.job.uid:
             self._name_taken(pending.job, stored, now)
             return
-        self._name_conflicts.pop(assignment.job, None)
-        self._places.pop(assignment.job, None)
-        self._waiting.pop(assignment.job, None)
+        record = self._record(assignment.job)
+        record.name_conflicts, record.place, record.waiting = 0, None, ""
         self._cache.put_pod(stored)
         if created:
             reason = "Moved" if pending.moving else "Placed"
-            self._reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
+            self.reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
 
     def _name_taken(self, job: JobSpec, pod: Mapping[str, Any], now: datetime) -> None:
         """The pod name of the job's attempt belongs to a pod the job does not control. One still being
@@ -470,9 +488,9 @@ class SchedulingLoop:
         if meta.get("deletionTimestamp"):
             self._note_waiting(job.key, f"waiting: {where} of an earlier owner is being deleted", now)
             return
-        tries = self._name_conflicts.get(job.key, 0) + 1
-        self._name_conflicts[job.key] = tries
-        if tries < MAX_NAME_CONFLICTS:
+        record = self._record(job.key)
+        record.name_conflicts += 1
+        if record.name_conflicts < MAX_NAME_CONFLICTS:
             # The same message each time: only the first marks the job, later tries come with the
             # periodic re-decision, so a pod the garbage collector is about to delete has time to go.
             self._note_waiting(job.key, f"waiting: {where} exists and is not this DLJob's", now)
@@ -499,7 +517,7 @@ class SchedulingLoop:
             position += 1
             if request.key in left:
                 left.discard(request.key)
-                self._places[request.key] = {
+                self._record(request.key).place = {
                     "position": position,
                     "waiting": waiting,
                     "order": str(ordering.order),
@@ -508,19 +526,21 @@ class SchedulingLoop:
 
     def _explanation_due(self, request: JobRequest, now: datetime) -> bool:
         """At most one explanation per job per resync period: an explanation scans every GPU."""
-        last = self._explained_at.get(request.key)
+        last = self._record(request.key).explained_at
         return last is None or (now - last).total_seconds() >= self._config.resync_every
 
     def _note_waiting(self, key: str, message: str, now: datetime) -> None:
         """Say why a job still waits: in its status message, and an Event when the reason changed."""
-        self._explained_at[key] = now
-        if self._waiting.get(key) == message:
-            return
-        self._waiting[key] = message
-        self._cache.mark([key])
         body = self._cache.jobs.get(key)
-        if body is not None:
-            self._reports.post_later(body, kind="Normal", reason="Waiting", message=message)
+        if body is None:  # deleted meanwhile: its record is gone, and stays gone
+            return
+        record = self._record(key)
+        record.explained_at = now
+        if record.waiting == message:
+            return
+        record.waiting = message
+        self._cache.mark([key])
+        self.reports.post_later(body, kind="Normal", reason="Waiting", message=message)
 
 
 async def _nothing() -> list[dict[str, Any]]:

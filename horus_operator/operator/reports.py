@@ -1,4 +1,10 @@
-"""What the scheduling loop tells users: DLJob status writes and Events, in the background.
+"""What the operator tells users: DLJob status writes and Events. The one writer of DLJob status.
+
+Three components write status, all through a `Reporter`: the scheduling loop (phase, conditions,
+placement, message; in the background, `write_later`), a move (`status.moves`, awaited before the old
+pod is deleted: `write`) and the telemetry handler (`observed`, which it alone owns: `write`). Each
+write keeps the cache current with what the API server stored, since the loop decides against the
+cache and a stale copy would make it write again.
 
 Pod creation is the critical path of a burst, so reports never hold up a cycle: at most
 `concurrency` writes and Events are in flight at once, and one status write per job at a time, in
@@ -12,8 +18,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from horus_operator.operator import reconcile, status
+from horus_operator.operator import status
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs import reconcile
 from horus_operator.operator.kube import Kube
 
 log = logging.getLogger(__name__)
@@ -27,20 +34,31 @@ class Reporter:
     def __init__(self, *, kube: Kube, cache: ClusterCache, concurrency: int) -> None:
         self._kube, self._cache = kube, cache
         self._events: set[asyncio.Task[None]] = set()  # Events being posted
-        self._writing: dict[str, asyncio.Task[None]] = {}  # job key -> its status write in flight
+        self._writing: dict[str, asyncio.Task[Any]] = {}  # job key -> its status write in flight
         self._rewrite: set[str] = set()  # jobs re-decided while a write was in flight
         self._reporting = asyncio.Semaphore(concurrency)
 
     def write_later(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         """Write a status without holding up the next cycle. One write per job at a time, in order: while
         one is in flight the job is re-decided once it lands (against the status it stored)."""
-        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        key = _key(body)
         if key in self._writing:
             self._rewrite.add(key)
             return
         task = asyncio.create_task(self._apply(body, decision))
         self._writing[key] = task
         task.add_done_callback(lambda done: self._written(key, done))
+
+    async def write(self, body: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Merge-patch `body`'s status now, after any write of the job in flight; the DLJob as stored,
+        None when it was deleted meanwhile. For writers that must know it landed before they act."""
+        key = _key(body)
+        while (in_flight := self._writing.get(key)) is not None:
+            await asyncio.wait({in_flight})
+        task = asyncio.create_task(self._patch_now(body, patch))
+        self._writing[key] = task
+        task.add_done_callback(lambda done: self._written(key, done))
+        return await task
 
     def post_later(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
         """Post an Event without holding up the cycle (Events are best effort)."""
@@ -52,7 +70,7 @@ class Reporter:
         """Wait for the status writes and Events in flight (tests, shutdown)."""
         await asyncio.gather(*self._writing.values(), *self._events, return_exceptions=True)
 
-    def _written(self, key: str, task: asyncio.Task[None]) -> None:
+    def _written(self, key: str, task: asyncio.Task[Any]) -> None:
         self._writing.pop(key, None)
         failed = not task.cancelled() and task.exception() is not None
         if failed:
@@ -65,10 +83,21 @@ class Reporter:
         async with self._reporting:
             await self._write_status(body, decision)
 
+    async def _patch_now(self, body: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any] | None:
+        async with self._reporting:
+            return await self._patch(body, patch)
+
+    async def _patch(self, body: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any] | None:
+        meta = body["metadata"]
+        stored = await self._kube.patch_status(meta["namespace"], meta["name"], patch)
+        if stored is not None:
+            self._cache.store_job(stored)
+        return stored
+
     async def _write_status(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         current = body.get("status") or {}
         if decision.status != current:
-            await status.write(self._kube, self._cache, body, status.loop_patch(current, decision.status))
+            await self._patch(body, status.loop_patch(current, decision.status))
             if (
                 decision.status.get("phase") == "Failed"
                 and (body.get("status") or {}).get("phase") != "Failed"
@@ -78,3 +107,7 @@ class Reporter:
     async def _post_event(self, body: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
         async with self._reporting:
             await self._kube.post_event(body, kind=kind, reason=reason, message=message)
+
+
+def _key(body: Mapping[str, Any]) -> str:
+    return f"{body['metadata']['namespace']}/{body['metadata']['name']}"

@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
-from horus_operator.operator.graphs import GraphReader
-from horus_operator.operator.jobspec import WorkloadResolver
+from horus_operator.operator.jobs.graphs import GraphReader
+from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
-from horus_operator.operator.learning import CorrectionStore, Learning
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
-from horus_operator.operator.observed_store import ObservationStore
-from horus_operator.operator.observing import ObservedTelemetry, Recorder
+from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
+from horus_operator.operator.telemetry.store import ObservationStore
+from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
 from horus_operator.placement.queueorder import QueueOrder
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
@@ -95,7 +95,6 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         kube=kube,
         cache=cache,
         policy=make_policy(config.policy, predictor=predictor),
-        predictor=predictor,
         resolver=resolver,
         config=LoopConfig(
             namespace=config.namespace,
@@ -120,6 +119,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         cache=cache,
         kube=kube,
         recorder=Recorder(ObservationStore(kube, config.lease_namespace)),
+        reports=loop.reports,
         leading=elector.leading,
         telemetry_ttl_seconds=config.telemetry_ttl_seconds,
         clock=clock,

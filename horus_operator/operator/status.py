@@ -1,17 +1,12 @@
-"""The one writer of DLJob status. Two components write it: the scheduling loop (phase, conditions,
-placement, message) and the telemetry handler (`observed`, which it alone owns). Both write through
-`write`, which keeps the cache current with what the API server stored: the loop decides against the
-cache, and a stale copy would make it write again."""
+"""Who owns which DLJob status fields: the scheduling loop all but `observed`, which the telemetry
+handler alone writes. Every write goes through `reports.Reporter`, the one writer."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.kube import Kube
-
-OBSERVED = "observed"  # written by the telemetry handler (observing.py), carried over by the loop
+OBSERVED = "observed"  # written by the telemetry handler (telemetry/updates.py), carried over by the loop
 OWNED_BY_OTHERS = (OBSERVED,)  # status fields the scheduling loop compares but never sends
 
 
@@ -26,14 +21,3 @@ def loop_patch(current: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, 
     copy may be older than their writer's."""
     dropped = {name: None for name in current if name not in new}
     return {k: v for k, v in {**dropped, **new}.items() if k not in OWNED_BY_OTHERS}
-
-
-async def write(
-    kube: Kube, cache: ClusterCache, body: Mapping[str, Any], patch: Mapping[str, Any]
-) -> dict[str, Any] | None:
-    """Merge-patch `body`'s status; the DLJob as stored, or None when it was deleted meanwhile."""
-    meta = body["metadata"]
-    stored = await kube.patch_status(meta["namespace"], meta["name"], patch)
-    if stored is not None:
-        cache.store_job(stored)
-    return stored

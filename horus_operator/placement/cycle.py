@@ -37,12 +37,11 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator,
 from dataclasses import dataclass, field
 from typing import overload
 
-from horus_operator.placement.base import Limits
+from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsatisfiable
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.makespan import guarded
 from horus_operator.placement.moves import Mobility, Move, MoveSettings, plan_moves, retarget
-from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.preemption import (
     Preemption,
     PreemptionSettings,
@@ -51,9 +50,9 @@ from horus_operator.placement.preemption import (
     plan_preemptions,
 )
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, Policy, RunningJob
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, RunningJob
 from horus_operator.placement.waitqueue import WaitQueue, prefix_length
-from horus_operator.prediction.api import Predictor, Workload
+from horus_operator.prediction.api import Workload
 
 
 class Cooldowns:
@@ -83,8 +82,7 @@ class Cooldowns:
             for node in snapshot.nodes
         )
         # An index knows which nodes are schedulable: re-index from the running jobs it holds.
-        given = snapshot.index
-        running = tuple(given.jobs.values()) if isinstance(given, ClusterIndex) else snapshot.running
+        running = tuple(snapshot.index.jobs.values()) if snapshot.index is not None else snapshot.running
         return dataclasses.replace(snapshot, nodes=nodes, running=running, index=None)
 
 
@@ -110,8 +108,7 @@ class SchedulingCycle:
 
     def __init__(
         self,
-        policy: Policy,
-        predictor: Predictor,
+        policy: PredictingPolicy,
         *,
         max_batch: int = 1000,
         max_explanations: int = 50,
@@ -122,7 +119,7 @@ class SchedulingCycle:
         self.cooldowns = Cooldowns()
         self.max_batch = max_batch
         self.max_explanations = max_explanations
-        self._predictions = CachedPredictions(predictor)
+        self._predictions = policy.predictions  # one cache: the policy's answers are the cycle's
         self._nodes: tuple[Node, ...] | None = None
         self._capacity: Capacity | None = None
         self._verdicts: dict[str, tuple[JobRequest, Unsatisfiable | None]] = {}
@@ -152,9 +149,7 @@ class SchedulingCycle:
         queue.advance(snapshot.now, snapshot.horizon_s)
         self._judge_against(snapshot)
         snapshot = self.cooldowns.apply(snapshot)
-        given = snapshot.index
-        borrowed = isinstance(given, ClusterIndex)
-        index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
+        index, borrowed = ClusterIndex.of(snapshot)
         # Capping a job to a whole GPU pays only if one is free: otherwise it waits, and waiting delays
         # it more than sharing would.
         horizon = snapshot.horizon_s if index.empty_count() else None
@@ -197,7 +192,9 @@ class SchedulingCycle:
         """Running jobs to move on `snapshot` (the cluster once this round's assignments run; `waiting`:
         jobs still wait), by `placement.moves.plan_moves`, never onto a node in cooldown."""
         view = self.cooldowns.apply(snapshot)
-        return plan_moves(view, self._predictions, mobility, settings, limits=self._limits(), waiting=waiting)
+        return plan_moves(
+            view, self._predictions, mobility, settings, limits=self.policy.limits, waiting=waiting
+        )
 
     def preemptions(
         self,
@@ -219,11 +216,7 @@ class SchedulingCycle:
         """`job` (a moved job, at the GPU its move chose) placed there if it still fits
         (`placement.moves.retarget`)."""
         view = self.cooldowns.apply(snapshot)
-        return retarget(view, self._predictions, job, limits=self._limits(), reason=reason)
-
-    def _limits(self) -> Limits:
-        limits = getattr(self.policy, "limits", None)  # every registered policy has them; a test's may not
-        return limits if isinstance(limits, Limits) else Limits()
+        return retarget(view, self._predictions, job, limits=self.policy.limits, reason=reason)
 
     def _settle(
         self, view: ClusterSnapshot, index: ClusterIndex, walk: _Walk, placed: dict[str, Assignment]

@@ -17,7 +17,7 @@ One call repeats a small decision until nothing more can start:
    predicted gain in the GPU's normalised throughput (sum over its jobs of 1 / predicted slowdown, after
    minus before), less a small penalty for predicted utilization above 100%. The best combination
    starts if it gains at least `min_gain` and keeps every affected job's predicted slowdown under its
-   maxSlowdown / (1 + `qos_margin`). Predicted memory (plus `Limits.memory_margin_mib`) never exceeds
+   maxSlowdown / (1 + `Limits.qos_margin`). Predicted memory (plus `Limits.memory_margin_mib`) never exceeds
    the GPU's, and measured telemetry can only remove candidates.
 
 A combination's score is a pure function of (GPU group, job workload, job maxSlowdown) and the
@@ -41,16 +41,12 @@ from horus_operator.prediction.api import Predictor, Workload
 class HorusTunables:
     """- `lookahead`: queue jobs considered together for pairing (more: better pairs, less FIFO).
     - `min_gain`: least predicted gain in a GPU's normalised throughput for a newcomer to join it.
-    - `qos_margin`: predicted slowdowns must stay under maxSlowdown / (1 + qos_margin), a guard against
-      prediction error (the slowdown model's error is around 7% on pairs, more on job configurations
-      it never saw; 0.15 kept horus-2500 at a handful of violations in 2,500 jobs).
     - `patience_s`: the head of the queue is served first once the next job is this much younger.
     - `utilization_weight`: score penalty per unit of predicted summed utilization above 1.0.
     """
 
     lookahead: int = 16
     min_gain: float = 0.1
-    qos_margin: float = 0.15
     patience_s: float = 4 * 3600.0
     utilization_weight: float = 0.05
 
@@ -286,7 +282,7 @@ class HorusPolicy:
             return "predicted not to fit together"
         limits = [max_slowdown for _, max_slowdown in tenants] + [request.max_slowdown]
         for slowdown, max_slowdown in zip(after, limits, strict=True):
-            if slowdown > max_slowdown / (1.0 + self.tunables.qos_margin):
+            if not self.limits.admits(slowdown, max_slowdown):
                 return f"predicted slowdown {slowdown:.2f}× over a maxSlowdown of {max_slowdown:g}×"
         before = predictions.slowdowns(product, workloads, memory_mib) or (1.0,) * len(workloads)
         gain = sum(1.0 / s for s in after) - sum(1.0 / s for s in before)

@@ -136,6 +136,14 @@ class ClusterIndex:
     def build(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
         return cls(snapshot.nodes, snapshot.running)
 
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot) -> tuple[ClusterIndex, bool]:
+        """The snapshot's own index, borrowed (True: the caller must hand it back as it found it), or a
+        fresh one built from it (False)."""
+        if isinstance(snapshot.index, ClusterIndex):
+            return snapshot.index, True
+        return cls.build(snapshot), False
+
     # -- changes ---------------------------------------------------------------------------------
     def add(self, job: RunningJob) -> None:
         self.changes += 1

@@ -5,14 +5,14 @@ caller (the operator's loop, the simulator's engine) says what it knows of each 
 (`Mobility`), and executes the `Move`s it gets back (the job stops, checkpointing, and restarts on the
 target GPU; it loses its grace period plus a restart cost in progress).
 
-1. **Over its limit** (`OVER_LIMIT`). A job whose *observed* slowdown has stayed above its maxSlowdown
+1. **Over its limit** (`Trigger.OVER_LIMIT`). A job whose *observed* slowdown has stayed above its maxSlowdown
    for as long as the observation noise asks (`MoveSettings.violation_wait_s`: a rate reading is
    noisy, so the nearer the limit the more readings it takes to be sure; at most `over_limit_for_s`)
    moves to a GPU where it and its new co-tenants are *predicted*
    within their limits: an empty GPU where one fits, else the shared GPU that slows it least. The
    predictions are the corrected ones (`prediction/correction.py`): the observation that the pairing
    is bad is what the correction learned from.
-2. **Re-pack** (`REPACK`). While nothing waits (a waiting job would take the empty GPU: the cycle ran
+2. **Re-pack** (`Trigger.REPACK`). While nothing waits (a waiting job would take the empty GPU: the cycle ran
    first and left it empty only because nothing waiting could use it), a job sharing a GPU moves to an
    empty one when the predicted gain in finishing time exceeds the move's cost:
    `remaining × (current slowdown − 1) + Σ co-tenants min(their remaining, its remaining) ×
@@ -35,15 +35,22 @@ import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 
-from horus_operator.placement.base import Limits, PlacementCall
+from horus_operator.placement.base import TOLERANCE, Limits, PlacementCall
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, RunningJob
 from horus_operator.prediction.correction import NOISE_SD
 
-OVER_LIMIT, REPACK = "over-limit", "repack"
-TOLERANCE = 1e-9
+
+class Trigger(StrEnum):
+    """Why a job moves (the module's docstring: 1 and 2)."""
+
+    OVER_LIMIT = "over-limit"
+    REPACK = "repack"
+
+
 # One-sided 99 %: a job truly at its limit moves on noise alone at most once in a hundred judgements.
 CONFIDENCE_Z = 2.33
 
@@ -101,7 +108,7 @@ class Move:
     job: str
     source: RunningJob  # where it runs now
     target: Assignment  # where it goes, with the predictions there
-    trigger: str  # OVER_LIMIT or REPACK
+    trigger: Trigger
     reason: str  # one sentence, for an Event and status.moves
     cost_s: float  # grace period + restart cost: progress the move loses
 
@@ -118,8 +125,7 @@ def plan_moves(
     """The moves to make now on `snapshot` (the cluster with this round's placements in it). `waiting`:
     some job still waits for a GPU (then nothing is re-packed). A borrowed `snapshot.index` comes back
     with the same jobs on the same GPUs (a moved job re-added last in its GPU's tenant list)."""
-    given = snapshot.index
-    index = given if isinstance(given, ClusterIndex) else ClusterIndex.build(snapshot)
+    index, _ = ClusterIndex.of(snapshot)
     view = dataclasses.replace(snapshot, index=index)
     planner = _Planner(view, index, predictions, mobility, settings)
     try:
@@ -192,7 +198,7 @@ class _Planner:
                 observed = self.mobility[key].observed_slowdown or 0.0
                 limit = _limit(job, self.mobility[key])
                 why = f"observed slowdown {observed:.2f}x above maxSlowdown {limit:.2f}"
-                self._move(call, job, target, OVER_LIMIT, why)
+                self._move(call, job, target, Trigger.OVER_LIMIT, why)
 
     def repack(self, call: PlacementCall) -> None:
         candidates = []
@@ -212,7 +218,7 @@ class _Planner:
                 cost = self._cost(self.mobility[job.request.key])
                 why = f"re-packed onto a free GPU: predicted {gain / 60:.0f} min sooner, for a "
                 why += f"{cost / 60:.1f} min move"
-                self._move(call, job, target, REPACK, why)
+                self._move(call, job, target, Trigger.REPACK, why)
 
     # -- candidates --------------------------------------------------------------------------------
     def _movable(self) -> Iterator[tuple[RunningJob, Mobility]]:
@@ -295,7 +301,9 @@ class _Planner:
         return current
 
     # -- the move ----------------------------------------------------------------------------------
-    def _move(self, call: PlacementCall, job: RunningJob, target: GpuSlot, trigger: str, why: str) -> None:
+    def _move(
+        self, call: PlacementCall, job: RunningJob, target: GpuSlot, trigger: Trigger, why: str
+    ) -> None:
         source = self._slot_of(job)
         self.index.remove(job.request.key)
         assignment = call.place(job.request, [target], why)
@@ -317,12 +325,13 @@ def _slowdowns_with(call: PlacementCall, slot: GpuSlot, job: RunningJob) -> tupl
 def _within_limits(
     call: PlacementCall, slot: GpuSlot, job: RunningJob, mobility: Mapping[str, Mobility]
 ) -> bool:
-    """Whether `job` joining `slot` keeps everyone there predicted within their limits."""
+    """Whether `job` joining `slot` keeps everyone there predicted within their limits, with the margin
+    placement keeps (`Limits.admits`): a move must not land where a placement would not."""
     slowdowns = _slowdowns_with(call, slot, job)
     if slowdowns is None:
         return False
     everyone = [*slot.tenants, job]
     return all(
-        slowdown <= _limit(tenant, mobility.get(tenant.request.key)) + TOLERANCE
+        call.limits.admits(slowdown, _limit(tenant, mobility.get(tenant.request.key)))
         for tenant, slowdown in zip(everyone, slowdowns, strict=True)
     )

@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from horus_operator.placement.index import workload_order
-from horus_operator.prediction.api import PREDICTED, PRIOR, Basis, JobPrediction, Predictor, Workload
+from horus_operator.prediction.api import (
+    PREDICTED,
+    PRIOR,
+    Basis,
+    JobPrediction,
+    LearningPredictor,
+    Predictor,
+    Workload,
+)
 
 
 class CachedPredictions:
@@ -20,6 +28,8 @@ class CachedPredictions:
 
     def __init__(self, predictor: Predictor) -> None:
         self.predictor = predictor
+        # Asked once: a protocol check costs a lookup per member, and `job` reads the revision each call.
+        self._learning = predictor if isinstance(predictor, LearningPredictor) else None
         self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
         self._slowdowns: dict[tuple[str, float, tuple[Workload, ...]], tuple[float, ...] | None] = {}
         self._revision = self._predictor_revision()
@@ -61,17 +71,16 @@ class CachedPredictions:
     def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
         """Per workload, whether its slowdown next to the others is the model's or corrected by
         observations (not cached: asked once per placement)."""
-        explain = getattr(self.predictor, "basis", None)
-        if explain is None:
+        if self._learning is None:
             return tuple(Basis(PRIOR, 0) for _ in workloads)
-        answer: tuple[Basis, ...] = explain(gpu, workloads)
-        return answer
+        return self._learning.basis(gpu, workloads)
 
     def utilization_source(self, workload: Workload, gpu: str) -> str:
         """ "observed" where the predictor answers `job` from a busy fraction seen on the cluster, else
         "predicted" (asked once per placement)."""
-        explain = getattr(self.predictor, "utilization_source", None)
-        return str(explain(workload, gpu)) if explain is not None else PREDICTED
+        if self._learning is None:
+            return PREDICTED
+        return self._learning.utilization_source(workload, gpu)
 
     def sync(self) -> int:
         """The predictor's revision, after dropping answers cached from an older one (a learning
@@ -85,4 +94,4 @@ class CachedPredictions:
         return revision
 
     def _predictor_revision(self) -> int:
-        return int(getattr(self.predictor, "revision", 0))
+        return self._learning.revision if self._learning is not None else 0

@@ -128,7 +128,7 @@ def plan_preemptions(
     jobs still `waiting` (in queue order, with their standing). Each waiting job, from the head, gets the
     node where the fewest preemptions empty enough whole GPUs for it (then the least attained service
     lost); the GPUs it gets are not offered to the jobs behind it, and no job is preempted twice."""
-    index = snapshot.index if isinstance(snapshot.index, ClusterIndex) else ClusterIndex.build(snapshot)
+    index, _ = ClusterIndex.of(snapshot)  # read, never changed
     levels = _preemptable(index, service, settings, snapshot.now)
     if not levels:
         return []

@@ -11,14 +11,13 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
-from horus_operator.placement.base import Limits
+from horus_operator.placement.base import Limits, PredictingPolicy
 from horus_operator.placement.binpack import BinpackPolicy
 from horus_operator.placement.exclusive import ExclusivePolicy
 from horus_operator.placement.horus import HorusPolicy, HorusTunables
-from horus_operator.placement.types import Policy
 from horus_operator.prediction.api import Predictor
 
-PolicyFactory = Callable[..., Policy]
+PolicyFactory = Callable[..., PredictingPolicy]
 
 
 def _split(tunables: dict[str, Any], *kinds: type) -> list[Any]:
@@ -33,17 +32,17 @@ def _split(tunables: dict[str, Any], *kinds: type) -> list[Any]:
     return built
 
 
-def _horus(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> Policy:
+def _horus(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> PredictingPolicy:
     limits, horus = _split(tunables, Limits, HorusTunables)
     return HorusPolicy(predictor, limits, horus)
 
 
-def _exclusive(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> Policy:
+def _exclusive(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> PredictingPolicy:
     (limits,) = _split(tunables, Limits)
     return ExclusivePolicy(predictor, limits)
 
 
-def _binpack(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> Policy:
+def _binpack(predictor: Predictor, rng: random.Random | None, **tunables: Any) -> PredictingPolicy:
     (limits,) = _split(tunables, Limits)
     return BinpackPolicy(predictor, limits)
 
@@ -57,7 +56,7 @@ POLICIES: dict[str, PolicyFactory] = {
 
 def make_policy(
     name: str, *, predictor: Predictor, rng: random.Random | None = None, **tunables: Any
-) -> Policy:
+) -> PredictingPolicy:
     """A fresh policy. `rng` is for policies that randomise (none of the built-in three do)."""
     try:
         factory = POLICIES[name]

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from horus_operator.api import defaults
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import gpu_spec
 
@@ -59,7 +60,7 @@ class JobRequest:
     key: str
     workload: Workload
     gpus: int = 1
-    max_slowdown: float = 2.0  # 1.0: never share
+    max_slowdown: float = defaults.MAX_SLOWDOWN  # 1.0: never share
     priority: int = 0
     submitted_at: float = 0.0  # seconds, on the caller's clock
     # Seconds of work left if it ran alone (spec.totalSteps at the predicted or observed step rate; the
@@ -84,6 +85,16 @@ class RunningJob:
     gpu_indices: tuple[int, ...]
 
 
+class KeptIndex(Protocol):
+    """What a snapshot's kept index (`placement.index.ClusterIndex`, built from these types: naming it
+    here would make the two modules import each other) tells a reader of the snapshot."""
+
+    @property
+    def jobs(self) -> dict[str, RunningJob]:
+        """The running jobs it holds, by key."""
+        ...
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
     nodes: tuple[Node, ...]
@@ -91,9 +102,9 @@ class ClusterSnapshot:
     now: float = 0.0
     # Optional `placement.index.ClusterIndex` of exactly this state, kept current by callers that see
     # every change (the simulator) so a policy need not re-index the cluster on every call. When given
-    # it is authoritative and `running` may be left empty; policies return it unchanged. Typed `object`:
-    # the index is built from these types, so naming it here would make the two modules import each other.
-    index: object | None = field(default=None, compare=False, repr=False)
+    # it is authoritative and `running` may be left empty; policies return it unchanged
+    # (`ClusterIndex.of` borrows it, or builds one where none is given).
+    index: KeptIndex | None = field(default=None, compare=False, repr=False)
     # The earliest time all known work could be done (`placement.makespan.horizon_s`), where the caller
     # knows the jobs' remaining work; None: unknown, and no makespan guard applies.
     horizon_s: float | None = None

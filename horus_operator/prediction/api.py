@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class Workload:
     # about, where it did (`correction.CorrectedPredictor` sets it from `Correction.utilization`); the
     # slowdown prior and the predicted utilization read it instead of the roofline's. None: predicted.
     busy: float | None = None
+    # The job's peak GPU memory alone (MiB) as the cluster observed it on the GPU type it is asked
+    # about (`Correction.peak_memory`): it wins over the predicted memory. None: predicted.
+    peak_memory_mib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -71,12 +74,29 @@ PREDICTED = "predicted"  # a utilization from the job's graph, not yet one the c
 class Basis:
     """Where a predicted slowdown comes from: the model alone (PRIOR) or corrected by OBSERVED samples.
 
-    A predictor that learns (`correction.CorrectedPredictor`) also has `revision: int`, which changes
-    whenever its answers may, and `basis(gpu, workloads) -> tuple[Basis, ...]`; placement's cache reads
-    both where present. A predictor without them is a fixed prior."""
+    A predictor that learns is a `LearningPredictor`; one that is not is a fixed prior."""
 
     source: str
     samples: int
+
+
+@runtime_checkable
+class LearningPredictor(Predictor, Protocol):
+    """A predictor corrected by what the cluster observes (`correction.CorrectedPredictor`): placement's
+    cache reads these members where the predictor has them, and treats any other as a fixed prior."""
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever its answers may: cached answers from an older revision are stale."""
+        ...
+
+    def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
+        """Per workload, whether its slowdown beside the others is the prior's or corrected by samples."""
+        ...
+
+    def utilization_source(self, workload: Workload, gpu: str) -> str:
+        """OBSERVED where `job` answers from a busy fraction the cluster saw, else PREDICTED."""
+        ...
 
 
 class UnknownModelError(ValueError):

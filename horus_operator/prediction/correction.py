@@ -72,7 +72,11 @@ agent observed it is kept per (GPU type, signature) (`note_utilization` / `utili
 mean, bounded like the job level), and `CorrectedPredictor` hands it to the prior (`Workload.busy`) in
 place of the roofline's, for that job and later jobs of its signature: in the slowdown prior, in the
 residuals it learns against, in `job().utilization`. Residuals learnt before a job's profile was
-observed were against the roofline's prior; they stay, and fade like any other evidence.
+observed were against the roofline's prior; they stay, and fade like any other evidence. The GPU
+memory the agent read for the job in that same alone period is kept beside it, the largest seen
+(`note_peak_memory` / `peak_memory`), and handed to the prior as `Workload.peak_memory_mib`: a
+measured peak wins over the memory envelope in `job().memory_mib`, hence in packing and in
+`slowdowns`' feasibility (issue 26, item 3).
 
 **Forgetting.** A level's weight stops growing at `MAX_WEIGHT` samples (a running mean with weight
 1/min(n, MAX_WEIGHT)), so a cluster that changes (a driver, a library) is relearned; the count reported
@@ -185,6 +189,18 @@ class _Evidence:
 
 
 @dataclasses.dataclass
+class _Peak:
+    """The largest GPU memory (MiB) a job signature was seen holding alone, over `samples` readings."""
+
+    samples: int = 0
+    mib: float = 0.0
+
+    def add(self, mib: float) -> None:
+        self.samples += 1
+        self.mib = max(self.mib, mib)
+
+
+@dataclasses.dataclass
 class _Residuals:
     """A job or pair level: the mean x (ln prior) and y (ln observed) of its samples, newest-weighted."""
 
@@ -258,6 +274,7 @@ class Correction:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._alone: OrderedDict[JobKey, _Evidence] = OrderedDict()  # steps/s alone (`mean`)
         self._busy: OrderedDict[JobKey, _Evidence] = OrderedDict()  # GPU busy fraction alone (`mean`)
+        self._peaks: OrderedDict[JobKey, _Peak] = OrderedDict()  # GPU memory alone, the largest seen
         # per GPU type: the residuals' mean square against the scaled prior (σ² + τ²; `mean` of an _Evidence)
         self._spread: dict[str, _Evidence] = {}
         self._strength: dict[str, float] = {}
@@ -292,6 +309,22 @@ class Correction:
         """The busy fraction jobs of `workload`'s signature showed alone on `gpu`, if any was seen."""
         found = self._busy.get((gpu, signature(workload)))
         return found.mean if found else None
+
+    def note_peak_memory(self, gpu: str, workload: Workload, mib: float) -> None:
+        """A job of `workload`'s signature was seen holding this much GPU memory (MiB, the process's
+        as the node agent reads it) while alone on `gpu`."""
+        if math.isfinite(mib) and mib > 0.0:
+            key = (gpu, signature(workload))
+            entry = _touch(self._peaks, key, self._caps[0], _Peak)
+            before = entry.mib
+            entry.add(mib)
+            if entry.mib != before:
+                self.revision += 1
+
+    def peak_memory(self, gpu: str, workload: Workload) -> float | None:
+        """The largest GPU memory (MiB) jobs of `workload`'s signature held alone on `gpu`, if seen."""
+        found = self._peaks.get((gpu, signature(workload)))
+        return found.mib if found else None
 
     def strength(self, gpu: str) -> float:
         """k on `gpu`: how many samples the prior is worth there now."""
@@ -378,6 +411,7 @@ class Correction:
             "seen": list(self._seen),
             "alone": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._alone.items()],
             "busy": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._busy.items()],
+            "peaks": [[gpu, *own, e.samples, e.mib] for (gpu, own), e in self._peaks.items()],
         }
 
     def load(self, state: Mapping[str, Any], prior_id: str) -> bool:
@@ -396,10 +430,14 @@ class Correction:
         busy = _table(state, "busy", 7, _job_key, _Evidence)
         if not all(0.0 <= e.mean <= 1.0 for e in busy.values()):
             raise ValueError("busy: a busy fraction outside 0-1")
+        peaks = _table(state, "peaks", 7, _job_key, _Peak)  # absent in states saved before it: none
+        if not all(e.mib > 0.0 for e in peaks.values()):
+            raise ValueError("peaks: a peak memory at or below 0 MiB")
         seen = state.get("seen", [])
         if not isinstance(seen, list) or not all(isinstance(s, str) for s in seen):
             raise ValueError("seen: expected a list of sample ids")
         self._jobs, self._pairs, self._alone, self._busy, self._scales = jobs, pairs, alone, busy, scales
+        self._peaks = peaks
         self._spread = spread
         self._strength = {gpu: _strength(e.mean) for gpu, e in spread.items()}
         self._scale = {
@@ -411,6 +449,7 @@ class Correction:
             (self._jobs, self._caps[0]),
             (self._alone, self._caps[0]),
             (self._busy, self._caps[0]),
+            (self._peaks, self._caps[0]),
             (self._pairs, self._caps[1]),
             (self._seen, self._caps[2]),
         ):
@@ -499,10 +538,16 @@ class CorrectedPredictor:
         return self.prior.slowdowns(gpu, [self._observed(gpu, w) for w in workloads], memory_mib)
 
     def _observed(self, gpu: str, workload: Workload) -> Workload:
-        """`workload` carrying the busy fraction its signature showed alone on `gpu`, where one did."""
+        """`workload` carrying the busy fraction and the peak memory its signature showed alone on
+        `gpu`, where it did (the prior then reads them in place of its own)."""
         busy = self.correction.utilization(gpu, workload) if workload.busy is None else None
-        # to a percent: the prior caches per busy fraction, and a running mean moves with every sample
-        return workload if busy is None else dataclasses.replace(workload, busy=round(busy, 2))
+        peak = self.correction.peak_memory(gpu, workload) if workload.peak_memory_mib is None else None
+        if busy is not None:
+            # to a percent: the prior caches per busy fraction, and a running mean moves with every sample
+            workload = dataclasses.replace(workload, busy=round(busy, 2))
+        if peak is not None:
+            workload = dataclasses.replace(workload, peak_memory_mib=float(round(peak)))
+        return workload
 
 
 def _strength(mean_square: float) -> float:

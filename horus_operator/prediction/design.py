@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from horus_operator.api.defaults import DEFAULT_PRECISION
 from horus_operator.prediction import features
-from horus_operator.prediction.gpus import DEFAULT_PRECISION, GPU_SPECS
+from horus_operator.prediction.gpus import GPU_SPECS
 
 TRAINING_FLOPS_FACTOR = 3.0  # forward + backward ≈ 3 × forward FLOPs
 _EPS = 1.0

@@ -20,10 +20,10 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from horus_operator.api.defaults import DEFAULT_PRECISION
 from horus_operator.prediction.api import UnknownGpuError
 
-PRECISIONS: tuple[str, ...] = ("fp32", "amp", "bf16")
-DEFAULT_PRECISION = "fp32"
+PRECISIONS: tuple[str, ...] = (DEFAULT_PRECISION, "amp", "bf16")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """GPU memory model: peak memory of a training job, and whether a set of jobs fits on one GPU.
 
-memory_mib = overhead
+memory_mib = process floor(GPU generation, runtime) + overhead
              + (weight_factor × parameter bytes
                 + activation_factor × activation bytes per batch × bytes_scale(precision)) / MiB
 
@@ -8,25 +8,32 @@ memory_mib = overhead
 HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). A job that
 says more (`features.MEMORY_NAMES`: a Hugging Face config counted by `transformer`) has gradients and
 optimizer state for its trainable parameters only (LoRA), its optimizer's state, and the activations
-gradient checkpointing keeps, in place of those defaults. Activations
-kept for backward are stored at half size under amp/bf16. The overhead (CUDA context, framework
-workspaces) and the activation factor (activations kept for backward, their gradients in flight,
-allocator slack) are calibrated as an envelope: the smallest total prediction under which no
-measured peak (`data/memory/`) is under-predicted and every job Gavel ran alone still fits its GPU
-(`training.train_memory`). `calibrate` instead fits them to a set of pair outcomes (a pair that ran
-fit, one at zero throughput did not): what `horus train slowdown` does with a user's pairs. A set of
-jobs is feasible on a GPU when its predicted memories sum to at most the GPU's memory.
+gradient checkpointing keeps, in place of those defaults. Activations kept for backward are stored
+at half size under amp/bf16. The process floor (`process_floor_mib`: what any training process of a
+runtime holds on a GPU generation — CUDA context, cuBLAS/cuDNN workspaces, allocator cache) is data,
+`data/process_floor.csv`, each row a measured tiny-model peak or a nearer generation's, saying which.
+The overhead above it and the activation factor (activations kept for backward, their gradients in
+flight, allocator slack) are calibrated as an envelope: the smallest total prediction under which no
+measured peak (`data/memory/`, every source) is under-predicted and every job Gavel ran alone still
+fits its GPU (`training.train_memory`). `calibrate` instead fits them to a set of pair outcomes (a
+pair that ran fit, one at zero throughput did not): what `horus train slowdown` does with a user's
+pairs. A set of jobs is feasible on a GPU when its predicted memories sum to at most the GPU's memory.
 """
 
 from __future__ import annotations
 
+import csv
+import functools
+import io
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from importlib import resources
 
 import numpy as np
 
-from horus_operator.prediction.gpus import DEFAULT_PRECISION
+from horus_operator.api.defaults import DEFAULT_PRECISION
+from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.roofline import bytes_scale
 
 MIB = 1024.0 * 1024.0
@@ -34,6 +41,36 @@ PARAM_FACTOR = 4.0
 HALF_COPY_FACTOR = 0.5
 # The least any training step holds per parameter byte: the weights and their gradients (plain SGD).
 FLOOR_PARAM_FACTOR = 2.0
+# The framework a job trains with, where the per-process floor differs (`data/process_floor.csv`).
+RUNTIMES: tuple[str, ...] = ("pytorch", "tensorflow")
+DEFAULT_RUNTIME = "pytorch"
+
+
+PROCESS_FLOOR_FILE = resources.files(__package__).joinpath("data", "process_floor.csv")
+
+
+@functools.cache
+def process_floors() -> Mapping[tuple[str, str], float]:
+    """MiB any training process holds on a GPU of a generation under a runtime, by (generation,
+    runtime): the packaged table, whose rows say which value was measured and on what, and which is
+    a nearer generation's."""
+    text = PROCESS_FLOOR_FILE.read_text(encoding="utf-8")
+    return {
+        (row["generation"], row["runtime"]): float(row["floor_mib"])
+        for row in csv.DictReader(io.StringIO(text))
+    }
+
+
+def process_floor_mib(gpu: str | None, runtime: str = DEFAULT_RUNTIME) -> float:
+    """The per-process floor of `runtime` on `gpu` (a normalised GPU name); the largest of any
+    generation where the GPU is not known. KeyError for a runtime or generation the table lacks."""
+    floors = process_floors()
+    if gpu is None:
+        values = [floor for (_, known), floor in floors.items() if known == runtime]
+        if not values:
+            raise KeyError(f"no process floor for runtime {runtime!r}")
+        return max(values)
+    return floors[(GPU_SPECS[gpu].generation, runtime)]
 
 
 @dataclass(frozen=True)
@@ -46,12 +83,30 @@ class MemoryModel:
     # only when even its floor is.
     floor_overhead_mib: float = 0.0
     floor_activation_factor: float = 0.0
+    # Whether the per-process floor of the job's GPU generation and runtime comes on top of
+    # overhead_mib (`process_floor_mib`); False: overhead_mib alone is the constant (models written
+    # before the floor table, or calibrated on pair outcomes).
+    process_floor: bool = False
 
-    def memory_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
+    def memory_mib(
+        self,
+        job_features: Mapping[str, float],
+        precision: str = DEFAULT_PRECISION,
+        gpu: str | None = None,
+        runtime: str = DEFAULT_RUNTIME,
+    ) -> float:
+        """Peak memory of the job alone on a GPU of type `gpu` (a normalised name; None: any GPU,
+        the largest floor)."""
         weights = self._state_bytes(job_features, precision)
         activations = _activation_bytes(job_features, precision)
         variable = weights + self.activation_factor * activations
-        return self.overhead_mib + variable / MIB
+        return self.constant_mib(gpu, runtime) + variable / MIB
+
+    def constant_mib(self, gpu: str | None = None, runtime: str = DEFAULT_RUNTIME) -> float:
+        """What the job holds whatever it trains: the process floor (where the model has one) and the
+        fitted overhead above it."""
+        floor = process_floor_mib(gpu, runtime) if self.process_floor else 0.0
+        return floor + self.overhead_mib
 
     def floor_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
         """The least peak memory the job could have: below this it certainly does not run."""
@@ -109,11 +164,16 @@ class FeasibilityData:
     jobs: np.ndarray  # shape (n,): 1 or 2
     capacity_mib: np.ndarray  # shape (n,)
     feasible: np.ndarray  # shape (n,), bool
+    # The per-process floor of each sample's GPU (`process_floor_mib`), per job; None: no floor.
+    process_floor_mib: np.ndarray | None = None  # shape (n,)
 
 
 def predicted_feasible(model: MemoryModel, data: FeasibilityData) -> np.ndarray:
     variable = model.param_factor * data.param_bytes + model.activation_factor * data.activation_bytes
-    total = model.overhead_mib * data.jobs + variable.sum(axis=1) / MIB
+    constant = model.overhead_mib
+    total = constant * data.jobs + variable.sum(axis=1) / MIB
+    if model.process_floor and data.process_floor_mib is not None:
+        total = total + data.process_floor_mib * data.jobs
     return total <= data.capacity_mib
 
 

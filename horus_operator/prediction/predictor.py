@@ -25,7 +25,7 @@ from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize
 
 FeatureSource = Callable[[str, int], Mapping[str, float]]
 # model, batch size, features key, precision, host CPUs, observed busy fraction (None: the roofline's)
-WorkloadKey = tuple[str, int, str, str, float, float | None]
+WorkloadKey = tuple[str, int, str, str, float, float | None, float | None]
 
 
 def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
@@ -111,10 +111,15 @@ class XGBoostPredictor:
             row = design.job_row(job_features, gpu, precision)
             step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
             busy = step.busy if workload.busy is None else workload.busy  # observed, where it was
+            memory_mib = self.models.memory.memory_mib(job_features, precision, gpu)
+            min_memory_mib = self.models.memory.floor_mib(job_features, precision)
+            if workload.peak_memory_mib is not None:  # observed: a measured peak wins over the envelope
+                memory_mib = workload.peak_memory_mib
+                min_memory_mib = min(min_memory_mib, memory_mib)
             prediction = JobPrediction(
                 utilization=busy,
-                memory_mib=self.models.memory.memory_mib(job_features, precision),
-                min_memory_mib=self.models.memory.floor_mib(job_features, precision),
+                memory_mib=memory_mib,
+                min_memory_mib=min_memory_mib,
                 step_s=step.step_ms / 1000.0,
             )
             demand = (busy, workload.host_cpus)
@@ -168,6 +173,7 @@ def _key(workload: Workload) -> WorkloadKey:
         workload.precision,
         workload.host_cpus,
         workload.busy,
+        workload.peak_memory_mib,
     )
 
 

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from horus_operator.api.defaults import OPTIMIZER
 from horus_operator.prediction import features
 from horus_operator.prediction import transformer_graph as tg
 from horus_operator.prediction.transformer_graph import Shape
@@ -32,14 +33,13 @@ INDEX_BYTES = 8  # token ids are int64
 LOSS_FP32_COPIES = 2  # the logits cast to FP32 and their log-softmax (under fp32 the cast is a no-op: 1)
 # FP32 values the optimizer keeps per trainable parameter (Adam: two moments; SGD: momentum).
 OPTIMIZER_STATES: Mapping[str, int] = {"adam": 2, "adamw": 2, "sgd": 1}
-DEFAULT_OPTIMIZER = "adam"
 # What PEFT's LoraConfig adapts when target_modules is not given (its per-model-type defaults).
 DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
     "decoder": ("q_proj", "v_proj"),
     "gpt2": ("c_attn",),
     "bert": ("query", "value"),
 }
-ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head
+ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head (LM head, classifier)
 
 
 class ConfigError(ValueError):
@@ -62,7 +62,7 @@ class Training:
     """How the model is trained: what changes the counts besides the architecture."""
 
     sequence_length: int
-    optimizer: str = DEFAULT_OPTIMIZER
+    optimizer: str = OPTIMIZER
     lora: Lora | None = None
     gradient_checkpointing: bool = False
 
@@ -152,6 +152,7 @@ def _learned_shape(config: Mapping[str, Any], family: str) -> Shape:
         intermediate = _int(config, "intermediate_size", 3072)
     return Shape(
         family=family,
+        labels=_labels(config) if family == "bert" else 0,
         hidden=hidden,
         layers=layers,
         heads=heads,
@@ -163,6 +164,21 @@ def _learned_shape(config: Mapping[str, Any], family: str) -> Shape:
         tied=bool(config.get("tie_word_embeddings", True)),
         type_vocab=_int(config, "type_vocab_size", 2) if family == "bert" else 0,
     )
+
+
+SEQUENCE_CLASSIFICATION = "BertForSequenceClassification"
+
+
+def _labels(config: Mapping[str, Any]) -> int:
+    """A BERT config's number of labels where its `architectures` name a sequence classifier
+    (`num_labels`, else the size of `id2label`, else Hugging Face's default 2); 0: the MLM head."""
+    architectures = config.get("architectures") or []
+    if not isinstance(architectures, list) or SEQUENCE_CLASSIFICATION not in architectures:
+        return 0
+    if config.get("num_labels") is not None:
+        return _int(config, "num_labels")
+    id2label = config.get("id2label")
+    return len(id2label) if isinstance(id2label, Mapping) and id2label else 2
 
 
 # ---- counting ----
@@ -207,7 +223,9 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     profile["optimizer_state_bytes"] = float(tg.FP32 * OPTIMIZER_STATES[training.optimizer] * trainable)
     # The loss over the vocabulary, not in a forward graph: Hugging Face's (and torchtune's) cast the
     # logits to FP32 (`logits.float()`) and log-softmax them, keeping both for backward, at any precision.
-    profile["fp32_activation_bytes_per_sample"] = float(LOSS_FP32_COPIES * tg.FP32 * s * shape.vocab)
+    # A sequence classifier's loss is over its labels, once per sequence.
+    logits = shape.labels if shape.labels else s * shape.vocab
+    profile["fp32_activation_bytes_per_sample"] = float(LOSS_FP32_COPIES * tg.FP32 * logits)
     if training.gradient_checkpointing:
         profile["kept_activation_bytes_per_sample"] = _checkpointed_bytes(blocks, shape, s)
     elif training.lora is not None:
@@ -245,7 +263,7 @@ def _lora_targets(shape: Shape, lora: Lora | None) -> frozenset[str]:
     names = _linear_names(shape)
     wanted = lora.target_modules or DEFAULT_LORA_TARGETS[shape.family]
     if ALL_LINEAR in wanted:
-        return frozenset(names - {tg.LM_HEAD})
+        return frozenset(names - {tg.LM_HEAD, tg.CLASSIFIER})
     unknown = sorted(set(wanted) - names)
     if unknown:
         raise ConfigError(

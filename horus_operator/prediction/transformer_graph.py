@@ -18,6 +18,7 @@ from dataclasses import dataclass
 FP32 = 4  # bytes per value: the graph's dtype, as the catalog's exports
 BOOL_BYTES = 1
 LM_HEAD = "lm_head"
+CLASSIFIER = "classifier"  # BertForSequenceClassification's output layer
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class Shape:
     out_bias: bool = False  # o_proj
     mlp_bias: bool = False
     type_vocab: int = 0  # BERT's token-type embeddings
+    # BERT's head: 0 for the MLM head (BertForMaskedLM); the number of labels of a sequence
+    # classification head (BertForSequenceClassification: the pooler and a classifier on [CLS]).
+    labels: int = 0
 
 
 @dataclass(frozen=True)
@@ -239,12 +243,27 @@ def _bert_blocks(shape: Shape, s: int, new: NewBuilder) -> Blocks:
     layer.add(Nodes("activation", 1, s * i, s * i))
     layer.linear("dense", i, h, bias=True)
     layer.add(_elementwise(1, s * h), _layer_norm(s, h))
+    if shape.labels:
+        return start.block(), layer.block(), _bert_classifier(shape, new)
     end = new()  # the MLM head: transform (dense, GELU, LayerNorm), then the tied decoder with a bias
     end.other_params = 2 * h
     end.linear("dense", h, h, bias=True)
     end.add(Nodes("activation", 1, s * h, s * h), _layer_norm(s, h))
     end.linear(LM_HEAD, h, shape.vocab, bias=True)
     return start.block(), layer.block(), end.block()
+
+
+def _bert_classifier(shape: Shape, new: NewBuilder) -> Block:
+    """BertForSequenceClassification's head: the [CLS] token taken (a Gather), the pooler (dense,
+    tanh) and the classifier (dense to the labels), on one token; no logits over the vocabulary."""
+    h = shape.hidden
+    template = new()
+    end = Builder(1, template.rank, template.targets)
+    end.add(Nodes("other", 1))
+    end.linear("dense", h, h, bias=True)
+    end.add(Nodes("activation", 1, h, h))
+    end.linear(CLASSIFIER, h, shape.labels, bias=True)
+    return end.block()
 
 
 FAMILIES: Mapping[str, Callable[[Shape, int, NewBuilder], Blocks]] = {

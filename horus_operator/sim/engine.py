@@ -39,14 +39,16 @@ from dataclasses import replace
 
 from tqdm import tqdm
 
+from horus_operator.api.defaults import SETTLED_S
+from horus_operator.placement.base import TOLERANCE
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex, GpuSlot
-from horus_operator.placement.moves import TOLERANCE, Mobility, Move
+from horus_operator.placement.moves import Mobility, Move
 from horus_operator.placement.preemption import Preemption, Service
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
-from horus_operator.sim.learning import MIN_OBSERVED_S, OnlineLearning, Settled, cotenants_of
+from horus_operator.sim.learning import OnlineLearning, Settled, cotenants_of
 from horus_operator.sim.migration import Migration
 from horus_operator.sim.preemption import Preempting
 from horus_operator.sim.results import JobRecord, RunResult, Sample
@@ -354,7 +356,7 @@ class Simulation:
         return finished
 
     def _observe_due(self) -> None:
-        """Tell the learner of each job whose state (version) has held MIN_OBSERVED_S."""
+        """Tell the learner of each job whose state (version) has held SETTLED_S."""
         while self._lessons and self._lessons[0][0] <= self.now:
             _, _, key, version = heapq.heappop(self._lessons)
             active = self.active.get(key)
@@ -462,7 +464,7 @@ class Simulation:
             self.migration.rated(key, slowdown, active.job.request.max_slowdown, self.now)
         heapq.heappush(self._completions, (finish_s, next(self._sequence), key, active.version))
         if self.learning is not None:
-            due = self.now + MIN_OBSERVED_S
+            due = self.now + SETTLED_S
             heapq.heappush(self._lessons, (due, next(self._sequence), key, active.version))
 
     def _stuck_message(self) -> str:

@@ -2,8 +2,8 @@
 the way the operator's telemetry does, so the policy decides with the same `CorrectedPredictor`.
 
 The engine reports a job's state (its co-tenants, and so its true slowdown) once it has held
-`MIN_OBSERVED_S`: the operator attributes a reported rate to a co-tenancy only after it has held that
-long (`operator/observed.py`, STALE_RATE_SECONDS; the shells cannot import each other, hence the copy).
+`SETTLED_S` (`api/defaults.py`): the operator attributes a reported rate to a co-tenancy only after it
+has held that long, and the two read the one constant.
 The next decision, at that moment, uses the lesson. As in the cluster (docs/operator.md, "Online
 correction"):
 - a state alone tells the job's rate alone, for jobs of its signature on this GPU type
@@ -26,12 +26,10 @@ from dataclasses import dataclass
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation
 
-MIN_OBSERVED_S = 60.0
-
 
 @dataclass(frozen=True)
 class Settled:
-    """A running job whose state has held `MIN_OBSERVED_S`, as the engine sees it at `at_s`."""
+    """A running job whose state has held `SETTLED_S`, as the engine sees it at `at_s`."""
 
     key: str
     workload: Workload

@@ -25,7 +25,8 @@ import heapq
 import itertools
 from dataclasses import dataclass
 
-from horus_operator.placement.moves import TOLERANCE, Mobility, Move, MoveSettings
+from horus_operator.placement.base import TOLERANCE
+from horus_operator.placement.moves import Mobility, Move, MoveSettings
 
 DEFAULT_GRACE_S = 30.0
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from horus_operator.operator import keys
+from horus_operator.api import keys
 
 IMAGE = "example.invalid/train:1"  # never pulled: kwok runs nothing
 

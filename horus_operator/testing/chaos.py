@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from horus_operator import devcluster
-from horus_operator.operator import keys
+from horus_operator.api import keys, pod_annotations
 from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import OperatorProcess, lease_holder
 
@@ -93,7 +93,7 @@ class _Watch:
     """What the watcher has seen so far (written by its thread, read after it stops)."""
 
     duplicated_jobs: set[str] = field(default_factory=set)
-    oversubscribed_gpus: set[tuple[str, str]] = field(default_factory=set)
+    oversubscribed_gpus: set[tuple[str, int]] = field(default_factory=set)
     polls: int = 0
     failed_polls: int = 0
     newest_pod_s: float = 0.0  # epoch s: the latest creation time among the pods seen
@@ -346,7 +346,7 @@ class ChaosRun:
 
     def _observe(self, pods: list[dict[str, Any]], capacity: dict[str, float]) -> None:
         live_by_job: dict[str, int] = defaultdict(int)
-        memory_by_gpu: dict[tuple[str, str], float] = defaultdict(float)
+        memory_by_gpu: dict[tuple[str, int], float] = defaultdict(float)
         for pod in pods:
             meta = pod["metadata"]
             self._watch.newest_pod_s = max(self._watch.newest_pod_s, _epoch(meta["creationTimestamp"]))
@@ -354,13 +354,12 @@ class ChaosRun:
                 continue
             live_by_job[meta["labels"][keys.LABEL_JOB]] += 1
             annotations = meta.get("annotations") or {}
-            try:
-                memory = float(json.loads(annotations[keys.ANNOTATION_PREDICTED])["memoryMiB"])
-            except (KeyError, ValueError, TypeError):
+            demand = pod_annotations.predicted_demand(annotations)
+            if demand is None:
                 continue
             node = annotations.get(keys.ANNOTATION_NODE, "")
-            for gpu in filter(None, annotations.get(keys.ANNOTATION_GPUS, "").split(",")):
-                memory_by_gpu[(node, gpu)] += memory
+            for gpu in pod_annotations.gpu_indices(annotations):
+                memory_by_gpu[(node, gpu)] += demand.memory_mib
         self._watch.duplicated_jobs.update(job for job, count in live_by_job.items() if count > 1)
         self._watch.oversubscribed_gpus.update(
             gpu for gpu, used in memory_by_gpu.items() if used > capacity.get(gpu[0], float("inf"))

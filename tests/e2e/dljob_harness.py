@@ -10,14 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from horus_operator import devcluster
-from horus_operator.testing.operator_process import wait_for
+from horus_operator.testing.operator_process import FAST_SETTINGS, OperatorProcess, wait_for
 
 
 @contextlib.contextmanager
@@ -77,6 +77,27 @@ def service_account_kubeconfig(
         context["context"]["user"] = account
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def operator_as_its_service_account(
+    cluster: devcluster.LocalCluster,
+    tmp_path: Path,
+    identity: str,
+    settings: Mapping[str, str] = FAST_SETTINGS,
+) -> OperatorProcess:
+    """`horus run` as the installed operator's pods would run it: the horus-operator ServiceAccount's token
+    (exactly its RBAC), leading in horus-system."""
+    as_operator = service_account_kubeconfig(
+        cluster, "horus-operator", "horus-system", tmp_path / "operator.config"
+    )
+    return OperatorProcess(
+        cluster,
+        tmp_path / "operator.log",
+        identity=identity,
+        lease_namespace="horus-system",
+        kubeconfig=as_operator,
+        settings=settings,
+    )
 
 
 def free_port() -> int:

@@ -27,7 +27,8 @@ from horus_operator import devcluster
 from horus_operator.agent import kube as agent_kube
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.commands.agent import AgentSettings, run_node
-from horus_operator.operator import cluster_view, telemetry
+from horus_operator.operator import cluster_view
+from horus_operator.operator.telemetry import gpunodes
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.measured import TruthTable
 from horus_operator.prediction.predictor import load_predictor
@@ -45,11 +46,11 @@ def gpu_entry(cluster: devcluster.LocalCluster, index: int, node: str = NODE) ->
     return next((g for g in gpus if g["index"] == index), {})
 
 
-def reported(cluster: devcluster.LocalCluster, node: str = NODE) -> list[telemetry.NodeTelemetry]:
+def reported(cluster: devcluster.LocalCluster, node: str = NODE) -> list[gpunodes.NodeTelemetry]:
     """The node's GPUNode as an operator seeing it for the first time parses it (none before the agent's
     first publish)."""
     body = gpunode(cluster, node)
-    return [telemetry.parse(body, received_at=time.time())] if body else []
+    return [gpunodes.parse(body, received_at=time.time())] if body else []
 
 
 def test_the_fake_agent_publishes_what_the_pods_on_its_node_use(
@@ -596,7 +597,7 @@ SKEW_SECONDS = 300.0  # five minutes, far beyond the operator's TTL (4 s here, 6
 def agent_clock_offset(cluster: devcluster.LocalCluster) -> float | None:
     """How far ahead of this machine's clock the agent stamped its latest publish (< 0: behind)."""
     body = gpunode(cluster)
-    updated_at = telemetry.parse(body, received_at=time.time()).updated_at if body else None
+    updated_at = gpunodes.parse(body, received_at=time.time()).updated_at if body else None
     return None if updated_at is None else updated_at - time.time()
 
 

@@ -29,7 +29,7 @@ from dljob_harness import (
 )
 
 from horus_operator import devcluster
-from horus_operator.operator import claims
+from horus_operator.operator.dra import claims
 from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, terminate, wait_for
 

@@ -28,7 +28,7 @@ from hypothesis.strategies import SearchStrategy
 from kubernetes.client.exceptions import ApiException
 
 from horus_operator import devcluster
-from horus_operator.operator import keys
+from horus_operator.api import keys
 from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import OperatorProcess, lease_holder, wait_for
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 import yaml
-from dljob_harness import apply, dljobs, get_json, service_account_kubeconfig, wait_phases
+from dljob_harness import apply, dljobs, get_json, operator_as_its_service_account, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import IMAGE, DLJobBuilder
-from horus_operator.testing.operator_process import OperatorProcess, wait_for
+from horus_operator.testing.operator_process import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFESTS = REPO / "manifests"
@@ -130,16 +130,7 @@ def test_the_operator_works_with_no_more_than_its_manifest_rbac(
     and is never refused (a missing verb would be logged as Forbidden)."""
     for manifest in ("serviceaccount.yaml", "rbac.yaml"):
         cluster.kubectl("apply", "-f", str(MANIFESTS / manifest))
-    as_operator = service_account_kubeconfig(
-        cluster, "horus-operator", "horus-system", tmp_path / "operator.config"
-    )
-    operator = OperatorProcess(
-        cluster,
-        tmp_path / "operator.log",
-        identity="rbac-e2e",
-        lease_namespace="horus-system",
-        kubeconfig=as_operator,
-    )
+    operator = operator_as_its_service_account(cluster, tmp_path, "rbac-e2e")
     cluster.kubectl(
         "create", "configmap", "garbage", "-n", namespace, "--from-literal=model.onnx=not protobuf"
     )

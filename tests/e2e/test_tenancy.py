@@ -20,7 +20,7 @@ from dljob_harness import apply, dljobs, horus_pods, wait_phases
 from onnx import TensorProto, helper
 
 from horus_operator import devcluster
-from horus_operator.operator import keys
+from horus_operator.api import keys
 from horus_operator.testing.builders import IMAGE, DLJobBuilder
 from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 

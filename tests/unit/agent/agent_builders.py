@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from horus_operator.agent.fake import PREDICTED_ANNOTATION, REQUEST_ANNOTATION, FakeInventory
+from horus_operator.agent.fake import FakeInventory
 from horus_operator.agent.readings import GpuReading, PodInfo, ProcessReading, Sample
-from horus_operator.agent.summary import JOB_LABEL, PROGRESS_ANNOTATION
+from horus_operator.api import keys
 
 
 def pod(
@@ -22,18 +22,18 @@ def pod(
 ) -> PodInfo:
     annotations: dict[str, str] = {}
     if trains is not None:
-        annotations[REQUEST_ANNOTATION] = json.dumps({"model": trains[0], "batchSize": trains[1]})
+        annotations[keys.ANNOTATION_REQUEST] = json.dumps({"model": trains[0], "batchSize": trains[1]})
     if utilization is not None:
-        annotations[PREDICTED_ANNOTATION] = json.dumps(
+        annotations[keys.ANNOTATION_PREDICTED] = json.dumps(
             {"utilization": utilization, "memoryMiB": memory_mib, "slowdown": 1.0}
         )
     if steps_per_second is not None:
-        annotations[PROGRESS_ANNOTATION] = str(steps_per_second)
+        annotations[keys.ANNOTATION_PROGRESS] = str(steps_per_second)
     return PodInfo(
         uid=f"uid-{name}",
         namespace=namespace,
         name=name,
-        labels={JOB_LABEL: job} if job else {},
+        labels={keys.LABEL_JOB: job} if job else {},
         annotations=annotations,
         visible_devices=devices,
     )

@@ -1,14 +1,9 @@
 import pytest
 from agent_builders import inventory, pod
 
-from horus_operator.agent.fake import (
-    GFD_COUNT_LABEL,
-    GFD_MEMORY_LABEL,
-    GFD_PRODUCT_LABEL,
-    FakeBackend,
-    FakeInventory,
-)
+from horus_operator.agent.fake import FakeBackend, FakeInventory
 from horus_operator.agent.readings import PodInfo
+from horus_operator.api import keys
 from horus_operator.prediction.measured import TruthTable
 
 
@@ -84,7 +79,11 @@ def test_pods_without_a_prediction_are_left_out() -> None:
 
 
 def test_inventory_comes_from_gpu_feature_discovery_labels_and_uuids_are_stable() -> None:
-    labels = {GFD_COUNT_LABEL: "4", GFD_PRODUCT_LABEL: "NVIDIA-A100-SXM4-40GB", GFD_MEMORY_LABEL: "40960"}
+    labels = {
+        keys.LABEL_GPU_COUNT: "4",
+        keys.LABEL_GPU_PRODUCT: "NVIDIA-A100-SXM4-40GB",
+        keys.LABEL_GPU_MEMORY: "40960",
+    }
 
     fake_inventory = FakeInventory.from_node_labels("n1", labels)
 

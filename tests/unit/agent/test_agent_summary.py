@@ -4,6 +4,7 @@ import pytest
 from agent_builders import gpu, pod, process, sample
 
 from horus_operator.agent import summary
+from horus_operator.api import keys
 
 
 def test_gpu_utilization_is_the_window_mean_and_memory_the_window_peak() -> None:
@@ -89,7 +90,7 @@ def test_unusable_progress_annotations_are_ignored(value: str) -> None:
         uid=base.uid,
         namespace=base.namespace,
         name=base.name,
-        annotations={summary.PROGRESS_ANNOTATION: value},
+        annotations={keys.ANNOTATION_PROGRESS: value},
     )
 
     assert summary.reported_progress(annotated) is None

@@ -11,8 +11,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from horus_operator.operator import keys, pods
+from horus_operator.api import keys
 from horus_operator.operator.cache import job_key
+from horus_operator.operator.jobs import pods
 
 
 class PodBuilder:

@@ -1,4 +1,4 @@
-"""DRA binding decisions (`operator/claims.py`): the claim of a GPU, its sharing config, the plan that
+"""DRA binding decisions (`operator/dra/claims.py`): the claim of a GPU, its sharing config, the plan that
 brings the API server's claims in line, and the ClaimsAllocated condition. Pure."""
 
 from __future__ import annotations
@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from operator_builders import PodBuilder
 
-from horus_operator.operator import claims, keys, pods
-from horus_operator.operator.claims import ClaimView, DesiredClaim, Device, Tenant
+from horus_operator.api import keys
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.claims import ClaimView, DesiredClaim, Device, Tenant
+from horus_operator.operator.jobs import pods
 
 GPU_MIB = 16384
 
@@ -24,7 +26,7 @@ def test_claim_names_are_deterministic_dns_names_per_node_and_gpu() -> None:
 
 
 def test_mps_limits_come_from_the_tenants_predictions() -> None:
-    config = claims.sharing([tenant("a", 0.6, 4000), tenant("b", 0.3, 6000)], GPU_MIB, claims.MPS)
+    config = claims.sharing([tenant("a", 0.6, 4000), tenant("b", 0.3, 6000)], GPU_MIB, claims.Sharing.MPS)
 
     assert config == {
         "strategy": "MPS",
@@ -39,7 +41,7 @@ def test_mps_limits_come_from_the_tenants_predictions() -> None:
 
 
 def test_a_lone_tenant_gets_every_thread_and_may_pin_what_a_later_joiner_would_be_fitted_into() -> None:
-    (config,) = [claims.sharing([tenant("a", 0.6, 4000)], GPU_MIB, claims.MPS)]
+    (config,) = [claims.sharing([tenant("a", 0.6, 4000)], GPU_MIB, claims.Sharing.MPS)]
     assert config is not None
     assert config["mpsConfig"] == {
         "defaultActiveThreadPercentage": 100,
@@ -48,14 +50,15 @@ def test_a_lone_tenant_gets_every_thread_and_may_pin_what_a_later_joiner_would_b
 
 
 def test_whole_gpu_jobs_and_time_slicing_carry_no_sharing_config() -> None:
-    assert claims.sharing([tenant("a", 0.6, 4000, whole=True)], GPU_MIB, claims.MPS) is None
+    assert claims.sharing([tenant("a", 0.6, 4000, whole=True)], GPU_MIB, claims.Sharing.MPS) is None
     assert (
-        claims.sharing([tenant("a", 0.6, 4000), tenant("b", 0.3, 6000)], GPU_MIB, claims.TIMESLICING) is None
+        claims.sharing([tenant("a", 0.6, 4000), tenant("b", 0.3, 6000)], GPU_MIB, claims.Sharing.TIMESLICING)
+        is None
     )
 
 
 def test_a_claim_selects_exactly_its_gpu_by_uuid_and_carries_the_drivers_gpu_config() -> None:
-    config = claims.sharing([tenant("team-a/a", 0.5, 4000)], GPU_MIB, claims.MPS)
+    config = claims.sharing([tenant("team-a/a", 0.5, 4000)], GPU_MIB, claims.Sharing.MPS)
     body = claims.claim_body(DesiredClaim("team-a", "gpu-node-0", "GPU-x", config, ("team-a/a",)))
 
     assert (body["apiVersion"], body["kind"]) == ("resource.k8s.io/v1", "ResourceClaim")
@@ -82,7 +85,7 @@ def test_co_tenants_get_one_claim_and_each_gpu_of_a_wide_job_its_own() -> None:
         "team-a", "gpu-node-0", ("GPU-c", "GPU-d"), tenant("team-a/w", 0.9, 9000, whole=True)
     )
     wanted = claims.desired(
-        [_holder("a", "GPU-x"), _holder("b", "GPU-x"), wide], {"GPU-x": GPU_MIB}, claims.MPS
+        [_holder("a", "GPU-x"), _holder("b", "GPU-x"), wide], {"GPU-x": GPU_MIB}, claims.Sharing.MPS
     )
 
     assert sorted(c.uuid for c in wanted.values()) == ["GPU-c", "GPU-d", "GPU-x"]
@@ -126,7 +129,7 @@ def _stored(desired: DesiredClaim, **changes: object) -> ClaimView:
 
 
 def test_the_plan_creates_what_is_missing_deletes_what_no_pod_needs_and_keeps_the_rest() -> None:
-    wanted = claims.desired([_holder("a", "GPU-x"), _holder("b", "GPU-y")], {}, claims.MPS)
+    wanted = claims.desired([_holder("a", "GPU-x"), _holder("b", "GPU-y")], {}, claims.Sharing.MPS)
     x, y = (wanted[k] for k in sorted(wanted))
     leftover = _stored(DesiredClaim("team-a", "gpu-node-0", "GPU-z"))
     theirs = _stored(DesiredClaim("team-a", "gpu-node-0", "GPU-q"), managed=False)
@@ -140,15 +143,17 @@ def test_the_plan_creates_what_is_missing_deletes_what_no_pod_needs_and_keeps_th
 
 
 def test_a_wanted_claim_being_deleted_is_created_again_once_it_is_gone() -> None:
-    wanted = claims.desired([_holder("a", "GPU-x")], {}, claims.MPS)
+    wanted = claims.desired([_holder("a", "GPU-x")], {}, claims.Sharing.MPS)
     (claim,) = wanted.values()
     assert claims.plan(wanted, {claim.id: _stored(claim, deleting=True)}).create == ()
     assert claims.plan(wanted, {}).create == (claim,)
 
 
 def test_a_changed_config_is_written_beside_the_claim_and_cleared_when_it_matches_again() -> None:
-    alone = claims.desired([_holder("a", "GPU-x")], {"GPU-x": GPU_MIB}, claims.MPS)
-    paired = claims.desired([_holder("a", "GPU-x"), _holder("b", "GPU-x")], {"GPU-x": GPU_MIB}, claims.MPS)
+    alone = claims.desired([_holder("a", "GPU-x")], {"GPU-x": GPU_MIB}, claims.Sharing.MPS)
+    paired = claims.desired(
+        [_holder("a", "GPU-x"), _holder("b", "GPU-x")], {"GPU-x": GPU_MIB}, claims.Sharing.MPS
+    )
     (created,) = alone.values()
     (now,) = paired.values()
     stored = _stored(created)

@@ -17,8 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from operator_builders import FakeKube, gpu_node
 
-from horus_operator.operator import jobspec, keys
+from horus_operator.api import keys
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.fake import TablePredictor
@@ -95,7 +96,6 @@ def _operator(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=make_policy(policy, predictor=believed),
-        predictor=believed,
         resolver=jobspec.WorkloadResolver(
             lambda n: n, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}
         ),
@@ -148,7 +148,7 @@ def _simulator(
     truth = Truth(TruthTable(isolated={}, pairs={}), fallback=believed)
     sim = Simulation(
         Scenario("equivalence", sim_jobs, cluster, "v100"),
-        SchedulingCycle(make_policy(policy, predictor=believed), believed, ordering=ordering(order)),
+        SchedulingCycle(make_policy(policy, predictor=believed), ordering=ordering(order)),
         truth,
     )
     sim.now = NOW.timestamp()

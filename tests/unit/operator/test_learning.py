@@ -7,9 +7,10 @@ import asyncio
 import json
 from typing import Any
 
-from horus_operator.operator import learning
+from horus_operator.api import keys
 from horus_operator.operator.apierrors import Conflict, NotFound
-from horus_operator.operator.learning import CorrectionStore, Learning
+from horus_operator.operator.telemetry import learning
+from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation
@@ -60,7 +61,7 @@ def test_lessons_are_saved_in_one_configmap_whichever_replica_created_it() -> No
 def test_an_unreadable_saved_state_is_ignored_and_overwritten() -> None:
     maps = ConfigMaps()
     maps.maps[learning.NAME] = {
-        "metadata": {"name": learning.NAME, "labels": {learning.DATASET_LABEL: learning.DATASET}},
+        "metadata": {"name": learning.NAME, "labels": {keys.LABEL_DATASET: learning.DATASET}},
         "data": {learning.STATE_KEY: "{not json"},
     }
     replica = _learning(maps)

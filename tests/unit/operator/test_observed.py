@@ -3,7 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from horus_operator.operator import observed
+from horus_operator.api.defaults import SETTLED_S
+from horus_operator.operator.telemetry import observed
 
 STAMP = "2026-12-02T17:00:00Z"
 T0 = datetime(2026, 12, 2, 17, 0, 0, tzinfo=UTC)
@@ -81,12 +82,8 @@ def test_alone_then_shared_gives_the_observed_slowdown() -> None:
 def test_the_rate_reported_before_a_cotenant_came_is_not_taken_as_the_shared_rate() -> None:
     alone = status(gpunode([pod("a", rate=12.0)]), {})
     joined = status(gpunode([pod("a", rate=12.0), pod("b")]), alone, at=5)
-    still_stale = status(
-        gpunode([pod("a", rate=12.0), pod("b")]), joined, at=5 + observed.STALE_RATE_SECONDS - 1
-    )
-    settled = status(
-        gpunode([pod("a", rate=12.0), pod("b")]), still_stale, at=5 + observed.STALE_RATE_SECONDS
-    )
+    still_stale = status(gpunode([pod("a", rate=12.0), pod("b")]), joined, at=5 + SETTLED_S - 1)
+    settled = status(gpunode([pod("a", rate=12.0), pod("b")]), still_stale, at=5 + SETTLED_S)
 
     assert (joined["slowdown"], joined["sharedRuns"], joined["stateSince"]) == (
         None,

@@ -14,11 +14,15 @@ from typing import Any
 import kopf
 
 from horus_operator.agent.gpunode import rfc3339
-from horus_operator.operator import keys, observed, observed_handlers, pods
+from horus_operator.api import keys
+from horus_operator.api.defaults import SETTLED_S
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.learning import Learning
-from horus_operator.operator.observed import Chunk
-from horus_operator.operator.observing import ObservedTelemetry, Recorder
+from horus_operator.operator.jobs import pods
+from horus_operator.operator.reports import Reporter
+from horus_operator.operator.telemetry import handlers
+from horus_operator.operator.telemetry.learning import Learning
+from horus_operator.operator.telemetry.observed import Chunk
+from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
@@ -120,6 +124,7 @@ def _telemetry(
         cache=cache,
         kube=kube,  # type: ignore[arg-type]
         recorder=Recorder(store),  # type: ignore[arg-type]
+        reports=Reporter(kube=kube, cache=cache, concurrency=4),  # type: ignore[arg-type]
         leading=leading,
         telemetry_ttl_seconds=60.0,
         clock=lambda: clock[0],
@@ -131,7 +136,7 @@ def _telemetry(
         clock[0] += timedelta(seconds=after_s)
         now = clock[0].timestamp() - published_ago
         event = {"type": "MODIFIED", "object": gpunode(now, *jobs_and_rates, healthy=healthy)}
-        await observed_handlers.gpunode_changed(event=event, memo=memo)
+        await handlers.gpunode_changed(event=event, memo=memo)
 
     return cache, kube, store, publish
 
@@ -277,7 +282,7 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     async def scenario() -> None:
         await publish(("a", 12.0))
         assert learning.predictor.correction.utilization("v100", resnet) is None
-        await publish(("a", 12.0), after_s=observed.STALE_RATE_SECONDS)
+        await publish(("a", 12.0), after_s=SETTLED_S)
         await publish(("a", 12.0), after_s=10.0)  # the same alone period: noted once
 
     asyncio.run(scenario())
@@ -285,3 +290,7 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     assert [row[-2] for row in saved.saves[-1][0]["busy"]] == [1], "one sample, and saved"
     assert learning.predictor.utilization_source(resnet, "v100") == "observed"
     assert learning.predictor.utilization_source(unseen, "v100") == "predicted"
+    # the memory it held alone (1,000 MiB in every reading) is its signature's peak, and saved
+    # (that it wins over the prediction: tests/unit/prediction/test_observed_peak_memory.py)
+    assert learning.predictor.correction.peak_memory("v100", resnet) == 1000
+    assert saved.saves[-1][0]["peaks"] == [["v100", "resnet50", 64, "fp32", "", 1, 1000.0]]

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from operator_builders import PodBuilder, gpu_node
 
-from horus_operator.operator import cluster_view, pods
+from horus_operator.operator import cluster_view
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs import pods
 
 
 def test_gfd_labels_become_gpus_of_their_own_table_row_and_label_memory() -> None:

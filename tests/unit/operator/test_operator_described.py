@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from test_operator_loop import FirstFreeGpu, FixedPredictor, _catalog, _cluster, _settle
+from test_operator_loop import FirstFreeGpu, _catalog, _cluster, _settle
 
-from horus_operator.operator import jobspec, pods
+from horus_operator.api import dljob
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.operator.loop import COUNTING_SHAPE, READING_CONFIG, LoopConfig, SchedulingLoop
 from horus_operator.placement.types import Assignment
 from horus_operator.prediction.api import Workload
@@ -36,7 +37,6 @@ def _first_cycle_message(model: dict[str, object]) -> tuple[str, str]:
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=FirstFreeGpu(),
-        predictor=FixedPredictor(),
         resolver=resolver,
         config=LoopConfig(),
     )
@@ -65,7 +65,7 @@ def test_a_catalog_model_at_an_input_shape_is_counted_off_the_loop() -> None:
 
 
 def _placement(body: dict) -> pods.Placement:
-    job = jobspec.parse(body)
+    job = dljob.parse(body)
     return pods.Placement(
         job=job,
         request=jobspec.request(job, Workload(model="vgg16", batch_size=job.batch_size), 5.0),

@@ -16,9 +16,12 @@ from test_operator_loop import _cluster as cluster
 
 from horus_operator.agent import resourceslice
 from horus_operator.agent.fake import FakeInventory
-from horus_operator.operator import jobspec, keys
+from horus_operator.api import dljob, keys
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement.base import Limits
+from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.testing.builders import DLJobBuilder
 
@@ -31,6 +34,10 @@ class TwoPerGpu:
     """A stand-in policy: each job on the first GPU with fewer than two jobs."""
 
     name = "two-per-gpu"
+
+    def __init__(self) -> None:
+        self.predictions = CachedPredictions(FixedPredictor())  # what the cycle reads
+        self.limits = Limits()
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         tenants = Counter(i for job in snapshot.running for i in job.gpu_indices)
@@ -49,12 +56,11 @@ class TwoPerGpu:
         return "waiting: no free GPU"
 
 
-def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = jobspec.DRA) -> SchedulingLoop:
+def _loop(kube: FakeKube, *, dra_served: bool = True, binding: str = dljob.Binding.DRA) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=TwoPerGpu(),
-        predictor=FixedPredictor(),
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
         config=LoopConfig(binding=binding, dra_served=dra_served),
         clock=lambda: NOW,
@@ -141,11 +147,11 @@ def test_a_config_its_tenants_no_longer_call_for_is_written_beside_the_claim() -
 
 def test_dra_binding_on_a_cluster_without_resource_k8s_io_fails_the_job_naming_the_field() -> None:
     kube = _cluster(jobs=1)
-    asyncio.run(_settle(_loop(kube, dra_served=False, binding=jobspec.ENV)))
+    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.Binding.ENV)))
     assert kube.jobs["team-a/job-0"]["status"]["phase"] == "Scheduled"  # env: fine
     body = DLJobBuilder.stored("wants-dra").spec(binding="dra").obj()
     kube.jobs[job_key(body)] = body
-    asyncio.run(_settle(_loop(kube, dra_served=False, binding=jobspec.ENV)))
+    asyncio.run(_settle(_loop(kube, dra_served=False, binding=dljob.Binding.ENV)))
     status = kube.jobs["team-a/wants-dra"]["status"]
     assert status["phase"] == "Failed"
     assert "spec.binding='dra'" in status["message"] and "resource.k8s.io/v1" in status["message"]

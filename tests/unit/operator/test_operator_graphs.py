@@ -1,4 +1,4 @@
-"""Model graphs read off the scheduling loop (operator/graphs.py): a job whose ONNX graph is being read
+"""Model graphs read off the scheduling loop (operator/jobs/graphs.py): a job whose ONNX graph is being read
 waits while every other job is placed; a namespace's burst of graphs is read a few at a time; a graph's
 features are remembered by its content; a final job is never resolved again; and sizes beyond any GPU
 node are refused with the field named."""
@@ -12,17 +12,18 @@ import pytest
 from operator_builders import FakeKube
 from test_operator_loop import _catalog, _cluster, _loop, _settle
 
-from horus_operator.operator import jobspec
+from horus_operator.api import dljob
+from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.operator.cache import job_key
-from horus_operator.operator.graphs import GraphQueue, GraphReader
-from horus_operator.operator.jobspec import InvalidJob, JobSpec
+from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.jobs.graphs import GraphQueue, GraphReader
 from horus_operator.operator.loop import READING_GRAPH, SchedulingLoop
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder
 
 
 def _onnx_job(name: str, namespace: str = "team-a") -> JobSpec:
-    return jobspec.parse(DLJobBuilder.stored(name, namespace).model(onnx={"configMap": "g"}).obj())
+    return dljob.parse(DLJobBuilder.stored(name, namespace).model(onnx={"configMap": "g"}).obj())
 
 
 def test_a_namespaces_burst_of_graphs_is_read_a_few_at_a_time_and_others_go_first() -> None:
@@ -141,7 +142,7 @@ def test_a_final_job_is_never_resolved_again() -> None:
     ],
 )
 def test_sizes_beyond_any_gpu_node_are_refused_naming_the_feature(features: dict, field: str) -> None:
-    job = jobspec.parse(DLJobBuilder.stored("bomb").model(features=features).obj())
+    job = dljob.parse(DLJobBuilder.stored("bomb").model(features=features).obj())
     resolver = jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {})
     with pytest.raises(InvalidJob) as refused:
         resolver.workload(job)
@@ -149,7 +150,7 @@ def test_sizes_beyond_any_gpu_node_are_refused_naming_the_feature(features: dict
 
 
 def test_a_graph_whose_shapes_say_more_than_any_node_holds_is_refused_as_the_onnx_field() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("bomb").model(onnx={"configMap": "g"}).obj())
+    job = dljob.parse(DLJobBuilder.stored("bomb").model(onnx={"configMap": "g"}).obj())
     resolver = jobspec.WorkloadResolver(
         _catalog, read_onnx=lambda *_: b"x", onnx_features=lambda d, b: {"flops_per_batch": 4.7e49}
     )

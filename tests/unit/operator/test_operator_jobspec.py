@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 from operator_builders import gpu_node
 
-from horus_operator.operator import cluster_view, jobspec
-from horus_operator.operator.feasibility import as_invalid
+from horus_operator.api import dljob
+from horus_operator.operator import cluster_view
+from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.jobs.feasibility import as_invalid
 from horus_operator.placement.feasibility import Capacity, unsatisfiable
 from horus_operator.placement.types import ClusterSnapshot
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
@@ -40,29 +42,29 @@ def _resolver(files: dict[tuple[str, str, str], bytes] | None = None) -> jobspec
 
 
 def test_defaults_match_the_crd() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("cnn").obj())
+    job = dljob.parse(DLJobBuilder.stored("cnn").obj())
     assert (job.gpus, job.max_slowdown, job.priority, job.backoff_limit) == (1, 2.0, 0, 3)
     assert job.key == "team-a/cnn"
 
 
 def test_catalog_names_are_canonicalised() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("cnn").model(architecture="ResNet-50").obj())
+    job = dljob.parse(DLJobBuilder.stored("cnn").model(architecture="ResNet-50").obj())
     assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32)
 
 
 def test_unknown_architecture_names_the_field() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("cnn").model(architecture="nosuchnet").obj())
-    with pytest.raises(jobspec.InvalidJob) as caught:
+    job = dljob.parse(DLJobBuilder.stored("cnn").model(architecture="nosuchnet").obj())
+    with pytest.raises(dljob.InvalidJob) as caught:
         _resolver().workload(job)
     assert caught.value.field_path == "spec.model.architecture"
     assert caught.value.value == "nosuchnet"
 
 
 def test_precision_defaults_to_fp32_and_reaches_the_workload() -> None:
-    assert _resolver().workload(jobspec.parse(DLJobBuilder.stored("cnn").obj())).precision == "fp32"
-    job = jobspec.parse(DLJobBuilder.stored("cnn").spec(precision="amp").obj())
+    assert _resolver().workload(dljob.parse(DLJobBuilder.stored("cnn").obj())).precision == "fp32"
+    job = dljob.parse(DLJobBuilder.stored("cnn").spec(precision="amp").obj())
     assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32, precision="amp")
-    features = jobspec.parse(
+    features = dljob.parse(
         DLJobBuilder.stored("net").model(features={"flops": 5e9}).spec(precision="bf16").obj()
     )
     assert _resolver().workload(features).precision == "bf16"
@@ -70,10 +72,10 @@ def test_precision_defaults_to_fp32_and_reaches_the_workload() -> None:
 
 def test_unknown_precision_names_the_field_before_reading_the_graph() -> None:
     """For objects that bypass the schema's enum: no ConfigMap read, the field and value named."""
-    job = jobspec.parse(
+    job = dljob.parse(
         DLJobBuilder.stored("net").model(onnx={"configMap": "absent"}).spec(precision="fp16").obj()
     )
-    with pytest.raises(jobspec.InvalidJob) as caught:
+    with pytest.raises(dljob.InvalidJob) as caught:
         _resolver().workload(job)
     assert (caught.value.field_path, caught.value.value) == ("spec.precision", "fp16")
     assert str(caught.value).startswith("spec.precision='fp16': expected one of fp32, amp, bf16")
@@ -81,7 +83,7 @@ def test_unknown_precision_names_the_field_before_reading_the_graph() -> None:
 
 def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
     files = {("team-a", "graphs", "model.onnx"): b"ONNX..."}
-    job = jobspec.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())
+    job = dljob.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())
     workload = _resolver(files).workload(job)
     assert workload.model == jobspec.CUSTOM_MODEL
     assert workload.features == {"flops": 32e9}
@@ -93,15 +95,15 @@ def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
     [({}, "not found"), ({("team-a", "graphs", "model.onnx"): b"garbage"}, "unreadable ONNX")],
 )
 def test_missing_or_unreadable_onnx_names_the_field(files: dict, reason: str) -> None:
-    job = jobspec.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())
-    with pytest.raises(jobspec.InvalidJob) as caught:
+    job = dljob.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())
+    with pytest.raises(dljob.InvalidJob) as caught:
         _resolver(files).workload(job)
     assert caught.value.field_path == "spec.model.onnx"
     assert reason in str(caught.value)
 
 
 def test_precomputed_features_are_used_as_given() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("net").model(features={"flops": 5e9, "params": 1e6}).obj())
+    job = dljob.parse(DLJobBuilder.stored("net").model(features={"flops": 5e9, "params": 1e6}).obj())
     workload = _resolver().workload(job)
     assert workload.features == {"flops": 5e9, "params": 1e6}
     assert workload.features_key.startswith("features:")
@@ -117,41 +119,41 @@ def _predict_memory(memory_mib: float) -> Callable[[Workload, str], JobPredictio
 
 
 def _verdict(
-    job: jobspec.JobSpec, workload: Workload, capacity: Capacity, memory_mib: float
-) -> jobspec.InvalidJob | None:
+    job: dljob.JobSpec, workload: Workload, capacity: Capacity, memory_mib: float
+) -> dljob.InvalidJob | None:
     problem = unsatisfiable(jobspec.request(job, workload, 0.0), capacity, _predict_memory(memory_mib))
     return None if problem is None else as_invalid(job, problem)
 
 
 def test_more_gpus_than_any_node_has_is_unsatisfiable() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
+    job = dljob.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
     problem = _verdict(job, Workload("resnet50", 32), _snapshot(), 1000)
     assert problem is not None and (problem.field_path, problem.value) == ("spec.gpus", 8)
 
 
 def test_more_memory_than_any_gpu_has_is_unsatisfiable() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("huge").spec(batchSize=4096).obj())
+    job = dljob.parse(DLJobBuilder.stored("huge").spec(batchSize=4096).obj())
     problem = _verdict(job, Workload("resnet50", 4096), _snapshot(), 40000)
     assert problem is not None and problem.field_path == "spec.batchSize"
     assert _verdict(job, Workload("resnet50", 32), _snapshot(), 8000) is None
 
 
 def test_a_model_of_ones_own_too_large_for_any_gpu_names_its_size_too() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("own").model(features={"param_bytes": 1e15}).obj())
+    job = dljob.parse(DLJobBuilder.stored("own").model(features={"param_bytes": 1e15}).obj())
     problem = _verdict(job, Workload("custom", 32), _snapshot(), 1e9)
     assert problem is not None and problem.field_path == "spec.batchSize"
     assert problem.reason.endswith("the model's own size (spec.model.features) counts too")
 
 
 def test_an_empty_cluster_judges_nothing() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
+    job = dljob.parse(DLJobBuilder.stored("big").spec(gpus=8).obj())
     assert _verdict(job, Workload("resnet50", 32), Capacity.of(ClusterSnapshot(nodes=())), 1e9) is None
 
 
 @pytest.mark.parametrize("value", [-1.0, float("inf"), float("nan")])
 def test_features_must_be_finite_counts(value: float) -> None:
-    job = jobspec.parse(DLJobBuilder.stored("f").model(features={"params": 1.0, "param_bytes": value}).obj())
-    with pytest.raises(jobspec.InvalidJob) as invalid:
+    job = dljob.parse(DLJobBuilder.stored("f").model(features={"params": 1.0, "param_bytes": value}).obj())
+    with pytest.raises(dljob.InvalidJob) as invalid:
         _resolver().workload(job)
     assert invalid.value.field_path == "spec.model.features.param_bytes"
 
@@ -166,8 +168,8 @@ GPT2_SMALL = {
 }
 
 
-def _hf_job(**huggingface: Any) -> jobspec.JobSpec:
-    return jobspec.parse(DLJobBuilder.stored("llm").model(huggingface=huggingface).obj())
+def _hf_job(**huggingface: Any) -> dljob.JobSpec:
+    return dljob.parse(DLJobBuilder.stored("llm").model(huggingface=huggingface).obj())
 
 
 def test_a_hugging_face_config_inline_or_in_a_config_map_gives_the_same_counted_workload() -> None:
@@ -222,14 +224,14 @@ def test_lora_and_checkpointing_reach_the_workloads_memory_terms() -> None:
     ],
 )
 def test_what_the_config_route_cannot_count_names_the_field(huggingface: dict, field_path: str) -> None:
-    with pytest.raises(jobspec.InvalidJob) as caught:
+    with pytest.raises(dljob.InvalidJob) as caught:
         _resolver().workload(_hf_job(**huggingface))
     assert caught.value.field_path == field_path
 
 
 def test_a_config_map_that_is_not_json_names_the_field() -> None:
     files = {("team-a", "configs", "config.json"): b"\xff not json"}
-    with pytest.raises(jobspec.InvalidJob) as caught:
+    with pytest.raises(dljob.InvalidJob) as caught:
         _resolver(files).workload(_hf_job(configMap="configs", sequenceLength=8))
     assert caught.value.field_path == "spec.model.huggingface.configMap"
     assert "not a JSON config" in str(caught.value)
@@ -253,8 +255,8 @@ def _shape_resolver() -> jobspec.WorkloadResolver:
     return jobspec.WorkloadResolver(_canonical, _resolver().read_onnx, _resolver().onnx_features, _shaped)
 
 
-def _shape_job(shape: object, **model: Any) -> jobspec.JobSpec:
-    return jobspec.parse(
+def _shape_job(shape: object, **model: Any) -> dljob.JobSpec:
+    return dljob.parse(
         DLJobBuilder.stored("cifar").model(**(model or {"architecture": "ResNet-50"}), inputShape=shape).obj()
     )
 
@@ -280,7 +282,7 @@ def test_an_input_shape_counts_the_catalog_model_again_under_its_own_name_and_ke
 def test_an_input_shape_that_cannot_be_counted_names_the_field(
     shape: object, model: dict[str, Any], reason: str
 ) -> None:
-    with pytest.raises(jobspec.InvalidJob) as caught:
+    with pytest.raises(dljob.InvalidJob) as caught:
         _shape_resolver().workload(_shape_job(shape, **model))
     assert caught.value.field_path == "spec.model.inputShape"
     assert reason in str(caught.value)

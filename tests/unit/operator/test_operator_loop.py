@@ -12,12 +12,15 @@ from typing import Any
 import pytest
 from operator_builders import FakeKube, PodBuilder, gpu_node
 
-from horus_operator.operator import jobspec, keys
+from horus_operator.api import keys
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.placement.base import Limits, PredictingPolicy
 from horus_operator.placement.index import ClusterIndex
+from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import JobPrediction, Predictor, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
 
@@ -28,6 +31,10 @@ class FirstFreeGpu:
     """A stand-in policy: each job alone on the first free GPU, like an exclusive scheduler."""
 
     name = "first-free"
+
+    def __init__(self, predictor: Predictor | None = None) -> None:
+        self.predictions = CachedPredictions(predictor or FixedPredictor())  # what the cycle reads
+        self.limits = Limits()
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         index = snapshot.index or ClusterIndex.build(snapshot)  # the cycle hands in its index
@@ -63,7 +70,7 @@ def _loop(
     kube: FakeKube,
     cache: ClusterCache | None = None,
     *,
-    policy: Policy | None = None,
+    policy: PredictingPolicy | None = None,
     predictor: Predictor | None = None,
     resolver: jobspec.WorkloadResolver | None = None,
     config: LoopConfig | None = None,
@@ -72,8 +79,7 @@ def _loop(
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=cache or ClusterCache(),
-        policy=policy or FirstFreeGpu(),
-        predictor=predictor or FixedPredictor(),
+        policy=policy or FirstFreeGpu(predictor),
         resolver=resolver
         or jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
         config=config or LoopConfig(),

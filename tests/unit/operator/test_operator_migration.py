@@ -1,5 +1,6 @@
-"""A move as DLJob status records it (operator/migration.py), and what reconcile.decide does at each step:
-stop the old pod with the grace period, wait while any pod of the job exists, then start on the target."""
+"""A move as DLJob status records it (operator/moves/migration.py), and what reconcile.decide does at
+each step: stop the old pod with the grace period, wait while any pod of the job exists, then start on
+the target."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from datetime import UTC, datetime
 import pytest
 from operator_builders import PodBuilder
 
-from horus_operator.operator import jobspec, migration, pods, reconcile
+from horus_operator.api import dljob
+from horus_operator.operator.jobs import pods, reconcile
+from horus_operator.operator.moves import migration
 from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 10, tzinfo=UTC)
@@ -31,16 +34,16 @@ def _job(**status: object) -> dict:
 def _decide(body: dict, *builders: PodBuilder) -> reconcile.Decision:
     ctx = reconcile.Context(now=NOW, nodes=("gpu-node-0", "gpu-node-1"))
     views = [pods.view(b.obj()) for b in builders]
-    return reconcile.decide(jobspec.parse(body), body.get("status") or {}, views, ctx)
+    return reconcile.decide(dljob.parse(body), body.get("status") or {}, views, ctx)
 
 
 def test_the_spec_says_whether_a_job_may_move_and_its_grace_period() -> None:
-    assert (jobspec.parse(_job()).migration_allowed, jobspec.parse(_job()).grace_period_s) == (True, 45)
-    plain = jobspec.parse(DLJobBuilder.stored("cnn").obj())
+    assert (dljob.parse(_job()).migration_allowed, dljob.parse(_job()).grace_period_s) == (True, 45)
+    plain = dljob.parse(DLJobBuilder.stored("cnn").obj())
     assert (plain.migration_allowed, plain.grace_period_s) == (False, 30)
     # Stored without the schema: only an explicit true allows, and a negative grace is none.
     odd = DLJobBuilder.stored("cnn").spec(migration={"allowed": "true", "gracePeriodSeconds": -5}).obj()
-    assert (jobspec.parse(odd).migration_allowed, jobspec.parse(odd).grace_period_s) == (False, 0)
+    assert (dljob.parse(odd).migration_allowed, dljob.parse(odd).grace_period_s) == (False, 0)
 
 
 def test_the_running_old_pod_is_deleted_with_the_jobs_grace_period() -> None:
@@ -81,7 +84,7 @@ def test_an_old_pod_that_ends_by_itself_before_the_delete_decides_the_job() -> N
 @pytest.mark.parametrize("broken", [{"to": "nowhere"}, {"attempt": "zero"}, {"state": "Moved"}])
 def test_an_unreadable_or_finished_entry_is_no_move_in_progress(broken: dict) -> None:
     running = [pods.view(PodBuilder("cnn").bound().phase("Running").obj())]
-    assert migration.in_progress(jobspec.parse(_job()), {"moves": [{**MOVING, **broken}]}, running) is None
+    assert migration.in_progress(dljob.parse(_job()), {"moves": [{**MOVING, **broken}]}, running) is None
 
 
 def test_status_is_no_control_channel_an_entry_horus_could_not_have_written_moves_nothing() -> None:
@@ -108,11 +111,11 @@ def test_what_the_planner_reads_from_status() -> None:
         "moves": [{**MOVING, "state": "Moved"}],
     }
     pod = pods.view(PodBuilder("cnn", attempt=1).bound().phase("Running").obj())
-    known = migration.mobility(jobspec.parse(body), status, pod, NOW)
+    known = migration.mobility(dljob.parse(body), status, pod, NOW)
     assert (known.allowed, known.grace_period_s, known.max_slowdown) == (True, 30.0, 2.0)
     assert known.observed_slowdown == 2.0
     assert known.observed_since == datetime(2026, 12, 2, 9, tzinfo=UTC).timestamp()
     assert known.remaining_s == pytest.approx(1800.0)  # an hour to go at 2x: half an hour alone
     assert (known.moves, known.last_move_at) == (1, datetime(2026, 12, 2, 10, tzinfo=UTC).timestamp())
-    unknown = migration.mobility(jobspec.parse(_job()), {}, pod, NOW)
+    unknown = migration.mobility(dljob.parse(_job()), {}, pod, NOW)
     assert (unknown.observed_slowdown, unknown.remaining_s, unknown.moves) == (None, None, 0)

@@ -10,8 +10,8 @@ from typing import Any
 from operator_builders import FakeKube, PodBuilder, gpu_node
 from test_operator_loop import NOW, _catalog
 
-from horus_operator.operator import jobspec
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.placement.moves import MoveSettings
@@ -28,7 +28,6 @@ def _loop(kube: FakeKube) -> SchedulingLoop:
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=make_policy("horus", predictor=PREDICTOR),
-        predictor=PREDICTOR,
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
         config=LoopConfig(moves=MoveSettings(over_limit_for_s=300.0)),
         clock=lambda: NOW,

@@ -3,14 +3,15 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from horus_operator.operator import jobspec, keys, pods
+from horus_operator.api import dljob, keys
+from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.placement.types import Assignment
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder
 
 
 def _placement(job_body: dict, *, uuids: tuple[str | None, ...] = (), attempt: int = 0) -> pods.Placement:
-    job = jobspec.parse(job_body)
+    job = dljob.parse(job_body)
     workload = Workload(model="resnet50", batch_size=job.batch_size)
     return pods.Placement(
         job=job,
@@ -100,7 +101,7 @@ def test_a_built_pod_reads_back_as_the_same_placement() -> None:
 
 def test_request_round_trips_custom_features() -> None:
     request = jobspec.request(
-        jobspec.parse(DLJobBuilder.stored("x").obj()),
+        dljob.parse(DLJobBuilder.stored("x").obj()),
         Workload(model="custom", batch_size=8, features={"flops": 1e9}, features_key="onnx:abc"),
         1.0,
     )
@@ -111,7 +112,7 @@ def test_request_round_trips_custom_features() -> None:
 
 def test_request_round_trips_precision_and_old_pods_read_as_fp32() -> None:
     request = jobspec.request(
-        jobspec.parse(DLJobBuilder.stored("x").obj()), Workload("resnet50", 32, precision="bf16"), 1.0
+        dljob.parse(DLJobBuilder.stored("x").obj()), Workload("resnet50", 32, precision="bf16"), 1.0
     )
     encoded = json.loads(json.dumps(pods.encode_request(request)))
     assert pods.decode_request(encoded) == request
@@ -145,8 +146,8 @@ def test_an_env_bound_pod_says_so_and_references_no_claim() -> None:
 
 
 def test_the_share_scope_travels_with_the_request_and_old_pods_read_as_unscoped() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("cnn", namespace="team-b").obj())
-    request = jobspec.request(job, Workload(model="resnet50", batch_size=32), 0.0, jobspec.DRA)
+    job = dljob.parse(DLJobBuilder.stored("cnn", namespace="team-b").obj())
+    request = jobspec.request(job, Workload(model="resnet50", batch_size=32), 0.0, dljob.Binding.DRA)
     assert request.share_scope == "dra/team-b"
     assert pods.decode_request(pods.encode_request(request)) == request
     old = pods.encode_request(request)
@@ -182,7 +183,7 @@ def test_under_dra_containers_outside_the_claims_see_no_gpu() -> None:
 
 
 def test_host_cpus_travel_with_the_request_and_old_pods_read_as_none() -> None:
-    job = jobspec.parse(DLJobBuilder.stored("rl").obj())
+    job = dljob.parse(DLJobBuilder.stored("rl").obj())
     request = jobspec.request(job, Workload(model="a3c", batch_size=4, host_cpus=4.0), 5.0)
     assert pods.decode_request(pods.encode_request(request)).workload.host_cpus == 4.0
     old = pods.encode_request(request)

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 
 from operator_builders import PodBuilder
 
-from horus_operator.operator import jobspec, pods, reconcile
-from horus_operator.operator.jobspec import InvalidJob
+from horus_operator.api import dljob
+from horus_operator.api.dljob import InvalidJob
+from horus_operator.operator.jobs import pods, reconcile
 from horus_operator.testing.builders import DLJobBuilder
 
 NOW = datetime(2026, 12, 2, 10, 10, tzinfo=UTC)
@@ -17,7 +18,7 @@ NODES = ("gpu-node-0", "gpu-node-1")
 def _decide(job_body: dict, *pod_builders: PodBuilder, **context: object) -> reconcile.Decision:
     ctx = reconcile.Context(now=NOW, nodes=context.pop("nodes", NODES), **context)  # type: ignore[arg-type]
     views = [pods.view(b.obj()) for b in pod_builders]
-    return reconcile.decide(jobspec.parse(job_body), job_body.get("status") or {}, views, ctx)
+    return reconcile.decide(dljob.parse(job_body), job_body.get("status") or {}, views, ctx)
 
 
 def _condition(status: dict, kind: str) -> dict:
@@ -133,7 +134,7 @@ def test_deciding_twice_changes_nothing() -> None:
 def test_condition_transition_times_only_move_when_the_status_changes() -> None:
     earlier = NOW - timedelta(minutes=5)
     scheduled = reconcile.decide(
-        jobspec.parse(DLJobBuilder.stored("cnn").obj()),
+        dljob.parse(DLJobBuilder.stored("cnn").obj()),
         {},
         [pods.view(PodBuilder("cnn").bound().obj())],
         reconcile.Context(now=earlier, nodes=NODES),

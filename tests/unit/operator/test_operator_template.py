@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from operator_builders import gpu_node
 
-from horus_operator.operator import template
-from horus_operator.operator.jobspec import InvalidJob
+from horus_operator.api.dljob import InvalidJob
+from horus_operator.operator.jobs import template
 from horus_operator.testing.builders import DLJobBuilder
 
 

@@ -1,4 +1,4 @@
-"""What a DLJob-only tenant's template may ask for (operator/tenancy.py), and the operator's re-check of
+"""What a DLJob-only tenant's template may ask for (operator/jobs/tenancy.py), and the operator's re-check of
 it before placing (defence in depth behind the admission policy in manifests/admission.yaml)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from test_operator_loop import _cluster, _loop, _settle
 
-from horus_operator.operator import tenancy
+from horus_operator.api.dljob import InvalidJob
 from horus_operator.operator.cache import job_key
-from horus_operator.operator.jobspec import InvalidJob
+from horus_operator.operator.jobs import tenancy
 from horus_operator.testing.builders import DLJobBuilder
 
 DLJOB_ONLY = tenancy.parse(

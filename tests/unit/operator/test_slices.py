@@ -11,13 +11,15 @@ from operator_builders import gpu_node
 from horus_operator.agent import gpunode as agent_gpunode
 from horus_operator.agent import resourceslice, summary
 from horus_operator.agent.fake import FakeBackend, FakeInventory
-from horus_operator.operator import cluster_view, slices, telemetry
+from horus_operator.operator import cluster_view
+from horus_operator.operator.dra import slices
+from horus_operator.operator.telemetry import gpunodes
 from horus_operator.placement.index import ClusterIndex
 
 NOW = 1_800_000_000.0
 
 
-def _fake_agent(node_body: dict) -> tuple[dict, telemetry.NodeTelemetry]:
+def _fake_agent(node_body: dict) -> tuple[dict, gpunodes.NodeTelemetry]:
     """The ResourceSlice and the GPUNode a fake agent publishes for the node (agent code, no API)."""
     name, labels = node_body["metadata"]["name"], node_body["metadata"]["labels"]
     backend = FakeBackend(FakeInventory.from_node_labels(name, labels))
@@ -25,7 +27,7 @@ def _fake_agent(node_body: dict) -> tuple[dict, telemetry.NodeTelemetry]:
     status = agent_gpunode.status_body(
         summary.summarize(node=name, backend="fake", samples=[sample], pods=[]), sample_interval=1.0
     )
-    return resourceslice.fake_slice(backend.inventory, "uid"), telemetry.parse(
+    return resourceslice.fake_slice(backend.inventory, "uid"), gpunodes.parse(
         {"metadata": {"name": name}, **status}, received_at=NOW
     )
 

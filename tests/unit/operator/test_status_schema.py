@@ -13,7 +13,8 @@ import pytest
 import yaml
 from operator_builders import PodBuilder
 
-from horus_operator.operator import jobspec, pods, reconcile
+from horus_operator.api import dljob
+from horus_operator.operator.jobs import pods, reconcile
 from horus_operator.testing.builders import DLJobBuilder
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "dljob.yaml"
@@ -68,13 +69,13 @@ def _statuses() -> dict[str, dict[str, Any]]:
     def decide(*builders: PodBuilder, **context: Any) -> dict[str, Any]:
         ctx = reconcile.Context(now=NOW, nodes=("gpu-node-0",), **context)
         views = [pods.view(b.obj()) for b in builders]
-        return reconcile.decide(jobspec.parse(job), job.get("status") or {}, views, ctx).status
+        return reconcile.decide(dljob.parse(job), job.get("status") or {}, views, ctx).status
 
     return {
         "queued": decide(queue=place, waiting_message="waiting: no GPU free"),
         "running": decide(running),
         "succeeded": decide(PodBuilder("cnn").bound().phase("Succeeded")),
-        "failed": decide(verdict=jobspec.InvalidJob("spec.batchSize", 0, "at least 1")),
+        "failed": decide(verdict=dljob.InvalidJob("spec.batchSize", 0, "at least 1")),
     }
 
 

@@ -5,7 +5,8 @@ from typing import Any
 from horus_operator.agent import gpunode as agent_gpunode
 from horus_operator.agent import summary
 from horus_operator.agent.readings import GpuReading, Sample
-from horus_operator.operator import cluster_view, telemetry
+from horus_operator.operator import cluster_view
+from horus_operator.operator.telemetry import gpunodes
 from horus_operator.placement.types import Gpu, Node
 
 NOW = 1_800_000_000.0  # epoch seconds
@@ -34,18 +35,18 @@ def gpunode(
     }
 
 
-def parsed(name: str = "n1", **fields: Any) -> telemetry.NodeTelemetry:
+def parsed(name: str = "n1", **fields: Any) -> gpunodes.NodeTelemetry:
     """As the operator parses a GPUNode it sees for the first time, at NOW."""
-    return telemetry.parse(gpunode(name, **fields), received_at=NOW)
+    return gpunodes.parse(gpunode(name, **fields), received_at=NOW)
 
 
-def usable_at(report: telemetry.NodeTelemetry, now: float) -> bool:
-    (merged,) = telemetry.merge([node()], [report], now=now, ttl=60)
+def usable_at(report: gpunodes.NodeTelemetry, now: float) -> bool:
+    (merged,) = gpunodes.merge([node()], [report], now=now, ttl=60)
     return all(g.healthy for g in merged.gpus)
 
 
 def test_fresh_telemetry_gives_uuids_health_and_observed_usage() -> None:
-    (merged,) = telemetry.merge([node()], [parsed()], now=NOW, ttl=60)
+    (merged,) = gpunodes.merge([node()], [parsed()], now=NOW, ttl=60)
 
     assert [(g.uuid, g.healthy, g.observed_memory_used_mib, g.observed_utilization) for g in merged.gpus] == [
         ("GPU-a", True, 4000.0, 0.5),
@@ -56,11 +57,11 @@ def test_fresh_telemetry_gives_uuids_health_and_observed_usage() -> None:
 def test_a_node_without_an_agent_is_left_as_the_labels_describe_it() -> None:
     plain = node("n2")
 
-    assert telemetry.merge([plain], [parsed("n1")], now=NOW) == (plain,)
+    assert gpunodes.merge([plain], [parsed("n1")], now=NOW) == (plain,)
 
 
 def test_a_silent_agent_beyond_the_ttl_makes_its_gpus_unhealthy_but_keeps_their_uuids() -> None:
-    (merged,) = telemetry.merge([node()], [parsed(age=61)], now=NOW, ttl=60)
+    (merged,) = gpunodes.merge([node()], [parsed(age=61)], now=NOW, ttl=60)
 
     assert [(g.uuid, g.healthy, g.observed_utilization) for g in merged.gpus] == [
         ("GPU-a", False, None),
@@ -69,8 +70,8 @@ def test_a_silent_agent_beyond_the_ttl_makes_its_gpus_unhealthy_but_keeps_their_
 
 
 def test_unavailable_nvml_or_a_gpu_reported_unhealthy_or_missing_is_unhealthy() -> None:
-    (no_nvml,) = telemetry.merge([node()], [parsed(nvml=False)], now=NOW)
-    (partial,) = telemetry.merge(
+    (no_nvml,) = gpunodes.merge([node()], [parsed(nvml=False)], now=NOW)
+    (partial,) = gpunodes.merge(
         [node(gpus=3)],
         [
             parsed(
@@ -90,7 +91,7 @@ def test_unavailable_nvml_or_a_gpu_reported_unhealthy_or_missing_is_unhealthy() 
 def test_an_unschedulable_gpu_stays_unhealthy_whatever_the_agent_says() -> None:
     sick = Node(name="n1", gpus=(Gpu(node="n1", index=0, product="v100", memory_mib=16384, healthy=False),))
 
-    (merged,) = telemetry.merge([sick], [parsed()], now=NOW)
+    (merged,) = gpunodes.merge([sick], [parsed()], now=NOW)
 
     assert merged.gpus[0].healthy is False
 
@@ -110,16 +111,11 @@ def test_what_the_agent_writes_is_what_the_operator_reads() -> None:
     )
     body = {"metadata": {"name": "n1"}, **agent_gpunode.status_body(node_summary, sample_interval=1.0)}
 
-    parsed = telemetry.parse(body, received_at=NOW)
+    parsed = gpunodes.parse(body, received_at=NOW)
 
     assert (parsed.updated_at, parsed.nvml_available) == (NOW, True)
-    assert parsed.gpus[0] == telemetry.GpuTelemetry(
+    assert parsed.gpus[0] == gpunodes.GpuTelemetry(
         index=0, uuid="GPU-x", healthy=True, memory_used_mib=2500, utilization=0.25
-    )
-    assert (telemetry.GROUP, telemetry.VERSION, telemetry.PLURAL) == (
-        agent_gpunode.GROUP,
-        agent_gpunode.VERSION,
-        agent_gpunode.PLURAL,
     )
 
 
@@ -144,9 +140,9 @@ def test_the_operator_snapshot_carries_the_agents_telemetry() -> None:
 def test_a_merge_is_reused_until_the_telemetry_changes_or_goes_stale() -> None:
     report = parsed(age=0)
 
-    first = telemetry.merge([node()], [report], now=NOW)
-    again = telemetry.merge([node()], [report], now=NOW + 1)  # equal labelled node, rebuilt each cycle
-    stale = telemetry.merge([node()], [report], now=NOW + 61, ttl=60)
+    first = gpunodes.merge([node()], [report], now=NOW)
+    again = gpunodes.merge([node()], [report], now=NOW + 1)  # equal labelled node, rebuilt each cycle
+    stale = gpunodes.merge([node()], [report], now=NOW + 61, ttl=60)
 
     assert again[0] is first[0]
     assert [g.healthy for g in stale[0].gpus] == [False, False]
@@ -165,7 +161,7 @@ def test_an_agent_minutes_ahead_is_trusted_one_ttl_after_it_falls_silent_not_fiv
 
 def test_an_agent_minutes_behind_is_fresh_from_its_next_publish_on() -> None:
     first = parsed(age=SKEW)  # the operator starts: the agent's stamp is all it knows of the publish
-    second = telemetry.parse(gpunode(age=SKEW - 10), received_at=NOW + 10, previous=first)
+    second = gpunodes.parse(gpunode(age=SKEW - 10), received_at=NOW + 10, previous=first)
 
     assert not usable_at(first, NOW)
     assert usable_at(second, NOW + 10)
@@ -174,7 +170,7 @@ def test_an_agent_minutes_behind_is_fresh_from_its_next_publish_on() -> None:
 
 def test_the_same_publish_seen_again_keeps_the_time_it_was_first_heard() -> None:
     heard = parsed(age=0)
-    relisted = telemetry.parse(gpunode(age=0), received_at=NOW + 50, previous=heard)  # a watch re-list
+    relisted = gpunodes.parse(gpunode(age=0), received_at=NOW + 50, previous=heard)  # a watch re-list
 
     assert relisted.heard_at == heard.heard_at == NOW
     assert not usable_at(relisted, NOW + 61)
@@ -185,6 +181,6 @@ def test_a_long_silent_agent_is_stale_at_once_when_the_operator_starts() -> None
 
 
 def test_a_gpunode_never_published_is_never_fresh() -> None:
-    never = telemetry.parse({"metadata": {"name": "n1"}, "status": {}}, received_at=NOW)
+    never = gpunodes.parse({"metadata": {"name": "n1"}, "status": {}}, received_at=NOW)
 
     assert never.heard_at is None and not never.fresh(NOW, ttl=60)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import kopf
 
-import horus_operator.operator.dra_handlers  # noqa: F401  (registers the DRA handlers)
+import horus_operator.operator.dra.handlers  # noqa: F401  (registers the DRA handlers)
 from horus_operator.operator import handlers
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.testing.builders import DLJobBuilder

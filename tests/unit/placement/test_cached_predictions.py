@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.prediction.api import JobPrediction, Workload
+from horus_operator.prediction.api import PREDICTED, PRIOR, Basis, JobPrediction, Workload
 
 
 class Learner:
@@ -23,6 +23,12 @@ class Learner:
         self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
     ) -> tuple[float, ...] | None:
         return tuple(1.0 for _ in workloads)
+
+    def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
+        return tuple(Basis(PRIOR, 0) for _ in workloads)
+
+    def utilization_source(self, workload: Workload, gpu: str) -> str:
+        return PREDICTED
 
 
 def test_job_answers_are_cached_until_the_predictor_learns() -> None:

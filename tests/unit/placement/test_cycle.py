@@ -17,7 +17,7 @@ from horus_operator.placement.waitqueue import WaitQueue
 
 def _cycle(policy: str = "exclusive", **tunables: object) -> SchedulingCycle:
     believed = predictor()
-    return SchedulingCycle(make_policy(policy, predictor=believed, **tunables), believed)
+    return SchedulingCycle(make_policy(policy, predictor=believed, **tunables))
 
 
 def test_the_queue_is_priority_then_arrival_then_key() -> None:
@@ -79,6 +79,7 @@ class _Counting:
     def __init__(self, name: str) -> None:
         self.inner = make_policy(name, predictor=predictor())
         self.name = self.inner.name
+        self.predictions, self.limits = self.inner.predictions, self.inner.limits
         self.asked = 0
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
@@ -94,7 +95,7 @@ def test_a_question_answered_with_nothing_is_asked_again_only_when_what_the_poli
     index = ClusterIndex(cluster, (running(job("old", "good"), "n0", 0),))
     view = dataclasses.replace(snapshot(cluster), index=index)
     policy = _Counting("exclusive")
-    cycle = SchedulingCycle(policy, predictor())
+    cycle = SchedulingCycle(policy)
     queue = WaitQueue([job("a", "good", at=1.0)])
     assert not cycle.run(view, queue).assignments and policy.asked == 1
     queue.add(job("later", "good", at=2.0))  # behind the job the policy read: nothing it saw changed
@@ -107,7 +108,7 @@ def test_a_question_answered_with_nothing_is_asked_again_only_when_what_the_poli
 
 def test_without_a_borrowed_index_every_cycle_asks() -> None:
     policy = _Counting("exclusive")
-    cycle = SchedulingCycle(policy, predictor())
+    cycle = SchedulingCycle(policy)
     full = snapshot(nodes(1, gpus=1), running(job("old", "good"), "n0", 0))
     queue = WaitQueue([job("a", "good")])
     cycle.run(full, queue)

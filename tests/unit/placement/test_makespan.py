@@ -57,7 +57,7 @@ def test_jobs_submitted_together_queue_longest_work_first() -> None:
 
 def _cycle() -> SchedulingCycle:
     believed = predictor()
-    return SchedulingCycle(make_policy("horus", predictor=believed), believed)
+    return SchedulingCycle(make_policy("horus", predictor=believed))
 
 
 def test_the_cycle_places_the_capped_request_when_a_gpu_is_free() -> None:

@@ -12,10 +12,9 @@ from placement_builders import job, nodes, predictor, running, snapshot
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.moves import (
-    OVER_LIMIT,
-    REPACK,
     Mobility,
     MoveSettings,
+    Trigger,
     plan_moves,
     retarget,
 )
@@ -43,7 +42,7 @@ def _long(key: str, model: str, remaining_s: float | None) -> JobRequest:
 
 def test_a_job_over_its_limit_long_enough_moves_to_an_empty_gpu() -> None:
     (move,) = _plan(_pair(), {"a": OVER})
-    assert (move.job, move.trigger) == ("a", OVER_LIMIT)
+    assert (move.job, move.trigger) == ("a", Trigger.OVER_LIMIT)
     assert (move.source.node, move.source.gpu_indices) == ("n0", (0,))
     assert (move.target.node, move.target.gpu_indices, move.target.colocated_with) == ("n0", (1,), ())
     assert move.cost_s == 30.0 + 120.0
@@ -99,7 +98,7 @@ def test_a_pair_is_separated_onto_a_free_gpu_when_the_gain_beats_the_cost() -> N
     # 3600 x 0.2 + 3600 x 0.2 = 1440 s. Both beat 150 s; the larger goes, and only one leaves the GPU.
     both = {"a": Mobility(allowed=True), "b": Mobility(allowed=True)}
     (move,) = _plan(_packed(3600.0, 7200.0), both)
-    assert (move.job, move.trigger, move.target.gpu_indices) == ("b", REPACK, (1,))
+    assert (move.job, move.trigger, move.target.gpu_indices) == ("b", Trigger.REPACK, (1,))
     assert "36 min sooner" in move.reason
 
 
@@ -139,7 +138,7 @@ def test_a_target_still_free_is_kept_and_one_taken_meanwhile_is_refused() -> Non
 
 def test_the_cycle_plans_moves_with_its_predictions_and_skips_cooling_nodes() -> None:
     believed = predictor()
-    cycle = SchedulingCycle(make_policy("horus", predictor=believed), believed)
+    cycle = SchedulingCycle(make_policy("horus", predictor=believed))
     tenants = [running(job("a", "good"), "n0", 0), running(job("b", "poor"), "n0", 0)]
     view = snapshot(nodes(2, gpus=1), *tenants, now=400.0)
     (move,) = cycle.moves(view, {"a": OVER}, SETTINGS, waiting=True)

@@ -24,7 +24,7 @@ NOW = 100_000.0
 
 def cycle(order: QueueOrder = QueueOrder.LAS, starvation: Starvation | None = None) -> SchedulingCycle:
     ordering = Ordering(order, starvation=starvation or Starvation(max_wait_s=None))
-    return SchedulingCycle(make_policy("exclusive", predictor=predictor()), predictor(), ordering=ordering)
+    return SchedulingCycle(make_policy("exclusive", predictor=predictor()), ordering=ordering)
 
 
 def request(

@@ -165,7 +165,7 @@ def test_no_job_waits_past_its_bound_while_a_gpu_frees_up(
     starved, no job of its priority that has starved is left waiting — a freed GPU goes to the starved
     first — and every job starts."""
     ordering = Ordering(order, starvation=Starvation(max_wait_s=float(max_wait)))
-    cycle = SchedulingCycle(make_policy("exclusive", predictor=predictor()), predictor(), ordering=ordering)
+    cycle = SchedulingCycle(make_policy("exclusive", predictor=predictor()), ordering=ordering)
     requests = [
         request(f"j{i:02d}", at=float(at), remaining=float(length), priority=priority)
         for i, (at, length, priority) in enumerate(jobs)

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from horus_operator.prediction import artifacts, catalog
-from horus_operator.prediction.training import common, memory_fit, roofline_fit
+from horus_operator.prediction.training import memory_fit, roofline_fit
 from horus_operator.prediction.training.families import family
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -25,9 +25,8 @@ def step_time_models() -> list[str]:
 
 
 def peak_models() -> list[str]:
-    """The models of the measured memory peaks the shipped memory model is fitted on."""
-    samples = memory_fit.peak_samples(DATA / "memory" / "milabench_scaling_nvidia.csv", common.catalog_name)
-    return list(samples["model"])
+    """The models of the measured memory peaks the shipped memory model is fitted on (every source)."""
+    return list(memory_fit.all_peaks(DATA / "memory", catalog.lookup)["model"])
 
 
 def held_out_family_sizes(model: str) -> dict[str, int]:

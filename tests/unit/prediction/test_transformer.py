@@ -103,6 +103,26 @@ def test_all_linear_adapts_every_layer_but_the_head() -> None:
     assert lora.trainable_params == 12 * per_layer
 
 
+def test_a_bert_sequence_classifier_has_the_pooler_and_a_classifier_in_place_of_the_mlm_head() -> None:
+    classifier = {"model_type": "bert", "architectures": ["BertForSequenceClassification"]}
+    described = _describe(classifier, 128)
+    mlm = _describe({"model_type": "bert"}, 128)
+    # BertForSequenceClassification of bert-base-uncased (2 labels): BertForMaskedLM's 109,514,298
+    # (the built graph's count above) less the MLM head (dense 768², LayerNorm, decoder bias 30,522)
+    # plus the pooler (dense 768²) and the classifier (768 × 2 + 2).
+    assert described.params == 109_514_298 - (768 * 769 + 2 * 768 + 30_522) + 768 * 769 + (768 * 2 + 2)
+    assert described.params == 109_483_778
+    # The loss is over two logits per sequence, not the vocabulary at every position.
+    assert described.profile["fp32_activation_bytes_per_sample"] == 2 * 4 * 2
+    assert described.profile["flops_per_sample"] < mlm.profile["flops_per_sample"]
+    labelled = _describe({**classifier, "id2label": {"0": "a", "1": "b", "2": "c"}}, 128)
+    assert labelled.params == described.params + 768 + 1
+    all_linear = _describe(classifier, 128, lora=Lora(rank=8, target_modules=(transformer.ALL_LINEAR,)))
+    # every layer's query, key, value, dense and the two MLP denses, and the pooler; never the classifier
+    per_layer = 4 * 8 * (768 + 768) + 2 * 8 * (768 + 3072)
+    assert all_linear.trainable_params == 12 * per_layer + 8 * (768 + 768)
+
+
 def test_checkpointing_keeps_layer_inputs_and_one_layer() -> None:
     plain = _describe(LLAMA_160M, 2048)
     kept = _describe(LLAMA_160M, 2048, gradient_checkpointing=True).profile[

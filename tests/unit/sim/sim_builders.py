@@ -42,7 +42,7 @@ def predictor() -> TablePredictor:
 def cycle(policy: str) -> SchedulingCycle:
     """The scheduling cycle of `policy`, deciding with `predictor()`."""
     believed = predictor()
-    return SchedulingCycle(make_policy(policy, predictor=believed), believed)
+    return SchedulingCycle(make_policy(policy, predictor=believed))
 
 
 def truth(tmp_path: Path) -> Truth:

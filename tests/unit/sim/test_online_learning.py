@@ -25,7 +25,7 @@ def learn_from(tmp_path: Path, jobs: list) -> OnlineLearning:  # type: ignore[ty
     decides = learning.predictor
     Simulation(
         world,
-        SchedulingCycle(make_policy("horus", predictor=decides), decides),
+        SchedulingCycle(make_policy("horus", predictor=decides)),
         truth(tmp_path),
         learning=learning,
     ).run()
@@ -68,7 +68,7 @@ def test_a_job_alone_a_minute_leaves_its_measured_busy_fraction_for_its_signatur
     decides = learning.predictor
     Simulation(
         world,
-        SchedulingCycle(make_policy("horus", predictor=decides), decides),
+        SchedulingCycle(make_policy("horus", predictor=decides)),
         Truth(TruthTable.from_csv(path), fallback=predictor()),
         learning=learning,
     ).run()

@@ -24,7 +24,7 @@ SETTINGS = PreemptionSettings(grace_period_s=30.0, restart_cost_s=120.0, min_run
 
 def las_cycle(policy: str = "exclusive", order: QueueOrder = QueueOrder.LAS) -> SchedulingCycle:
     believed = predictor()
-    return SchedulingCycle(make_policy(policy, predictor=believed), believed, ordering=Ordering(order))
+    return SchedulingCycle(make_policy(policy, predictor=believed), ordering=Ordering(order))
 
 
 class Checked(Simulation):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sim_builders import cycle, scenario, sim_job, truth
 
-from horus_operator.placement.moves import OVER_LIMIT, REPACK, MoveSettings
+from horus_operator.placement.moves import MoveSettings, Trigger
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.migration import Migration
 from horus_operator.sim.results import RunResult
@@ -48,7 +48,7 @@ def test_a_job_over_its_limit_moves_once_the_readings_are_sure(tmp_path: Path) -
     assert y.over_limit_s == pytest.approx(200.0)
     assert y.steps_done == pytest.approx(2000.0)
     assert (y.node, y.gpu_indices) != (x.node, x.gpu_indices)
-    assert result.migration["by_trigger"] == {OVER_LIMIT: 1}
+    assert result.migration["by_trigger"] == {Trigger.OVER_LIMIT: 1}
 
 
 def test_without_migration_the_job_stays_over_its_limit_to_the_end(tmp_path: Path) -> None:
@@ -73,6 +73,6 @@ def test_a_pair_is_separated_onto_the_gpu_a_departure_frees(tmp_path: Path) -> N
     records = {record.key: record for record in moved.records}
     assert records["y"].finish_s == pytest.approx(1193.75)
     assert records["x"].finish_s == pytest.approx(1018.0)
-    assert moved.migration["by_trigger"] == {REPACK: 1}
+    assert moved.migration["by_trigger"] == {Trigger.REPACK: 1}
     finished = {record.key: record.finish_s for record in stayed.records}
     assert records["y"].finish_s < finished["y"] and records["x"].finish_s < finished["x"]

@@ -1,0 +1,42 @@
+"""The DLJob spec's defaults, and the settings both the operator and the simulator must hold alike.
+
+crds/dljob.yaml writes the same spec defaults for the API server to apply;
+tests/unit/api/test_api_defaults.py checks the two agree path by path, both ways. `dljob.parse` applies
+them to objects the API server has not defaulted (stored under an older CRD, or built in tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+GPUS = 1
+MAX_SLOWDOWN = 2.0  # the slowdown beside co-tenants a job accepts; 1.0: never share
+PRIORITY = 0
+BACKOFF_LIMIT = 3  # failed attempts before the DLJob fails
+DEFAULT_PRECISION = "fp32"
+ONNX_KEY = "model.onnx"  # spec.model.onnx.key: the ConfigMap key of the graph
+HF_CONFIG_KEY = "config.json"  # spec.model.huggingface.key
+OPTIMIZER = "adam"  # spec.model.huggingface.optimizer: what its state costs in memory
+GRACE_PERIOD_S = 30  # spec.migration.gracePeriodSeconds: to checkpoint after SIGTERM
+BATCH_SIZE = 1  # for objects stored without the schema (which requires spec.batchSize)
+
+# Every default the CRD declares, by its path below `spec`.
+SPEC: Mapping[str, object] = {
+    "gpus": GPUS,
+    "maxSlowdown": MAX_SLOWDOWN,
+    "priority": PRIORITY,
+    "backoffLimit": BACKOFF_LIMIT,
+    "precision": DEFAULT_PRECISION,
+    "model.onnx.key": ONNX_KEY,
+    "model.huggingface.key": HF_CONFIG_KEY,
+    "model.huggingface.optimizer": OPTIMIZER,
+    "model.huggingface.gradientCheckpointing": False,
+    "migration.allowed": False,
+    "migration.gracePeriodSeconds": GRACE_PERIOD_S,
+    "simulation.fail": False,
+}
+
+# After this long in one co-tenancy a job's reported rate belongs to it (the agent's rate window has
+# forgotten the previous one): the operator's telemetry attributes a rate then, and the simulator's
+# online learning reports a state then, so both learn the same lessons at the same moments.
+SETTLED_S = 60.0

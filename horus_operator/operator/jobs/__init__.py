@@ -1,0 +1,3 @@
+"""One DLJob's decisions: its workload resolved (`jobspec`, off the loop for graphs: `graphs`), its template
+checked (`template`, `tenancy`), its next state decided (`reconcile`, pure) and its pod built and read
+(`pods`, pure); `feasibility` words what no node of the cluster can give."""

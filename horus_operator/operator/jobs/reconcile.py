@@ -1,0 +1,328 @@
+"""Level-triggered decisions for one DLJob: its desired status and next action, from its pods alone.
+
+Pure. Inputs are what the API server shows (the DLJob, its pods, which nodes exist) plus the scheduler's
+latest word on a waiting job; the output says what the status should be and whether the job needs a pod
+placed or a stuck pod removed. Running it twice on the same inputs gives the same answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.operator.dra import claims
+from horus_operator.operator.dra.claims import ClaimId, ClaimView
+from horus_operator.operator.jobs.pods import TERMINAL_PHASES, PodView
+from horus_operator.operator.moves import migration
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    QUEUED = "Queued"
+    SCHEDULED = "Scheduled"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+# Failures the user can fix by editing the spec: a new generation is judged again.
+SPEC_REASONS = frozenset({"InvalidSpec", "Unsatisfiable"})
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: dict[str, Any]
+    place_attempt: int | None = None  # attempt number of the pod to place, None: nothing to place
+    delete_pods: tuple[str, ...] = ()  # stuck pods to remove before re-placing
+    delete_reason: str = ""
+    avoid_node: str = ""  # a node that could not take the job's pod (e.g. full of CPU): skip it for a while
+    # A move (operator/moves/migration.py): delete with the job's grace period (None: at once, the node may be
+    # gone), and place the next pod where the move chose, if it still fits.
+    delete_grace_s: int | None = None
+    move_to: migration.InProgress | None = None
+    moving: migration.InProgress | None = None  # the move under way, whose target is held meanwhile
+
+
+@dataclass(frozen=True)
+class Context:
+    now: datetime
+    nodes: Collection[str]  # names of nodes that exist
+    unschedulable_grace: timedelta = timedelta(seconds=30)
+    # Existing nodes that are not Ready, and since when (their Ready condition's last transition).
+    not_ready_since: Mapping[str, datetime] = field(default_factory=dict)
+    not_ready_grace: timedelta = timedelta(minutes=5)  # Kubernetes' default before it evicts such pods
+    verdict: InvalidJob | None = None  # the job cannot run as written
+    unsatisfiable: InvalidJob | None = None  # no GPU/node of this cluster can ever fit it
+    waiting_message: str = ""  # why the scheduler left it queued
+    queue: Mapping[str, Any] | None = None  # its place in the queue and why (status.queue), if told
+    extra: Mapping[str, Any] = field(default_factory=dict)  # status fields others own (e.g. observed)
+    claims: Mapping[ClaimId, ClaimView] = field(default_factory=dict)  # every ResourceClaim (DRA binding)
+    foreign: Mapping[str, str] = field(default_factory=dict)  # GPU UUID -> the claim not Horus's holding it
+
+
+def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
+    if is_final(job, current):
+        return Decision(status=dict(current))
+    if ctx.verdict is not None:
+        return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
+    current = migration.settled(current, pods)
+    next_attempt = migration.next_attempt(current, pods)
+    moving = migration.in_progress(job, current, pods)
+    if moving is not None:
+        decided = _moving(job, current, pods, moving, next_attempt, ctx)
+        if decided is not None:
+            return dataclasses.replace(decided, moving=moving)
+    live = [p for p in pods if not p.deleting]
+    latest = max(live, key=lambda p: p.attempt, default=None)
+    if any(p.phase == "Succeeded" for p in live):
+        winner = next(p for p in live if p.phase == "Succeeded")
+        return Decision(_from_pod(job, current, winner, ctx, Phase.SUCCEEDED, next_attempt))
+    if latest is None or latest.phase == "Failed":
+        return _without_live_pod(job, current, live, latest, next_attempt, ctx)
+    stuck = _stuck_reason(latest, ctx)
+    if stuck:
+        status = _queued(job, current, ctx, next_attempt, f"re-placing: {stuck}")
+        avoid = latest.node if latest.node in ctx.nodes else ""
+        return Decision(
+            status,
+            place_attempt=next_attempt,
+            delete_pods=(latest.name,),
+            delete_reason=stuck,
+            avoid_node=avoid,
+        )
+    phase = Phase.RUNNING if latest.phase == "Running" else Phase.SCHEDULED
+    status = _from_pod(job, current, latest, ctx, phase, next_attempt)
+    status["message"] += _not_ready_note(latest, ctx)
+    return Decision(status)
+
+
+def _moving(
+    job: JobSpec,
+    current: Mapping[str, Any],
+    pods: Sequence[PodView],
+    moving: migration.InProgress,
+    next_attempt: int,
+    ctx: Context,
+) -> Decision | None:
+    """A move under way and no newer pod yet (docs: operator/moves/migration.py). None: the pod moved from
+    ended by itself (succeeded or failed) before it was deleted, and the job goes on as any job."""
+    old = next((p for p in pods if p.attempt == moving.attempt and not p.deleting), None)
+    if old is not None and old.phase in TERMINAL_PHASES:
+        return None
+    if old is not None:
+        message = f"moving to {moving.target}: stopping pod {old.name} ({job.grace_period_s}s to checkpoint)"
+        return Decision(
+            _queued(job, current, ctx, next_attempt, message),
+            delete_pods=(old.name,),
+            delete_reason=f"moving to {moving.target}: {_last_reason(current)}",
+            delete_grace_s=job.grace_period_s,
+        )
+    stopping = [p.name for p in pods if p.deleting or p.phase not in TERMINAL_PHASES]
+    if stopping:
+        message = f"moving to {moving.target}: waiting for pod {', '.join(stopping)} to stop"
+        return Decision(_queued(job, current, ctx, next_attempt, message))
+    message = f"moving to {moving.target}: starting there"
+    return Decision(
+        _queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt, move_to=moving
+    )
+
+
+def _last_reason(status: Mapping[str, Any]) -> str:
+    return str((status.get("moves") or [{}])[-1].get("reason", ""))
+
+
+def _without_live_pod(
+    job: JobSpec,
+    current: Mapping[str, Any],
+    live: Sequence[PodView],
+    latest: PodView | None,
+    next_attempt: int,
+    ctx: Context,
+) -> Decision:
+    failures = sum(1 for p in live if p.phase == "Failed")
+    if failures > job.backoff_limit:
+        message = f"pod {latest.name if latest else ''} failed ({failures} failures > backoffLimit "
+        message += f"{job.backoff_limit}): {latest.message if latest else ''}".rstrip(": ")
+        return Decision(_failed(job, current, ctx, "BackoffLimitExceeded", message))
+    if ctx.unsatisfiable is not None:
+        return Decision(_failed(job, current, ctx, "Unsatisfiable", str(ctx.unsatisfiable)))
+    message = ctx.waiting_message or "waiting for a GPU"
+    if latest is not None:
+        message = f"retry {failures}/{job.backoff_limit} after pod {latest.name} failed; {message}"
+    return Decision(_queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt)
+
+
+def is_final(job: JobSpec, current: Mapping[str, Any]) -> bool:
+    if current.get("phase") not in TERMINAL:
+        return False
+    failed = _condition(current, "Failed")
+    fixable = failed is not None and failed.get("reason") in SPEC_REASONS
+    return not (fixable and current.get("observedGeneration") != job.generation)
+
+
+def _stuck_reason(pod: PodView, ctx: Context) -> str:
+    node = pod.bound_node or pod.node
+    if node not in ctx.nodes:
+        return f"node {node} is gone"
+    if pod.unschedulable_since is not None and ctx.now - pod.unschedulable_since > ctx.unschedulable_grace:
+        grace = int(ctx.unschedulable_grace.total_seconds())
+        return f"pod {pod.name} unschedulable on {pod.node} for over {grace}s"
+    not_ready_since = ctx.not_ready_since.get(node)
+    if not_ready_since is not None and ctx.now - not_ready_since > ctx.not_ready_grace:
+        return f"node {node} NotReady for over {int(ctx.not_ready_grace.total_seconds())}s"
+    return ""
+
+
+def _not_ready_note(pod: PodView, ctx: Context) -> str:
+    """While its node is NotReady but not yet for the grace period, a job says so, and when it moves."""
+    node = pod.bound_node or pod.node
+    since = ctx.not_ready_since.get(node)
+    if since is None:
+        return ""
+    grace = int(ctx.not_ready_grace.total_seconds())
+    return f"; node {node} NotReady since {_stamp(since)}: re-placed if still so {grace}s after"
+
+
+def _base(
+    job: JobSpec, current: Mapping[str, Any], ctx: Context, phase: Phase, attempts: int
+) -> dict[str, Any]:
+    status: dict[str, Any] = {
+        "phase": str(phase),
+        "observedGeneration": job.generation,
+        "attempts": attempts,
+        "queuedAt": current.get("queuedAt") or _stamp(ctx.now),
+    }
+    for name, value in ctx.extra.items():
+        status[name] = value
+    if current.get("moves"):
+        status["moves"] = current["moves"]
+    return status
+
+
+def _queued(
+    job: JobSpec, current: Mapping[str, Any], ctx: Context, attempts: int, message: str
+) -> dict[str, Any]:
+    status = _base(job, current, ctx, Phase.QUEUED, attempts)
+    status["message"] = message
+    if ctx.queue:
+        status["queue"] = dict(ctx.queue)
+    status["conditions"] = _conditions(current, ctx, job, {"Scheduled": ("False", "Waiting", message)})
+    return status
+
+
+def _failed(
+    job: JobSpec, current: Mapping[str, Any], ctx: Context, reason: str, message: str
+) -> dict[str, Any]:
+    status = _base(job, current, ctx, Phase.FAILED, int(current.get("attempts") or 0))
+    for name in ("node", "gpus", "gpuList", "predicted", "colocatedWith", "startTime", "binding", "claim"):
+        if name in current:
+            status[name] = current[name]
+    status["message"] = message
+    status["completionTime"] = current.get("completionTime") or _stamp(ctx.now)
+    status["conditions"] = _conditions(
+        current, ctx, job, {"Failed": ("True", reason, message), "Running": ("False", reason, "")}
+    )
+    return status
+
+
+def _from_pod(
+    job: JobSpec, current: Mapping[str, Any], pod: PodView, ctx: Context, phase: Phase, attempts: int
+) -> dict[str, Any]:
+    status = _base(job, current, ctx, phase, attempts)
+    gpus = [
+        {"index": index, **({"uuid": pod.gpu_uuids[i]} if i < len(pod.gpu_uuids) else {})}
+        for i, index in enumerate(pod.gpu_indices)
+    ]
+    status.update(
+        node=pod.node,
+        gpus=gpus,
+        gpuList=",".join(str(i) for i in pod.gpu_indices),
+        predicted=dict(pod.predicted),
+        colocatedWith=list(pod.colocated_with),
+        binding=pod.binding,
+    )
+    if pod.claims:
+        status["claim"] = ",".join(pod.claims)
+    where = f"pod {pod.name} on {pod.node} GPU {status['gpuList']}"
+    started = pod.started_at or (ctx.now if phase != Phase.SCHEDULED else None)
+    if phase != Phase.SCHEDULED and started is not None:
+        status["startTime"] = current.get("startTime") or _stamp(started)
+    if phase == Phase.RUNNING and started is not None:
+        ends = estimated_completion(job.total_steps, started, pod.predicted, current.get("observed") or {})
+        if ends is not None:
+            status["estimatedCompletionTime"] = _stamp(ends)
+    updates = {"Scheduled": ("True", "Placed", where)}
+    allocation = claims.allocation(pod, ctx.claims, ctx.foreign)
+    if allocation is not None:
+        updates["ClaimsAllocated"] = allocation
+    if phase == Phase.SCHEDULED:
+        status["message"] = f"{where}, waiting to start"
+    elif phase == Phase.RUNNING:
+        status["message"] = f"{where} running"
+        updates["Running"] = ("True", "PodRunning", where)
+    else:
+        status["message"] = f"{where} succeeded"
+        status["completionTime"] = current.get("completionTime") or _stamp(pod.finished_at or ctx.now)
+        updates["Running"] = ("False", "Completed", where)
+        updates["Complete"] = ("True", "PodSucceeded", where)
+    status["conditions"] = _conditions(current, ctx, job, updates)
+    return status
+
+
+def estimated_completion(
+    total_steps: int | None, started: datetime, predicted: Mapping[str, Any], observed: Mapping[str, Any]
+) -> datetime | None:
+    """When a running job should end: its start plus `total_steps` at the progress rate it reports, or
+    else at the predicted step time alone times the predicted slowdown. None without `total_steps` or
+    any rate. An estimate: the rate changes as co-tenants come and go."""
+    if not total_steps:
+        return None
+    rate = observed.get("stepsPerSecond")
+    if rate:
+        return started + timedelta(seconds=total_steps / float(rate))
+    step_s = predicted.get("stepSeconds")
+    if not step_s:
+        return None
+    return started + timedelta(seconds=total_steps * float(step_s) * float(predicted.get("slowdown", 1.0)))
+
+
+def _conditions(
+    current: Mapping[str, Any],
+    ctx: Context,
+    job: JobSpec,
+    updates: Mapping[str, tuple[str, str, str]],
+) -> list[dict[str, Any]]:
+    """Current conditions with `updates` (type -> status, reason, message) applied; the transition time
+    changes only when the status does."""
+    merged = {c["type"]: dict(c) for c in current.get("conditions") or []}
+    for kind, (state, reason, message) in updates.items():
+        previous = merged.get(kind)
+        changed = previous is None or previous.get("status") != state
+        merged[kind] = {
+            "type": kind,
+            "status": state,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": (
+                _stamp(ctx.now)
+                if previous is None or changed
+                else previous.get("lastTransitionTime") or _stamp(ctx.now)
+            ),
+            "observedGeneration": job.generation,
+        }
+    order = ["Scheduled", "ClaimsAllocated", "Running", "Complete", "Failed"]
+    return [merged[k] for k in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))]
+
+
+def _condition(status: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in status.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
