@@ -8,6 +8,7 @@ same call see them, and undoes them on exit so a borrowed index comes back uncha
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,10 @@ class Limits:
       configurations it never saw; 0.15 kept horus-2500 at a handful of violations in 2,500 jobs).
       Every decision that trusts a prediction reads it through `admits`: horus's placements and the
       targets of moves (an interference-blind policy asks no slowdown).
+    - `caution_sd`: where the predictor states its uncertainty (a learning predictor's spread: large
+      on a GPU type it has seen few co-locations on), the slowdown's upper end, e^(ln s + caution_sd ·
+      sd), must fit maxSlowdown too. So on an unproven GPU the first co-locations go to jobs whose
+      limit leaves room, and a tight job shares once evidence has narrowed the spread (issue 25).
     """
 
     max_jobs_per_gpu: int = 2
@@ -43,10 +48,14 @@ class Limits:
     busy_utilization: float = 0.95
     scan_depth: int = 256
     qos_margin: float = 0.15
+    caution_sd: float = 2.0
 
-    def admits(self, predicted_slowdown: float, max_slowdown: float) -> bool:
-        """Whether a predicted slowdown keeps a job within its maxSlowdown, with the margin."""
-        return predicted_slowdown <= max_slowdown / (1.0 + self.qos_margin) + TOLERANCE
+    def admits(self, predicted_slowdown: float, max_slowdown: float, log_sd: float = 0.0) -> bool:
+        """Whether a predicted slowdown keeps a job within its maxSlowdown: under it with the margin,
+        and its upper end (`log_sd`: the prediction's stated spread) under it too."""
+        return predicted_slowdown <= max_slowdown / (1.0 + self.qos_margin) + TOLERANCE and (
+            predicted_slowdown * math.exp(self.caution_sd * log_sd) <= max_slowdown + TOLERANCE
+        )
 
 
 TOLERANCE = 1e-9  # float noise: a slowdown computed exactly at a limit is within it

@@ -27,6 +27,7 @@ predictions, so it is memoised until the predictor learns something (its revisio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -281,9 +282,10 @@ class HorusPolicy:
         if after is None:
             return "predicted not to fit together"
         limits = [max_slowdown for _, max_slowdown in tenants] + [request.max_slowdown]
-        for slowdown, max_slowdown in zip(after, limits, strict=True):
-            if not self.limits.admits(slowdown, max_slowdown):
-                return f"predicted slowdown {slowdown:.2f}× over a maxSlowdown of {max_slowdown:g}×"
+        spreads = predictions.spreads(product, [*workloads, request.workload], memory_mib)
+        for slowdown, max_slowdown, spread in zip(after, limits, spreads, strict=True):
+            if not self.limits.admits(slowdown, max_slowdown, spread):
+                return _over_limit(slowdown, max_slowdown, spread, self.limits)
         before = predictions.slowdowns(product, workloads, memory_mib) or (1.0,) * len(workloads)
         gain = sum(1.0 / s for s in after) - sum(1.0 / s for s in before)
         utilization = sum(predictions.job(w, product).utilization for w in [*workloads, request.workload])
@@ -326,3 +328,14 @@ class HorusPolicy:
 def _signature(request: JobRequest) -> tuple[Workload, float, int]:
     """What a verdict on a newcomer depends on: its workload, maxSlowdown and GPU count."""
     return (request.workload, request.max_slowdown, request.gpus)
+
+
+def _over_limit(slowdown: float, max_slowdown: float, log_sd: float, limits: Limits) -> str:
+    """Why a predicted slowdown is not admitted (`Limits.admits`)."""
+    upper = slowdown * math.exp(limits.caution_sd * log_sd)
+    if log_sd and slowdown <= max_slowdown / (1.0 + limits.qos_margin):
+        return (
+            f"predicted slowdown {slowdown:.2f}×, up to {upper:.2f}× while this GPU type is unproven, "
+            f"over a maxSlowdown of {max_slowdown:g}×"
+        )
+    return f"predicted slowdown {slowdown:.2f}× over a maxSlowdown of {max_slowdown:g}×"

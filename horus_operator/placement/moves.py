@@ -331,7 +331,9 @@ def _within_limits(
     if slowdowns is None:
         return False
     everyone = [*slot.tenants, job]
+    together = [tenant.request.workload for tenant in everyone]
+    spreads = call.predictions.spreads(slot.product, together, slot.gpu.memory_mib)
     return all(
-        call.limits.admits(slowdown, _limit(tenant, mobility.get(tenant.request.key)))
-        for tenant, slowdown in zip(everyone, slowdowns, strict=True)
+        call.limits.admits(slowdown, _limit(tenant, mobility.get(tenant.request.key)), spread)
+        for tenant, slowdown, spread in zip(everyone, slowdowns, spreads, strict=True)
     )

@@ -9,7 +9,7 @@ sorted order, so (a, b) and (b, a) cost one prediction. A predictor that learns 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from horus_operator.placement.index import workload_order
 from horus_operator.prediction.api import (
@@ -22,6 +22,8 @@ from horus_operator.prediction.api import (
     Workload,
 )
 
+_GroupKey = tuple[str, float, tuple[Workload, ...]]  # GPU type, its memory, the workloads in sorted order
+
 
 class CachedPredictions:
     """Wraps a `Predictor`; answers are identical, repeated questions are free."""
@@ -31,7 +33,8 @@ class CachedPredictions:
         # Asked once: a protocol check costs a lookup per member, and `job` reads the revision each call.
         self._learning = predictor if isinstance(predictor, LearningPredictor) else None
         self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
-        self._slowdowns: dict[tuple[str, float, tuple[Workload, ...]], tuple[float, ...] | None] = {}
+        self._slowdowns: dict[_GroupKey, tuple[float, ...] | None] = {}
+        self._spreads: dict[_GroupKey, tuple[float, ...] | None] = {}
         self._revision = self._predictor_revision()
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
@@ -50,22 +53,46 @@ class CachedPredictions:
     ) -> tuple[float, ...] | None:
         """Per-workload slowdowns in the order given; None when they cannot share a GPU of `memory_mib`
         (the snapshot GPU's capacity, the one placement checks fit against)."""
+        answer = self._per_workload(
+            self._slowdowns, self.predictor.slowdowns, 1.0, gpu, workloads, memory_mib
+        )
+        return None if answer is None else tuple(max(1.0, slowdown) for slowdown in answer)
+
+    def spreads(self, gpu: str, workloads: Sequence[Workload], memory_mib: float) -> tuple[float, ...]:
+        """Per workload, the standard deviation of ln(its slowdown) next to the others, as a learning
+        predictor knows it (`LearningPredictor.spreads`); 0 from a fixed prior, which states none."""
+        if self._learning is None:
+            return (0.0,) * len(workloads)
+        answer = self._per_workload(self._spreads, self._learning.spreads, 0.0, gpu, workloads, memory_mib)
+        return answer if answer is not None else (0.0,) * len(workloads)
+
+    def _per_workload(
+        self,
+        cache: dict[_GroupKey, tuple[float, ...] | None],
+        ask: Callable[[str, Sequence[Workload], float], tuple[float, ...] | None],
+        alone: float,
+        gpu: str,
+        workloads: Sequence[Workload],
+        memory_mib: float,
+    ) -> tuple[float, ...] | None:
+        """`ask`'s per-workload answer about a group sharing a GPU, cached under the workloads' sorted
+        order and handed back in the order given; a job alone gets `alone`, unasked."""
         if len(workloads) <= 1:
-            return (1.0,) * len(workloads)
+            return (alone,) * len(workloads)
         self.sync()
         order = sorted(range(len(workloads)), key=lambda i: workload_order(workloads[i]))
         canonical = tuple(workloads[i] for i in order)
         key = (gpu, memory_mib, canonical)
-        if key in self._slowdowns:
-            sorted_answer = self._slowdowns[key]
+        if key in cache:
+            sorted_answer = cache[key]
         else:
-            sorted_answer = self.predictor.slowdowns(gpu, canonical, memory_mib)
-            self._slowdowns[key] = sorted_answer
+            sorted_answer = ask(gpu, canonical, memory_mib)
+            cache[key] = sorted_answer
         if sorted_answer is None:
             return None
-        answer = [1.0] * len(workloads)
+        answer = [0.0] * len(workloads)
         for position, original in enumerate(order):
-            answer[original] = max(1.0, sorted_answer[position])
+            answer[original] = sorted_answer[position]
         return tuple(answer)
 
     def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
@@ -89,6 +116,7 @@ class CachedPredictions:
         revision = self._predictor_revision()
         if revision != self._revision:
             self._slowdowns.clear()
+            self._spreads.clear()
             self._jobs.clear()
             self._revision = revision
         return revision

@@ -98,6 +98,13 @@ class LearningPredictor(Predictor, Protocol):
         """OBSERVED where `job` answers from a busy fraction the cluster saw, else PREDICTED."""
         ...
 
+    def spreads(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        """Per workload, the standard deviation of ln(its slowdown) next to the others: how far the
+        answer may be off while this GPU type is unproven. None where `slowdowns` is."""
+        ...
+
 
 class UnknownModelError(ValueError):
     """A model name that is neither in the catalog nor described by features."""

@@ -30,6 +30,11 @@ class Learner:
     def utilization_source(self, workload: Workload, gpu: str) -> str:
         return PREDICTED
 
+    def spreads(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        return tuple(0.0 for _ in workloads)
+
 
 def test_job_answers_are_cached_until_the_predictor_learns() -> None:
     learner = Learner()

@@ -247,9 +247,10 @@ def test_a_placement_says_whether_its_predicted_slowdown_was_observed_and_how_of
 
 
 def test_the_next_decision_after_a_lesson_uses_it() -> None:
-    """The prior says a fits next to b (1.2x under maxSlowdown 1.5); a's observed 2.4x there says not."""
+    """The prior says a fits next to b (1.2x, its upper end well under maxSlowdown 2); a's observed 2.4x
+    there says not."""
     corrected, policy, cluster = b_on_a_gpu()
-    newcomer = JobRequest("ns/a", A, max_slowdown=1.5)
+    newcomer = JobRequest("ns/a", A, max_slowdown=2.0)
 
     before = policy.schedule(cluster, [newcomer])
     for i in range(3):
@@ -259,3 +260,18 @@ def test_the_next_decision_after_a_lesson_uses_it() -> None:
     assert [a.job for a in before] == ["ns/a"]
     assert after == []
     assert "maxSlowdown" in policy.explain_wait(cluster, newcomer)
+
+
+def test_on_an_unproven_gpu_a_tight_job_waits_for_evidence_and_a_generous_one_explores() -> None:
+    """The prior's 1.2x fits a maxSlowdown of 1.5 with the QoS margin, but its upper end on a GPU type
+    without co-locations does not (`Limits.caution_sd`): the tight job waits where a generous one
+    shares. Co-locations that confirm about 1.2x narrow the spread, and the tight job shares."""
+    corrected, policy, cluster = b_on_a_gpu()
+    tight, generous = JobRequest("ns/a", A, max_slowdown=1.5), JobRequest("ns/a", A, max_slowdown=2.5)
+
+    assert policy.schedule(cluster, [tight]) == []
+    assert "unproven" in policy.explain_wait(cluster, tight)
+    assert [a.job for a in policy.schedule(cluster, [generous])] == ["ns/a"]
+    for i in range(8):
+        corrected.learn(seen(1.2, sample=f"s{i}"))
+    assert [a.job for a in policy.schedule(cluster, [tight])] == ["ns/a"]
