@@ -23,8 +23,10 @@ job ran), a job is preempted at most `max_per_job` times, and the plan empties w
 doing so gives a waiting job room that nothing else gives: a job that fits on GPUs already free waits
 for the policy, never preempts.
 
-Pure and deterministic: the time is `snapshot.now`, candidates are taken by highest level, then lowest
-priority, then most attained service, then key; nodes in the snapshot's order. No order but `las`
+Pure and deterministic: the time is `snapshot.now`; on a node, GPUs to empty are taken by fewest
+tenants, then their tenants' highest level, lowest priority and most attained service, then GPU; of the
+nodes, the one needing the fewest preemptions (then the least attained service lost), the first in the
+snapshot's order on a tie. No order but `las`
 preempts (`SchedulingCycle.preemptions`), so fifo's and shortest-remaining's decisions are what they
 were.
 """
