@@ -6,12 +6,15 @@ shipped predictions, progress from Gavel's measured pairs) and the default starv
 - `srpt-est` — shortest-remaining on the lengths the operator would know: predicted step time × steps
   (`horus simulate --durations estimated`); jobs whose step time either side lacks have no length;
 - `srpt-true` — shortest-remaining on the trace's true lengths (an oracle, for scale);
-- `las` — least attained service, which reads no lengths;
+- `las` — least attained service, which reads no lengths, with preemption (`placement/preemption.py`:
+  a waiting job may preempt running jobs of more attained service, which queue again with their
+  progress kept and pay the grace period plus restart cost, 150 s, when they restart);
+- `las-nopreempt` — las without preemption (what las was before it: fifo by arrival);
 - `srpt-est-nobound` — srpt-est without the starvation bound, to show what the bound costs and buys.
 
-Per order: mean and p99 JCT, mean and max wait, makespan, QoS violations (jobs above maxSlowdown), and
-mean JCT and makespan over fifo's. Targets (issue #28): srpt-est's mean JCT ≤ 0.85× fifo's with its
-makespan ≤ 1.01× fifo's; las's mean JCT below fifo's.
+Per order: mean and p99 JCT, mean and max wait (until a job first starts), makespan, QoS violations
+(jobs above maxSlowdown), mean JCT and makespan over fifo's, and preemptions. Targets (issue #28):
+srpt-est's mean JCT ≤ 0.85× fifo's with its makespan ≤ 1.01× fifo's; las's mean JCT below fifo's.
 
 Workloads: horus-2500 and gavel-generator (seed 1), and the copied traces in data/traces/ (Gavel,
 Muri, Alibaba openb) at their loaders' defaults (64 V100s).
@@ -35,6 +38,7 @@ from horus_operator.prediction.predictor import load_predictor
 from horus_operator.sim.durations import Durations, remaining
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import summarise
+from horus_operator.sim.preemption import Preempting
 from horus_operator.sim.results import RunResult
 from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth
@@ -49,13 +53,19 @@ TRACES = (
     "alibaba_openb_pod_list_default.csv",
 )
 SEED = 1
-# label -> (order, where it reads lengths, starvation bound)
+# label -> (order, where it reads lengths, starvation bound, preemption under las)
 ORDERS = {
-    "fifo": (QueueOrder.FIFO, Durations.ESTIMATED, Starvation()),
-    "srpt-est": (QueueOrder.SHORTEST_REMAINING, Durations.ESTIMATED, Starvation()),
-    "srpt-true": (QueueOrder.SHORTEST_REMAINING, Durations.TRUTH, Starvation()),
-    "las": (QueueOrder.LAS, Durations.ESTIMATED, Starvation()),
-    "srpt-est-nobound": (QueueOrder.SHORTEST_REMAINING, Durations.ESTIMATED, Starvation(max_wait_s=None)),
+    "fifo": (QueueOrder.FIFO, Durations.ESTIMATED, Starvation(), False),
+    "srpt-est": (QueueOrder.SHORTEST_REMAINING, Durations.ESTIMATED, Starvation(), False),
+    "srpt-true": (QueueOrder.SHORTEST_REMAINING, Durations.TRUTH, Starvation(), False),
+    "las": (QueueOrder.LAS, Durations.ESTIMATED, Starvation(), True),
+    "las-nopreempt": (QueueOrder.LAS, Durations.ESTIMATED, Starvation(), False),
+    "srpt-est-nobound": (
+        QueueOrder.SHORTEST_REMAINING,
+        Durations.ESTIMATED,
+        Starvation(max_wait_s=None),
+        False,
+    ),
 }
 HOUR = 3600.0
 
@@ -73,11 +83,13 @@ def scenarios(table: TruthTable) -> dict[str, Scenario]:
 def run_order(
     scenario: Scenario, label: str, table: TruthTable, truth: Truth, predictor: Predictor
 ) -> dict[str, float | int]:
-    order, durations, starvation = ORDERS[label]
+    order, durations, starvation, preempts = ORDERS[label]
     lengths = remaining(durations, scenario, table, predictor)
     ordering = Ordering(order, starvation=starvation, remaining=lengths)
     policy = make_policy("horus", predictor=predictor, rng=random.Random(SEED))
-    result = Simulation(scenario, SchedulingCycle(policy, ordering=ordering), truth).run()
+    cycle = SchedulingCycle(policy, ordering=ordering)
+    preempting = Preempting() if preempts else None
+    result = Simulation(scenario, cycle, truth, preemption=preempting).run()
     summary = summarise(result, scenario)
     return {
         "mean_jct_h": summary["mean_jct_s"] / HOUR,
@@ -87,6 +99,7 @@ def run_order(
         "makespan_h": summary["makespan_s"] / HOUR,
         "qos_violations": summary["qos_violations"],
         "jobs": summary["jobs"],
+        "preemptions": len(preempting.made) if preempting else 0,
     }
 
 
@@ -110,7 +123,7 @@ def main() -> None:
     rows = []
     print(
         "workload                           order            mean JCT h  p99 JCT h  mean wait h  max wait h"
-        "  makespan h  QoS   JCT/fifo  makespan/fifo"
+        "  makespan h  QoS   JCT/fifo  makespan/fifo  preemptions"
     )
     for name, scenario in scenarios(table).items():
         results = {label: run_order(scenario, label, table, truth, predictor) for label in ORDERS}
@@ -126,7 +139,7 @@ def main() -> None:
             print(
                 f"{name:<34} {label:<16} {r['mean_jct_h']:>10.2f} {r['p99_jct_h']:>10.1f}"
                 f" {r['mean_wait_h']:>12.2f} {r['max_wait_h']:>11.1f} {r['makespan_h']:>11.1f}"
-                f" {r['qos_violations']:>4} {jct_ratio:>10.3f} {makespan_ratio:>14.3f}"
+                f" {r['qos_violations']:>4} {jct_ratio:>10.3f} {makespan_ratio:>14.3f} {r['preemptions']:>12}"
             )
         print(f"{'':<34} (lengths known to the estimate: {known:.0%} of {fifo['jobs']} jobs)")
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,8 @@
                    [--truth-models DIR] [--host-cpus FILE.csv]
                    [--decide-with predictions|truth] [--online-learning]
                    [--queue-order fifo|shortest-remaining|las] [--durations estimated|truth]
-                   [--max-wait-seconds S] [--starvation-multiple K]
-                   [--migration [--restart-cost-seconds S] [--grace-period-seconds S]] --output DIR
+                   [--max-wait-seconds S] [--starvation-multiple K] [--no-preemption]
+                   [--migration] [--restart-cost-seconds S] [--grace-period-seconds S] --output DIR
 
 writes DIR/summary.json (one object per policy, keys in `sim.metrics.SUMMARY_KEYS`), DIR/details.json,
 DIR/jobs_<policy>.csv and PNG plots, and prints the comparison table.
@@ -22,6 +22,7 @@ import click
 from horus_operator.commands.queueing import queue_options
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
+from horus_operator.placement.preemption import PreemptionSettings
 from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import POLICIES, make_policy
 from horus_operator.prediction.api import Predictor
@@ -34,6 +35,7 @@ from horus_operator.sim.learning import OnlineLearning
 from horus_operator.sim.metrics import details, summarise
 from horus_operator.sim.migration import DEFAULT_GRACE_S, Migration
 from horus_operator.sim.oracle import OraclePredictor
+from horus_operator.sim.preemption import Preempting
 from horus_operator.sim.report import table, write_outputs
 from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth
@@ -158,16 +160,23 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     type=float,
     default=MoveSettings().restart_cost_s,
     show_default=True,
-    help="--migration: progress a move loses beyond the grace period",
+    help="--migration, las preemption: progress a move or a preemption loses beyond the grace period",
 )
 @click.option(
     "--grace-period-seconds",
     type=float,
     default=DEFAULT_GRACE_S,
     show_default=True,
-    help="--migration: every job's spec.migration.gracePeriodSeconds",
+    help="--migration, las preemption: every job's spec.migration.gracePeriodSeconds",
 )
 @queue_options(environment=False)
+@click.option(
+    "--preemption/--no-preemption",
+    default=True,
+    show_default=True,
+    help="--queue-order las: a waiting job may preempt running jobs of more attained GPU-service, which "
+    "queue again with their progress kept (placement/preemption.py); no other order preempts",
+)
 @click.option(
     "--durations",
     type=click.Choice([kind.value for kind in Durations]),
@@ -197,6 +206,7 @@ def simulate(
     durations: str,
     max_wait_seconds: float,
     starvation_multiple: float | None,
+    preemption: bool,
     output: Path,
 ) -> None:
     """Simulate WORKLOAD under each policy: decisions from predictions, progress from measured truth."""
@@ -231,8 +241,19 @@ def simulate(
             if migration
             else None
         )
+        preempting = (
+            Preempting(PreemptionSettings(grace_period_seconds, restart_cost_seconds))
+            if preemption and ordering.order == QueueOrder.LAS
+            else None
+        )
         result = Simulation(
-            scenario, cycle, truth, progress=progress, learning=learning, migration=moving
+            scenario,
+            cycle,
+            truth,
+            progress=progress,
+            learning=learning,
+            migration=moving,
+            preemption=preempting,
         ).run()
         results.append(result)
         summaries[name] = summarise(result, scenario)
@@ -247,6 +268,7 @@ def simulate(
         "online_learning": online_learning,
         "migration": migration,
         "queue_order": queue_order,
+        **({"preemption": preemption} if queue_order == QueueOrder.LAS else {}),
         "durations": durations,
         "max_wait_s": max_wait_seconds,
         "starvation_multiple": starvation_multiple,

@@ -20,6 +20,7 @@ from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
 from horus_operator.operator.telemetry.store import ObservationStore
 from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
+from horus_operator.placement.queueorder import QueueOrder
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
 from horus_operator.prediction.correction import CorrectedPredictor
@@ -65,7 +66,18 @@ def _wall_clock() -> datetime:
     return datetime.now(UTC)
 
 
+# Said once at start under `--queue-order las`: the operator does not execute the shared cycle's las
+# preemptions (`SchedulingCycle.preemptions`, which the simulator does), so its las is fifo by creation.
+LAS_WITHOUT_PREEMPTION = (
+    "--queue-order las: the operator does not preempt running DLJobs (only the simulator does, "
+    "placement/preemption.py), so no waiting job has attained service and las serves jobs as fifo does, "
+    "by creation time within a priority (docs/operator.md, 'Queue order')"
+)
+
+
 def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -> Runtime:
+    if config.queue_order == QueueOrder.LAS:
+        log.warning(LAS_WITHOUT_PREEMPTION)
     kube = Kube(load_client(pool_size=config.api_workers), workers=config.api_workers)
     prior = load_predictor(config.models_dir)
     predictor = CorrectedPredictor(prior)  # the shipped model, corrected online by what is observed

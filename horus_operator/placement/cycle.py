@@ -42,7 +42,14 @@ from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsati
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.makespan import guarded
 from horus_operator.placement.moves import Mobility, Move, MoveSettings, plan_moves, retarget
-from horus_operator.placement.queueorder import Ordering
+from horus_operator.placement.preemption import (
+    Preemption,
+    PreemptionSettings,
+    Service,
+    fits_alone,
+    plan_preemptions,
+)
+from horus_operator.placement.queueorder import Ordering, QueueOrder
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, RunningJob
 from horus_operator.placement.waitqueue import WaitQueue, prefix_length
 from horus_operator.prediction.api import Workload
@@ -188,6 +195,22 @@ class SchedulingCycle:
         return plan_moves(
             view, self._predictions, mobility, settings, limits=self.policy.limits, waiting=waiting
         )
+
+    def preemptions(
+        self,
+        snapshot: ClusterSnapshot,
+        queue: WaitQueue,
+        service: Mapping[str, Service],
+        settings: PreemptionSettings,
+    ) -> list[Preemption]:
+        """Running jobs to preempt for the jobs still waiting in `queue` on `snapshot` (the cluster once
+        this round's assignments run), by `placement.preemption.plan_preemptions`; only under `las`
+        (every other order: none), never on a node in cooldown."""
+        if self.ordering.order != QueueOrder.LAS or not queue:
+            return []
+        view = self.cooldowns.apply(snapshot)
+        waiting = ((request, queue.standing(request.key)) for request in queue)
+        return plan_preemptions(view, waiting, service, settings, fits_alone(self._predictions.job))
 
     def retarget(self, snapshot: ClusterSnapshot, job: RunningJob, reason: str) -> Assignment | None:
         """`job` (a moved job, at the GPU its move chose) placed there if it still fits

@@ -181,7 +181,8 @@ class Ordering:
 
     def starves_at(self, request: JobRequest) -> float:
         """When `request` starves (seconds on the caller's clock; inf: never)."""
-        return self.starvation.starves_at(request.submitted_at, self.remaining(request))
+        queued_at = request.submitted_at if request.queued_at is None else request.queued_at
+        return self.starvation.starves_at(queued_at, self.remaining(request))
 
     def critical_from_s(self, now: float, horizon: float | None) -> float | None:
         """The remaining work at which a waiting job is critical at `now` (None: none is)."""

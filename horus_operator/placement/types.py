@@ -73,6 +73,9 @@ class JobRequest:
     # GPU-seconds of service the job has had (time run × GPUs) before it queued again; what `las`
     # orders by (placement/queueorder.py). 0 for a job that never ran.
     attained_gpu_s: float = 0.0
+    # When it queued again after a preemption (`placement/preemption.py`), on the caller's clock; None:
+    # it has queued once, at `submitted_at`. The starvation bound counts its wait from here.
+    queued_at: float | None = None
 
 
 @dataclass(frozen=True)

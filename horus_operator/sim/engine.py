@@ -23,6 +23,10 @@ With migration (`sim/migration.py`) each decision round ends with the cycle's mo
 moves it proposes are made (the job restarts on its target after the grace period and restart cost);
 a job over its limit becoming movable is an event too.
 
+With preemption (`sim/preemption.py`, the `las` order) jobs still waiting after a round may preempt
+running jobs of more attained service (`SchedulingCycle.preemptions`): those go back to the queue with
+their progress kept, and the round places again; a running job becoming preemptable is an event too.
+
 The clock is the event time; nothing reads the wall clock, and all randomness is in the workload, so a
 run is a pure function of (scenario, policy, truth).
 """
@@ -40,11 +44,13 @@ from horus_operator.placement.base import TOLERANCE
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.moves import Mobility, Move
+from horus_operator.placement.preemption import Preemption, Service
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import Workload
 from horus_operator.sim.horizon import Horizon
 from horus_operator.sim.learning import OnlineLearning, Settled, cotenants_of
 from horus_operator.sim.migration import Migration
+from horus_operator.sim.preemption import Preempting
 from horus_operator.sim.results import JobRecord, RunResult, Sample
 from horus_operator.sim.state import ActiveJob, Totals
 from horus_operator.sim.truth import Truth
@@ -65,15 +71,19 @@ class Simulation:
         progress: bool = False,
         learning: OnlineLearning | None = None,
         migration: Migration | None = None,
+        preemption: Preempting | None = None,
     ) -> None:
         """`learning`: told each job state that has held long enough to be observed (`--online-learning`);
-        `migration`: moves running jobs (`--migration`)."""
+        `migration`: moves running jobs (`--migration`); `preemption`: stops running jobs for waiting
+        ones of less attained service (under `las`; `sim/preemption.py`)."""
         self.scenario = scenario
         self.cycle = cycle
         self.truth = truth
         self.progress = progress
         self.learning = learning
         self.migration = migration
+        self.preemption = preemption
+        self.suspended: dict[str, ActiveJob] = {}  # preempted jobs, waiting again: their progress
         self.index = ClusterIndex(scenario.nodes)
         self.queue = cycle.queue()
         self.rejected: dict[str, str] = {}
@@ -99,11 +109,14 @@ class Simulation:
                 completion = self._completions[0][0] if self._completions else float("inf")
                 lesson = self._lessons[0][0] if self._lessons else float("inf")
                 movable = self.migration.next_check_s() if self.migration else float("inf")
-                self._advance_to(min(upcoming, completion, lesson, movable))
+                preemptable = self.preemption.next_check_s() if self.preemption else float("inf")
+                self._advance_to(min(upcoming, completion, lesson, movable, preemptable))
                 bar.update(self._complete_due())
                 self._observe_due()
                 if self.migration:
                     self.migration.checked(self.now)
+                if self.preemption:
+                    self.preemption.checked(self.now)
                 while next_arrival < len(arrivals) and arrivals[next_arrival].arrival_s <= self.now:
                     self._arrive(arrivals[next_arrival])
                     next_arrival += 1
@@ -122,6 +135,7 @@ class Simulation:
             measured_colocated_s=totals.measured_colocated_s,
             rejected=self.rejected,
             migration=self.migration.summary() if self.migration else {},
+            preemption=self.preemption.summary() if self.preemption else {},
         )
 
     # -- time --------------------------------------------------------------------------------------
@@ -148,6 +162,8 @@ class Simulation:
         self._migrate()
         if self.queue:
             self._place(all_arrived)
+            if self.queue and self._preempt():
+                self._place(all_arrived)
             if not self.queue:
                 self._migrate()
 
@@ -158,6 +174,54 @@ class Simulation:
         mobility = {key: self._mobility(active) for key, active in self.active.items()}
         for move in self.cycle.moves(view, mobility, self.migration.settings, waiting=bool(self.queue)):
             self._move(move)
+
+    def _preempt(self) -> bool:
+        """Preempts what the cycle's rule says for the jobs still waiting, and starts each job preempted
+        for on the GPUs emptied for it where it still fits there (else the cycle places it, or another
+        job, in the round that follows); True if any was preempted."""
+        if self.preemption is None or not self.active:
+            return False
+        view = ClusterSnapshot(nodes=self.scenario.nodes, now=self.now, index=self.index)
+        service = {
+            key: Service(active.attained_gpu_s(self.now), active.run_since, self.preemption.count(key))
+            for key, active in self.active.items()
+        }
+        preemptions = self.cycle.preemptions(view, self.queue, service, self.preemption.settings)
+        for preemption in preemptions:
+            self._stop(preemption)
+        targets = {preemption.for_job: preemption for preemption in preemptions}
+        for preemption in targets.values():
+            running = ClusterSnapshot(self.scenario.nodes, tuple(self.index.jobs.values()), now=self.now)
+            assignment = self.cycle.retarget(running, preemption.target, preemption.reason)
+            if assignment is not None:
+                self._start(assignment, preemption.target.request)
+        return bool(preemptions)
+
+    def _stop(self, preemption: Preemption) -> None:
+        """The job stops with its progress kept and queues again, its attained service counted."""
+        assert self.preemption is not None
+        key = preemption.job
+        active = self.active.pop(key)
+        self._settle(active)
+        attained = active.attained_gpu_s(self.now)
+        self.index.remove(key)
+        slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
+        for slot in slots:
+            self.totals.busy_gpus -= not slot.tenants
+        self.totals.throughput -= len(active.gpu_indices) / active.slowdown
+        self._rerate_tenants(slots)
+        self.suspended[key] = active
+        self.preemption.preempted(preemption, self.now)
+        submitted = active.job.request
+        self.queue.add(
+            replace(
+                submitted,
+                max_slowdown=1.0 if key in self.oom_restarts else submitted.max_slowdown,
+                remaining_s=active.remaining_steps / active.job.steps_per_s_alone,
+                attained_gpu_s=attained,
+                queued_at=self.now,
+            )
+        )
 
     def _place(self, all_arrived: bool) -> None:
         horizon = (
@@ -201,15 +265,31 @@ class Simulation:
             self.totals.busy_gpus += not slot.tenants
         self.index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
         job = self.jobs[request.key]
-        self.active[request.key] = ActiveJob(
-            job=job,
-            request=request,
-            node=assignment.node,
-            gpu_indices=assignment.gpu_indices,
-            start_s=self.now,
-            since_s=self.now,
-            remaining_steps=job.total_steps,
-        )
+        resumed = self.suspended.pop(request.key, None)
+        if resumed is None:
+            self.active[request.key] = ActiveJob(
+                job=job,
+                request=request,
+                node=assignment.node,
+                gpu_indices=assignment.gpu_indices,
+                start_s=self.now,
+                since_s=self.now,
+                remaining_steps=job.total_steps,
+                run_since=self.now,
+            )
+        else:  # a preempted job: its progress and first start kept, its restart cost paid from now
+            assert self.preemption is not None
+            resumed.request, resumed.node, resumed.gpu_indices = (
+                request,
+                assignment.node,
+                assignment.gpu_indices,
+            )
+            resumed.since_s = resumed.run_since = self.now
+            resumed.paused_until = self.now + self.preemption.settings.cost_s
+            resumed.slowdown, resumed.colocated, resumed.measured = 1.0, False, True
+            self.active[request.key] = resumed
+        if self.preemption is not None:
+            self.preemption.started(self.now, request.attained_gpu_s, request.gpus)
         self.totals.throughput += len(assignment.gpu_indices)
         self._rerate_tenants(slots)
         return True

@@ -114,4 +114,5 @@ def details(result: RunResult) -> dict[str, Any]:
         "over_limit_job_hours": sum(record.over_limit_s for record in result.records) / 3600.0,
         "quarters": quarters(result.records),
         **({"migration": result.migration} if result.migration else {}),
+        **({"preemption": result.preemption} if result.preemption else {}),
     }

@@ -59,3 +59,4 @@ class RunResult:
     migration: dict[str, object] = field(
         default_factory=dict
     )  # `--migration`: what moved (`Migration.summary`)
+    preemption: dict[str, object] = field(default_factory=dict)  # `--queue-order las`: `Preempting.summary`

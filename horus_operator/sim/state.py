@@ -31,6 +31,11 @@ class ActiveJob:
     state_since: float = 0.0  # when its co-tenants (and so its slowdown) last changed
     paused_until: float = 0.0  # a moved job makes no progress until then (grace period + restart cost)
     over_limit_s: float = 0.0  # time its true slowdown was above its maxSlowdown as submitted
+    run_since: float = 0.0  # when it last (re)started: its attained service grows from then
+
+    def attained_gpu_s(self, now: float) -> float:
+        """GPU-seconds of service by `now`, over all its runs (las, `sim/preemption.py`)."""
+        return self.request.attained_gpu_s + (now - self.run_since) * len(self.gpu_indices)
 
     def remaining_alone_s(self, now: float) -> float:
         """Seconds of work left alone at `now` (its progress since `since_s` included)."""
