@@ -96,6 +96,14 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 )
 @_number("--migration-max-moves", int, Defaults.migration_max_moves, "Moves per job over its life.")
 @queue_options(environment=True)
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=Defaults.metrics_port,
+    show_default=True,
+    envvar="HORUS_METRICS_PORT",
+    help="Port of the Prometheus /metrics endpoint; 0 turns it off.",
+)
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
@@ -121,6 +129,7 @@ def run(
     queue_order: str,
     max_wait_seconds: float,
     starvation_multiple: float | None,
+    metrics_port: int,
     liveness: str,
     log_format: str,
     verbose: bool,
@@ -148,5 +157,6 @@ def run(
         queue_order=queue_order,
         max_wait_seconds=max_wait_seconds,
         starvation_multiple=starvation_multiple,
+        metrics_port=metrics_port,
     )
     entry.run(config, liveness_endpoint=liveness or None, json_logs=log_format == "json", verbose=verbose)

@@ -41,6 +41,7 @@ class OperatorConfig:
     queue_order: str = QueueOrder.FIFO.value
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S
     starvation_multiple: float | None = None
+    metrics_port: int = 9401  # Prometheus /metrics (operator/metrics.py); 0: none. The agent's is 9400.
 
     @property
     def moves(self) -> MoveSettings:

@@ -79,9 +79,16 @@ def _json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 class Kube:
     def __init__(
-        self, client: kubernetes.client.ApiClient, *, workers: int, component: str = "horus"
+        self,
+        client: kubernetes.client.ApiClient,
+        *,
+        workers: int,
+        component: str = "horus",
+        on_error: Callable[[Exception], None] = lambda error: None,
     ) -> None:
+        """`on_error`: told of every error a call raises (`apierrors`; the operator's metrics count them)."""
         self._client = client
+        self._on_error = on_error
         self._core = kubernetes.client.CoreV1Api(client)
         self._custom = kubernetes.client.CustomObjectsApi(client)
         self._coordination = kubernetes.client.CoordinationV1Api(client)
@@ -92,7 +99,11 @@ class Kube:
         """Run a blocking `fn` (one of the blocking methods below, or a caller's step made of them) in the
         pool."""
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        try:
+            return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+        except (apierrors.ApiError, apierrors.ApiUnavailable) as error:
+            self._on_error(error)
+            raise
 
     async def raw(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self.call(_json, fn, *args, **kwargs)

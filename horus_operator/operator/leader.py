@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable, NamespaceMissing
 from horus_operator.operator.kube import Kube, Lease
+from horus_operator.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +76,15 @@ def namespace_missing(config: LeaseConfig) -> Trouble:
 
 
 class LeaderElector:
-    def __init__(self, kube: Kube, config: LeaseConfig, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        config: LeaseConfig,
+        clock: Callable[[], datetime] | None = None,
+        metrics: OperatorMetrics | None = None,
+    ) -> None:
         self._kube = kube
+        self._metrics = metrics or OperatorMetrics()
         self._config = config
         self._clock = clock or (lambda: datetime.now(UTC))
         self.leading = asyncio.Event()
@@ -96,6 +104,7 @@ class LeaderElector:
             held = await self._kube.call(self._try_acquire)
         except RETRIED as error:
             self._report(trouble_of(error, self._config))
+            self._metrics.retried("lease")
             held = False
         else:
             self._report_over()
@@ -106,6 +115,7 @@ class LeaderElector:
         return f"another replica holds lease {self._config.namespace}/{self._config.name}"
 
     def _follow(self, held: bool) -> None:
+        self._metrics.leading(held)
         if held and not self.leading.is_set():
             log.info("lease %s acquired by %s", self._config.name, self._config.identity)
             self.leading.set()

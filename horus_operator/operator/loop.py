@@ -22,7 +22,7 @@ from typing import Any
 from horus_operator.api import dljob
 from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.api.keys import GPU_DRIVER
-from horus_operator.operator import cluster_view, status
+from horus_operator.operator import cluster_view, metrics, status
 from horus_operator.operator.apierrors import ApiError
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
@@ -34,6 +34,7 @@ from horus_operator.operator.jobs.graphs import GraphQueue
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
+from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves.mover import Mover
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.base import PredictingPolicy
@@ -111,10 +112,13 @@ class SchedulingLoop:
         config: LoopConfig,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_resync: Callable[[], Awaitable[None]] | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         """`on_resync`: reloads whatever else this replica must take over from the cluster when it
-        gains the lease (the online correction, `learning.Learning.restore`)."""
+        gains the lease (the online correction, `learning.Learning.restore`). `metrics`: where it counts
+        (`operator/metrics.py`; a registry of its own when not given)."""
         self._kube, self._cache = kube, cache
+        self._metrics = metrics = metrics or OperatorMetrics()
         self._on_resync = on_resync
         self._resolver, self._config, self._clock = resolver, config, clock
         self._cycle = SchedulingCycle(
@@ -123,8 +127,12 @@ class SchedulingLoop:
             max_explanations=config.max_explanations,
             ordering=config.ordering,
         )
-        self.reports = Reporter(kube=kube, cache=cache, concurrency=config.report_concurrency)
-        self._mover = Mover(kube, cache, self._cycle, self.reports, config.moves, every=config.resync_every)
+        self.reports = Reporter(
+            kube=kube, cache=cache, concurrency=config.report_concurrency, metrics=metrics
+        )
+        self._mover = Mover(
+            kube, cache, self._cycle, self.reports, config.moves, every=config.resync_every, metrics=metrics
+        )
         self._claims = (
             ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
         )
@@ -158,6 +166,7 @@ class SchedulingLoop:
             await step()
         except Exception:
             log.exception("scheduling step %s failed; retrying", step.__name__)
+            self._metrics.retried(step.__name__)
             await asyncio.sleep(1.0)
             return False
         return True
@@ -237,6 +246,8 @@ class SchedulingLoop:
         writes = [d for d in decisions.values() if d is not None and needs_write(*d)]
         for body, decision in writes:
             self.reports.write_later(body, decision)
+        self._metrics.cycled(time.perf_counter() - started)
+        self._metrics.refresh(self._gauges)
         if placed or writes:
             log.info(
                 "cycle: %d jobs changed, %d placed, %d still waiting, %d status writes in %.0f ms",
@@ -284,6 +295,7 @@ class SchedulingLoop:
             ),
         )
         if decision.avoid_node:
+            self._metrics.refused(metrics.UNSCHEDULABLE)
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
@@ -343,6 +355,8 @@ class SchedulingLoop:
                 verdict = invalid
             if verdict is None:
                 return None
+            if isinstance(verdict, InvalidJob):
+                self._metrics.refused(metrics.INVALID_SPEC)
             if isinstance(verdict, Workload):  # what the pod may keep busy beside its training loop
                 verdict = dataclasses.replace(verdict, host_cpus=template.host_cpus(job.template))
             self._workloads[cache_key] = verdict
@@ -370,6 +384,18 @@ class SchedulingLoop:
         )
         self._gpu_nodes = snapshot.nodes
         return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
+
+    def _gauges(self) -> metrics.Gauges:
+        """The cluster's gauges (`metrics.refresh`): why jobs wait, phases, GPUs in use and shared."""
+        records = self._records
+        waiting = [
+            metrics.pending_reason(records[k].waiting if k in records else "", moving=p.moving)
+            for k, p in self._pending.items()
+        ]
+        waiting += [metrics.RESOLVING] * self._graphs.reading
+        phases = [(body.get("status") or {}).get("phase") or "Pending" for body in self._cache.jobs.values()]
+        gpus = sum(len(n.labelled.gpus) for n in self._cache.node_views.values() if n.labelled)
+        return metrics.gauges(waiting, phases, self._cache.all_pods(), gpus)
 
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
         request = jobspec.request(job, workload, dljob.created_at(body), self._binding(job))
@@ -399,7 +425,9 @@ class SchedulingLoop:
             self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
         )
         decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
+        self._metrics.decided(decided_ms / 1000)
         for key, problem in result.unsatisfiable.items():
+            self._metrics.refused(metrics.UNSATISFIABLE)
             self._record(key).unsatisfiable = as_invalid(self._pending.pop(key).job, problem)
             self._cache.mark([key])
         assignments = [*moved.values(), *result.assignments]
@@ -464,6 +492,7 @@ class SchedulingLoop:
         except ApiError as error:
             if error.status in (400, 403, 422):  # the template itself is refused: the user must fix it
                 invalid = template.refused(pod, error.reason, error.body)
+                self._metrics.refused(metrics.POD_REJECTED)
                 self._workloads[(pending.job.uid, pending.job.generation)] = invalid
                 self._cache.mark([assignment.job])
                 return
@@ -475,6 +504,7 @@ class SchedulingLoop:
         record.name_conflicts, record.place, record.waiting = 0, None, ""
         self._cache.put_pod(stored)
         if created:
+            self._metrics.placed(pending.binding)
             reason = "Moved" if pending.moving else "Placed"
             self.reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
 

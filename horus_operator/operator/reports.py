@@ -22,6 +22,7 @@ from horus_operator.operator import status
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.jobs import reconcile
 from horus_operator.operator.kube import Kube
+from horus_operator.operator.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +32,11 @@ def needs_write(body: Mapping[str, Any], decision: reconcile.Decision) -> bool:
 
 
 class Reporter:
-    def __init__(self, *, kube: Kube, cache: ClusterCache, concurrency: int) -> None:
+    def __init__(
+        self, *, kube: Kube, cache: ClusterCache, concurrency: int, metrics: OperatorMetrics | None = None
+    ) -> None:
         self._kube, self._cache = kube, cache
+        self._metrics = metrics or OperatorMetrics()
         self._events: set[asyncio.Task[None]] = set()  # Events being posted
         self._writing: dict[str, asyncio.Task[Any]] = {}  # job key -> its status write in flight
         self._rewrite: set[str] = set()  # jobs re-decided while a write was in flight
@@ -75,6 +79,7 @@ class Reporter:
         failed = not task.cancelled() and task.exception() is not None
         if failed:
             log.warning("status write for %s failed (retried): %s", key, task.exception())
+            self._metrics.retried("status_write")
         if failed or key in self._rewrite:
             self._rewrite.discard(key)
             self._cache.mark([key])

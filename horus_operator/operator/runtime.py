@@ -17,6 +17,7 @@ from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
 from horus_operator.operator.telemetry.store import ObservationStore
 from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
@@ -38,9 +39,12 @@ class Runtime:
     loop: SchedulingLoop
     observing: ObservedTelemetry
     graph_reader: GraphReader
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start(self) -> None:
+        if self.config.metrics_port:
+            self.metrics.serve(self.config.metrics_port)
         self.tasks = [
             asyncio.create_task(self.elector.run(), name="horus-lease"),
             asyncio.create_task(self.loop.run(self.elector.leading), name="horus-scheduling"),
@@ -78,11 +82,18 @@ LAS_WITHOUT_PREEMPTION = (
 def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -> Runtime:
     if config.queue_order == QueueOrder.LAS:
         log.warning(LAS_WITHOUT_PREEMPTION)
-    kube = Kube(load_client(pool_size=config.api_workers), workers=config.api_workers)
+    metrics = OperatorMetrics()
+    kube = Kube(
+        load_client(pool_size=config.api_workers), workers=config.api_workers, on_error=metrics.api_error
+    )
     prior = load_predictor(config.models_dir)
     predictor = CorrectedPredictor(prior)  # the shipped model, corrected online by what is observed
     learning = Learning(
-        predictor, kube, CorrectionStore(kube, config.lease_namespace), prior_id=prior.models.identity()
+        predictor,
+        kube,
+        CorrectionStore(kube, config.lease_namespace),
+        prior_id=prior.models.identity(),
+        metrics=metrics,
     )
     graph_reader = GraphReader(features.from_onnx)
     resolver = WorkloadResolver(
@@ -111,9 +122,13 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         ),
         clock=clock,
         on_resync=learning.restore,
+        metrics=metrics,
     )
     elector = LeaderElector(
-        kube, LeaseConfig(namespace=config.lease_namespace, identity=config.identity), clock=clock
+        kube,
+        LeaseConfig(namespace=config.lease_namespace, identity=config.identity),
+        clock=clock,
+        metrics=metrics,
     )
     observing = ObservedTelemetry(
         cache=cache,
@@ -133,6 +148,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         loop=loop,
         observing=observing,
         graph_reader=graph_reader,
+        metrics=metrics,
     )
 
 

@@ -74,6 +74,7 @@ class OperatorProcess:
         settings: Mapping[str, str] = FAST_SETTINGS,
         nice: int = 0,
         kubeconfig: Path | None = None,
+        metrics_port: int = 0,
     ) -> None:
         self.cluster = cluster
         self.log_path = log_path
@@ -83,6 +84,7 @@ class OperatorProcess:
         self.settings = dict(settings)  # HORUS_* environment settings (`horus run --help` lists them)
         self.nice = nice  # one small machine: the operator competes with the API server for CPU
         self.kubeconfig = kubeconfig or cluster.kubeconfig  # whose rights it runs with (default: admin)
+        self.metrics_port = metrics_port  # 0 serves no /metrics (replicas on one host would share a port)
         self.process: subprocess.Popen[bytes] | None = None
         self._resyncs_at_start = 0
 
@@ -92,6 +94,7 @@ class OperatorProcess:
             "KUBECONFIG": str(self.kubeconfig),
             "HORUS_LEASE_NAMESPACE": self.lease_namespace,
             "HORUS_IDENTITY": self.identity,
+            "HORUS_METRICS_PORT": str(self.metrics_port),
             **self.settings,
         }
         argv = [

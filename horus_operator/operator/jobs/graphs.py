@@ -115,6 +115,11 @@ class GraphQueue:
         self._verdicts[key] = verdict
         self._done(job.key)
 
+    @property
+    def reading(self) -> int:
+        """Jobs whose graph or config is being read now."""
+        return len(self._running)
+
     def cancel(self) -> None:
         for task in self._running.values():
             task.cancel()

@@ -27,6 +27,7 @@ from horus_operator.operator.apierrors import ApiError, ApiUnavailable
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.jobs.pods import PodView
 from horus_operator.operator.kube import Kube
+from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves import migration
 from horus_operator.operator.reports import Reporter
 from horus_operator.placement.cycle import SchedulingCycle
@@ -46,9 +47,11 @@ class Mover:
         settings: MoveSettings,
         *,
         every: float,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         """`every`: seconds between plans at most (the loop's resync period)."""
         self._kube, self._cache, self._cycle, self._reports = kube, cache, cycle, reports
+        self._metrics = metrics or OperatorMetrics()
         self.settings, self._every = settings, every
         self._planned_at: datetime | None = None
         self._reserved: dict[str, RunningJob] = {}  # job key -> the target its move holds for it
@@ -108,6 +111,7 @@ class Mover:
         source = migration.where(pod.node, pod.gpu_indices)
         target = migration.where(move.target.node, move.target.gpu_indices)
         log.info("moving %s from %s to %s: %s", move.job, source, target, move.reason)
+        self._metrics.moved(move.trigger)
         self._reports.post_later(
             stored, kind="Normal", reason="Moving", message=f"moving to {target}: {move.reason}"
         )

@@ -21,6 +21,7 @@ from typing import Any
 from horus_operator.api import keys
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable, Conflict, NotFound
 from horus_operator.operator.kube import Kube
+from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation
 
@@ -62,6 +63,7 @@ class Learning:
     kube: Kube
     store: CorrectionStore
     prior_id: str  # the models the correction is relative to (`artifacts.identity`)
+    metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
     _saved: bool = False  # whether the ConfigMap exists (replace, not create)
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -96,7 +98,12 @@ class Learning:
         """Learn from each observation; save once when any was learned. Returns how many were."""
         learned = 0
         for observation in observations:
+            predicted = self._predicted(observation)
             refused = self.predictor.learn(observation)
+            if refused != "already learned":
+                self.metrics.sample(
+                    observation.gpu, predicted=predicted, observed=observation.slowdown, refused=refused
+                )
             if refused is None:
                 learned += 1
                 log.info(
@@ -112,6 +119,15 @@ class Learning:
         if learned:
             await self._save()
         return learned
+
+    def _predicted(self, observation: Observation) -> float | None:
+        """The slowdown placement reads for the observed job next to its co-tenants, before this lesson
+        (None: the prior says they cannot share, or the sample was learned already)."""
+        if self.predictor.correction.seen(observation.sample_id):
+            return None
+        together = [observation.workload, *observation.cotenants]
+        predicted = self.predictor.slowdowns(observation.gpu, together, observation.memory_mib)
+        return predicted[0] if predicted else None
 
     async def profile(
         self, gpu: str, workload: Workload, busy: float, memory_mib: float | None = None
