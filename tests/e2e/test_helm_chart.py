@@ -114,8 +114,8 @@ def test_agent_off_leaves_out_its_namespace_rbac_and_daemonset(helm_state: Path)
 
 
 def test_metrics_values(helm_state: Path) -> None:
-    def scrape_annotations(objects: dict[Any, dict[str, Any]]) -> dict[str, str]:
-        return objects[AGENT]["spec"]["template"]["metadata"].get("annotations", {})
+    def scrape_annotations(objects: dict[Any, dict[str, Any]], workload: Any = AGENT) -> dict[str, str]:
+        return objects[workload]["spec"]["template"]["metadata"].get("annotations", {})
 
     default = render(state=helm_state)
     off = render("metrics.enabled=false", state=helm_state)
@@ -123,11 +123,33 @@ def test_metrics_values(helm_state: Path) -> None:
         "metrics.serviceMonitor.enabled=true",
         "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
         "agent.metricsPort=9500",
+        "operator.metricsPort=9501",
+        "operator.podAnnotations.team=ml",
         state=helm_state,
     )
 
     assert scrape_annotations(default)["prometheus.io/port"] == "9400"
-    assert scrape_annotations(off) == {}
+    assert scrape_annotations(default, OPERATOR)["prometheus.io/port"] == "9401"
+    assert scrape_annotations(off) == {} and scrape_annotations(off, OPERATOR) == {}
+    assert scrape_annotations(monitored, OPERATOR) == {
+        "team": "ml",
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": "9501",
+        "prometheus.io/path": "/metrics",
+    }
+    assert _env(monitored[OPERATOR])["HORUS_METRICS_PORT"] == "9501"
+    assert {"name": "metrics", "containerPort": 9501} in _container(monitored[OPERATOR])["ports"]
+    operator_service = monitored[("v1", "Service", "horus-system", "horus-operator-metrics")]
+    operator_monitor = monitored[
+        ("monitoring.coreos.com/v1", "ServiceMonitor", "horus-system", "horus-operator")
+    ]
+    operator_pod_labels = monitored[OPERATOR]["spec"]["template"]["metadata"]["labels"]
+    assert operator_service["spec"]["selector"].items() <= operator_pod_labels.items()
+    assert operator_service["spec"]["ports"] == [{"name": "metrics", "port": 9501, "targetPort": "metrics"}]
+    assert (
+        operator_monitor["spec"]["selector"]["matchLabels"].items()
+        <= operator_service["metadata"]["labels"].items()
+    )
     assert not [key for key in default if key[1] in ("Service", "ServiceMonitor")]
     service = monitored[("v1", "Service", "horus-agent", "horus-agent-metrics")]
     monitor = monitored[("monitoring.coreos.com/v1", "ServiceMonitor", "horus-agent", "horus-agent")]

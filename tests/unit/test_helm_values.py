@@ -56,3 +56,5 @@ def test_the_default_values_are_the_commands_defaults() -> None:
         defaults["queue_order"],
         defaults["policy"],
     )
+    assert operator["metricsPort"] == defaults["metrics_port"]
+    assert values["agent"]["metricsPort"] == {p.name: p.default for p in agent.params}["metrics_port"]

@@ -35,11 +35,10 @@ app.kubernetes.io/component: {{ . }}
 
 {{/*
 The components that export Prometheus metrics, as a list of dicts (component, namespace, port):
-the one place the metrics templates read. Today the node agent; the operator joins when it exports
-metrics.
+the one place the metrics templates read. The operator, and the node agent where it is enabled.
 */}}
 {{- define "horus.metricsEndpoints" -}}
-{{- $endpoints := list -}}
+{{- $endpoints := list (dict "component" "operator" "namespace" (include "horus.operatorNamespace" .) "port" .Values.operator.metricsPort) -}}
 {{- if .Values.agent.enabled -}}
 {{- $endpoints = append $endpoints (dict "component" "agent" "namespace" (include "horus.agentNamespace" .) "port" .Values.agent.metricsPort) -}}
 {{- end -}}
