@@ -183,6 +183,20 @@ def test_crds_and_examples_apply_with_f_and_k(
     assert "dljob.horus.dev/cnn-resnet50" in jobs.stdout, jobs.stdout
 
 
+@pytest.mark.e2e
+def test_the_dashboard_applies_into_the_namespace_given(
+    cluster: devcluster.LocalCluster, namespace: str
+) -> None:
+    """manifests/dashboards/ has no namespace of its own: it goes where Grafana's sidecar looks."""
+    result = cluster.kubectl(
+        "apply", "-n", namespace, "-k", str(MANIFESTS / "dashboards"), "--dry-run=server"
+    )
+    assert "configmap/horus-dashboard" in result.stdout, result.stdout
+    rendered = yaml.safe_load(cluster.kubectl("kustomize", str(MANIFESTS / "dashboards")).stdout)
+    assert rendered["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert "namespace" not in rendered["metadata"]
+
+
 def test_rbac_has_no_wildcards() -> None:
     for role in _kind("ClusterRole") + _kind("Role"):
         for rule in role["rules"]:

@@ -173,3 +173,13 @@ def test_the_charts_copy_is_the_same_dashboard() -> None:
     )
     chart_values = yaml.safe_load((REPO / "charts" / "horus" / "values.yaml").read_text())
     assert chart_values["metrics"]["grafanaDashboard"]["labels"] == {"grafana_dashboard": "1"}
+
+
+def test_the_alerts_docs_suggest_parse_and_name_exported_metrics() -> None:
+    text = (REPO / "docs" / "operator.md").read_text()
+    block = text.split("Alerts a platform team would set", 1)[1].split("```yaml", 1)[1].split("```", 1)[0]
+    rules = [rule for group in yaml.safe_load(block)["groups"] for rule in group["rules"]]
+    assert len(rules) >= 2
+    for rule in rules:
+        names = _metric_names(rule["expr"])
+        assert names and names <= EXPORTED, (rule["alert"], names - EXPORTED)
