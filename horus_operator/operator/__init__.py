@@ -4,7 +4,8 @@
 Contract: a shell around `placement` and `prediction`. Rooms by concern:
 - here: the adapter (`kube.py`, `apierrors.py`, `leader.py`), the cache and its snapshot
   (`cache.py`, `cluster_view.py`), the scheduling loop (`loop.py`), the one status writer
-  (`reports.py`, with `status.py` saying who owns which field), the wiring (`entry.py`, `handlers.py`,
+  (`reports.py`, with `status.py` saying who owns which field), the Prometheus metrics (`metrics.py`:
+  the registry; the others tell it what happened), the wiring (`entry.py`, `handlers.py`,
   `runtime.py`, `config.py`);
 - `jobs/`: one DLJob's decisions (workload, template, next state, its pod);
 - `dra/`: ResourceClaims and ResourceSlices under DRA binding;
@@ -19,6 +20,6 @@ What each module may touch:
 - The decision modules (`jobs.reconcile`, `jobs.jobspec`, `jobs.pods`, `jobs.template`, `jobs.tenancy`,
   `dra.claims`, `dra.slices`, `moves.migration`, `telemetry.gpunodes`, `telemetry.observed`,
   `cluster_view`, …) are pure: API dicts in, decisions out, the time passed in; they import no adapter,
-  no kopf, no asyncio.
+  no kopf, no asyncio, no metrics.
 `.importlinter` checks these rules (`make lint`).
 """
