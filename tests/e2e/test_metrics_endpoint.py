@@ -56,12 +56,12 @@ def test_a_scrape_after_placing_jobs_finds_the_counts_it_expects(
 ) -> None:
     port = operator.metrics_port
 
-    def leading() -> Samples | None:
+    def cycling() -> Samples | None:
         samples = _scrape(port)
-        return samples if _value(samples, "horus_leader") == 1 else None
+        cycled = _value(samples, "horus_cycle_duration_seconds_count") > 0  # its first cycle after the resync
+        return samples if _value(samples, "horus_leader") == 1 and cycled else None
 
-    before = wait_for(leading, timeout=30, what="the leader's /metrics")
-    assert _value(before, "horus_cycle_duration_seconds_count") > 0  # it has cycled since its resync
+    before = wait_for(cycling, timeout=30, what="the leader's /metrics after its first cycle")
 
     node = cluster.add_nodes(devcluster.GpuNodePool(count=1, gpus_per_node=1, name_prefix="metrics-node"))[0]
     compatible, _ = predicted_pairs()
