@@ -271,7 +271,15 @@ def test_helm_install_places_a_dljob_and_upgrade_rolls_the_operator(
         items = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
         dry_run = ("apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", "-")
         checked = cluster.kubectl(*dry_run, input=items, check=False)
-        assert checked.returncode == 0 and "Warning" not in checked.stderr, checked.stderr
+        # kubectl's notice about objects an earlier test of the session applied client-side (it moves
+        # their last-applied annotation to server-side apply) is not about the chart: every other
+        # warning (Pod Security admission's first) is.
+        warnings = [
+            line
+            for line in checked.stderr.splitlines()
+            if line.startswith("Warning") and "last-applied-configuration" not in line
+        ]
+        assert checked.returncode == 0 and not warnings, checked.stderr
     finally:
         run_helm(
             "uninstall",
