@@ -24,6 +24,28 @@ ANNOTATION_REQUEST = "horus.dev/request"  # JSON of the job request, so a pod al
 ANNOTATION_PREDICTED = "horus.dev/predicted"  # JSON {utilization, memoryMiB, slowdown}
 ANNOTATION_COLOCATED = "horus.dev/colocated-with"  # "ns/a,ns/b"
 
+# The pod route (docs/operator.md, "Pods of other controllers"): a pod opts in with the label (or its
+# namespace does, for pods that name their model), says what the DLJob spec says in annotations
+# (`pod_spec.py`), is held by the scheduling gate until Horus places it, and reads its GPUs from the
+# visible-devices annotation through the downward API.
+LABEL_MANAGED = "horus.dev/managed"  # "true" on a pod (or a namespace) whose GPU pods Horus places
+SCHEDULING_GATE = "horus.dev/placement"
+ANNOTATION_VISIBLE_DEVICES = "horus.dev/visible-devices"  # NVIDIA_VISIBLE_DEVICES, written at release
+CONDITION_PLACED = "horus.dev/Placed"  # the pod condition that says why a gated pod waits
+ANNOTATION_MODEL = "horus.dev/model"  # catalog name, onnx:<configmap>[/<key>] or huggingface:<…>
+ANNOTATION_BATCH_SIZE = "horus.dev/batch-size"
+ANNOTATION_PRECISION = "horus.dev/precision"
+ANNOTATION_MAX_SLOWDOWN = "horus.dev/max-slowdown"
+ANNOTATION_GPU_COUNT = "horus.dev/gpu-count"  # `gpus` is the placement record (indices), so another name
+ANNOTATION_PRIORITY = "horus.dev/priority"
+ANNOTATION_TOTAL_STEPS = "horus.dev/total-steps"
+ANNOTATION_INPUT_SHAPE = "horus.dev/input-shape"  # "3x32x32"
+ANNOTATION_SEQUENCE_LENGTH = "horus.dev/sequence-length"  # with huggingface:
+ANNOTATION_OPTIMIZER = "horus.dev/optimizer"
+ANNOTATION_LORA_RANK = "horus.dev/lora-rank"
+ANNOTATION_LORA_TARGETS = "horus.dev/lora-target-modules"  # "q_proj,v_proj"
+ANNOTATION_GRADIENT_CHECKPOINTING = "horus.dev/gradient-checkpointing"  # "true"
+
 # GPU Feature Discovery node labels.
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 LABEL_GPU_COUNT = "nvidia.com/gpu.count"

@@ -1,0 +1,235 @@
+"""The pod route's spec: a pod of any controller (a Job's, a PyTorchJob's, one made by hand) says in
+annotations what a DLJob says in its spec, and this one parser turns them into the same `JobSpec`.
+
+Each annotation sets one DLJob field (`FIELDS`); the annotations become a DLJob-shaped spec that
+`dljob.parse` reads, and every check after it (these bounds, which are the CRD's; the operator's
+`WorkloadResolver`: catalog names, precision, ONNX graphs, Hugging Face configs, input shapes) is the
+DLJob's own. An `InvalidJob` from any of them is renamed by `renamed` to the annotation that set the
+field, e.g. `metadata.annotations['horus.dev/batch-size']='0': at least 1`, so the owner of a pod is
+told what to fix in the words of the pod.
+
+    horus.dev/model: resnet50 | onnx:<configmap>[/<key>] | huggingface:<configmap>[/<key>]
+    horus.dev/batch-size: "64"            (required)
+    horus.dev/precision: fp32|amp|bf16    horus.dev/max-slowdown: "1.5"   horus.dev/gpu-count: "1"
+    horus.dev/priority: "0"               horus.dev/total-steps: "10000"
+    horus.dev/input-shape: 3x32x32        (with a catalog name)
+    horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing
+                                          (with huggingface:)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from horus_operator.api import defaults, dljob, keys
+from horus_operator.api.dljob import InvalidJob, JobSpec
+
+ONNX_PREFIX = "onnx:"
+HUGGINGFACE_PREFIX = "huggingface:"
+MODEL_FORMS = "a catalog name, onnx:<configmap>[/<key>] or huggingface:<configmap>[/<key>]"
+
+# The DLJob field each annotation sets (the longest match names an error's annotation).
+FIELDS: Mapping[str, str] = {
+    "spec.model": keys.ANNOTATION_MODEL,
+    "spec.model.architecture": keys.ANNOTATION_MODEL,
+    "spec.model.onnx": keys.ANNOTATION_MODEL,
+    dljob.HUGGINGFACE: keys.ANNOTATION_MODEL,
+    f"{dljob.HUGGINGFACE}.sequenceLength": keys.ANNOTATION_SEQUENCE_LENGTH,
+    f"{dljob.HUGGINGFACE}.optimizer": keys.ANNOTATION_OPTIMIZER,
+    f"{dljob.HUGGINGFACE}.lora": keys.ANNOTATION_LORA_RANK,
+    f"{dljob.HUGGINGFACE}.lora.targetModules": keys.ANNOTATION_LORA_TARGETS,
+    f"{dljob.HUGGINGFACE}.gradientCheckpointing": keys.ANNOTATION_GRADIENT_CHECKPOINTING,
+    dljob.INPUT_SHAPE: keys.ANNOTATION_INPUT_SHAPE,
+    "spec.batchSize": keys.ANNOTATION_BATCH_SIZE,
+    "spec.precision": keys.ANNOTATION_PRECISION,
+    "spec.maxSlowdown": keys.ANNOTATION_MAX_SLOWDOWN,
+    "spec.gpus": keys.ANNOTATION_GPU_COUNT,
+    "spec.priority": keys.ANNOTATION_PRIORITY,
+    "spec.totalSteps": keys.ANNOTATION_TOTAL_STEPS,
+}
+
+# The owner's annotations (`FIELDS`' keys); every other horus.dev/ annotation on a pod is Horus's record
+# of a placement and may not be written by its owner (`placement_records`).
+SPEC_ANNOTATIONS = frozenset(FIELDS.values())
+
+# The CRD's bounds (crds/dljob.yaml), which the API server checks for a DLJob and this module for a pod.
+BOUNDS: Mapping[str, tuple[float, float]] = {
+    "spec.batchSize": (1, 65536),
+    "spec.gpus": (1, 8),
+    "spec.maxSlowdown": (1.0, 100.0),
+    "spec.priority": (-1_000_000, 1_000_000),
+    "spec.totalSteps": (1, math.inf),
+}
+
+
+def annotation_field(key: str) -> str:
+    """How an error names an annotation: the path `kubectl explain` and JSONPath use."""
+    return f"metadata.annotations['{key}']"
+
+
+def request_key(namespace: str, name: str) -> str:
+    """The pod's key in the scheduling queue (and in `horus.dev/request`): apart from any DLJob's."""
+    return f"pod:{namespace}/{name}"
+
+
+def is_request_key(key: str) -> bool:
+    return key.startswith("pod:")
+
+
+def wants_horus(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
+    """Whether a pod asks to be placed by Horus: labelled `horus.dev/managed: "true"`, or, unlabelled, it
+    names its model (what a namespace labelled `horus.dev/managed: "true"` sends here). `"false"` on
+    the pod opts it out of its namespace's choice."""
+    label = labels.get(keys.LABEL_MANAGED)
+    if label is not None:
+        return label == "true"
+    return keys.ANNOTATION_MODEL in annotations
+
+
+def placement_records(annotations: Mapping[str, str]) -> list[str]:
+    """The horus.dev/ annotations on a pod that only Horus writes (its record of where the pod runs)."""
+    return sorted(k for k in annotations if k.startswith(keys.PREFIX) and k not in SPEC_ANNOTATIONS)
+
+
+def parse(pod: Mapping[str, Any], *, namespace: str = "") -> JobSpec:
+    """The `JobSpec` a pod's annotations describe; `InvalidJob` naming the annotation at fault.
+    `namespace`: where the pod is created when its body does not say yet (at admission)."""
+    meta = pod.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    body = {
+        "metadata": {
+            "namespace": meta.get("namespace") or namespace,
+            "name": meta.get("name") or meta.get("generateName") or "",
+            "uid": meta.get("uid", ""),
+            "generation": 1,
+        },
+        "spec": _spec(annotations),
+    }
+    try:
+        job = dljob.parse(body)
+        check_bounds(job)
+    except InvalidJob as invalid:
+        raise renamed(invalid, annotations) from None
+    return job
+
+
+def check_bounds(job: JobSpec) -> None:
+    """The CRD's minimum and maximum of each number, named as the DLJob names it."""
+    values = {
+        "spec.batchSize": job.batch_size,
+        "spec.gpus": job.gpus,
+        "spec.maxSlowdown": job.max_slowdown,
+        "spec.priority": job.priority,
+        "spec.totalSteps": job.total_steps,
+    }
+    for path, value in values.items():
+        low, high = BOUNDS[path]
+        if value is not None and not (math.isfinite(value) and low <= value <= high):
+            within = f"at least {low:g}" if high == math.inf else f"from {low:g} to {high:g}"
+            raise InvalidJob(path, value, within)
+
+
+def renamed(invalid: InvalidJob, annotations: Mapping[str, str]) -> InvalidJob:
+    """The same error, naming the annotation that set the DLJob field it names, with the annotation's
+    text as the value (an error deeper inside, such as a Hugging Face config's key, keeps its own path
+    in the reason)."""
+    path = invalid.field_path
+    matches = [f for f in FIELDS if path == f or (path.startswith(f) and not path[len(f)].isalnum())]
+    if not matches:
+        return invalid
+    field = max(matches, key=len)
+    key = FIELDS[field]
+    reason = invalid.reason if path == field else f"{path}={invalid.value!r}: {invalid.reason}"
+    renamed_error = InvalidJob(annotation_field(key), annotations.get(key), reason)
+    renamed_error.__cause__ = invalid.__cause__
+    return renamed_error
+
+
+def _spec(annotations: Mapping[str, str]) -> dict[str, Any]:
+    """A DLJob spec from the annotations; the numbers converted here (an annotation is text)."""
+    spec: dict[str, Any] = {"model": _model(annotations)}
+    if keys.ANNOTATION_BATCH_SIZE not in annotations:
+        raise InvalidJob(
+            annotation_field(keys.ANNOTATION_BATCH_SIZE), None, "required: the per-GPU batch size"
+        )
+    spec["batchSize"] = _number(annotations, keys.ANNOTATION_BATCH_SIZE, int)
+    optional: Mapping[str, tuple[str, type]] = {
+        "gpus": (keys.ANNOTATION_GPU_COUNT, int),
+        "maxSlowdown": (keys.ANNOTATION_MAX_SLOWDOWN, float),
+        "priority": (keys.ANNOTATION_PRIORITY, int),
+        "totalSteps": (keys.ANNOTATION_TOTAL_STEPS, int),
+    }
+    for field, (key, kind) in optional.items():
+        if key in annotations:
+            spec[field] = _number(annotations, key, kind)
+    spec["precision"] = annotations.get(keys.ANNOTATION_PRECISION, defaults.DEFAULT_PRECISION).strip()
+    return spec
+
+
+def _model(annotations: Mapping[str, str]) -> dict[str, Any]:
+    text = annotations.get(keys.ANNOTATION_MODEL, "").strip()
+    if not text:
+        raise InvalidJob(
+            annotation_field(keys.ANNOTATION_MODEL),
+            annotations.get(keys.ANNOTATION_MODEL),
+            (f"required: {MODEL_FORMS}"),
+        )
+    if text.startswith(ONNX_PREFIX):
+        name, key = _config_map(annotations, ONNX_PREFIX, defaults.ONNX_KEY)
+        return {"onnx": {"configMap": name, "key": key}}
+    if text.startswith(HUGGINGFACE_PREFIX):
+        name, key = _config_map(annotations, HUGGINGFACE_PREFIX, defaults.HF_CONFIG_KEY)
+        return {"huggingface": {"configMap": name, "key": key, **_huggingface(annotations)}}
+    model: dict[str, Any] = {"architecture": text}
+    if keys.ANNOTATION_INPUT_SHAPE in annotations:
+        model["inputShape"] = _shape(annotations)
+    return model
+
+
+def _config_map(annotations: Mapping[str, str], prefix: str, default_key: str) -> tuple[str, str]:
+    text = annotations[keys.ANNOTATION_MODEL].strip()
+    name, _, key = text[len(prefix) :].partition("/")
+    if not name:
+        raise InvalidJob(annotation_field(keys.ANNOTATION_MODEL), text, f"name a ConfigMap: {MODEL_FORMS}")
+    return name, key or default_key
+
+
+def _huggingface(annotations: Mapping[str, str]) -> dict[str, Any]:
+    """The training fields of spec.model.huggingface; the resolver checks them as it checks a DLJob's."""
+    fields: dict[str, Any] = {}
+    if keys.ANNOTATION_SEQUENCE_LENGTH in annotations:
+        fields["sequenceLength"] = _number(annotations, keys.ANNOTATION_SEQUENCE_LENGTH, int)
+    if keys.ANNOTATION_OPTIMIZER in annotations:
+        fields["optimizer"] = annotations[keys.ANNOTATION_OPTIMIZER].strip()
+    if keys.ANNOTATION_LORA_RANK in annotations:
+        targets = annotations.get(keys.ANNOTATION_LORA_TARGETS, "")
+        fields["lora"] = {
+            "rank": _number(annotations, keys.ANNOTATION_LORA_RANK, int),
+            "targetModules": [t.strip() for t in targets.split(",") if t.strip()],
+        }
+    if keys.ANNOTATION_GRADIENT_CHECKPOINTING in annotations:
+        value = annotations[keys.ANNOTATION_GRADIENT_CHECKPOINTING].strip()
+        if value not in ("true", "false"):
+            raise InvalidJob(annotation_field(keys.ANNOTATION_GRADIENT_CHECKPOINTING), value, "true or false")
+        fields["gradientCheckpointing"] = value == "true"
+    return fields
+
+
+def _shape(annotations: Mapping[str, str]) -> list[int] | str:
+    """ "3x32x32" as sizes; what is not sizes is handed on as written, for `dljob.input_shape` to refuse."""
+    text = annotations[keys.ANNOTATION_INPUT_SHAPE].strip()
+    parts = text.lower().split("x")
+    return [int(p) for p in parts] if all(p.isdigit() for p in parts) else text
+
+
+def _number(annotations: Mapping[str, str], key: str, kind: type) -> Any:
+    text = annotations[key].strip()
+    try:
+        value = kind(text)
+    except ValueError:
+        raise InvalidJob(
+            annotation_field(key), annotations[key], f"{'an integer' if kind is int else 'a number'}"
+        ) from None
+    return value
