@@ -104,6 +104,24 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     envvar="HORUS_METRICS_PORT",
     help="Port of the Prometheus /metrics endpoint; 0 turns it off.",
 )
+@click.option(
+    "--webhook-port",
+    type=int,
+    envvar="HORUS_WEBHOOK_PORT",
+    help="Serve the pod admission webhook on this port and place labelled pods of any controller "
+    '(docs/operator.md, "Pods of other controllers") [default: off].',
+)
+@click.option("--webhook-addr", default=Defaults.webhook_addr, show_default=True, envvar="HORUS_WEBHOOK_ADDR")
+@click.option(
+    "--webhook-host", envvar="HORUS_WEBHOOK_HOST", help="The name the API server reaches the webhook by."
+)
+@click.option(
+    "--webhook-cert",
+    type=click.Path(dir_okay=False),
+    envvar="HORUS_WEBHOOK_CERT",
+    help="The webhook's serving certificate (PEM), re-read when it changes.",
+)
+@click.option("--webhook-key", type=click.Path(dir_okay=False), envvar="HORUS_WEBHOOK_KEY")
 @click.option("--liveness", default="http://0.0.0.0:8080/healthz", show_default=True, envvar="HORUS_LIVENESS")
 @click.option("--log-format", type=click.Choice(["json", "plain"]), default="json", show_default=True)
 @click.option("--verbose", "-v", is_flag=True)
@@ -130,6 +148,11 @@ def run(
     max_wait_seconds: float,
     starvation_multiple: float | None,
     metrics_port: int,
+    webhook_port: int | None,
+    webhook_addr: str,
+    webhook_host: str | None,
+    webhook_cert: str | None,
+    webhook_key: str | None,
     liveness: str,
     log_format: str,
     verbose: bool,
@@ -158,5 +181,14 @@ def run(
         max_wait_seconds=max_wait_seconds,
         starvation_multiple=starvation_multiple,
         metrics_port=metrics_port,
+        webhook_port=webhook_port,
+        webhook_addr=webhook_addr,
+        webhook_host=webhook_host,
+        webhook_cert=webhook_cert,
+        webhook_key=webhook_key,
     )
+    if webhook_port is not None and not (webhook_cert and webhook_key):
+        raise click.UsageError(
+            "--webhook-port needs --webhook-cert and --webhook-key (the API server calls HTTPS)"
+        )
     entry.run(config, liveness_endpoint=liveness or None, json_logs=log_format == "json", verbose=verbose)

@@ -42,6 +42,19 @@ class OperatorConfig:
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S
     starvation_multiple: float | None = None
     metrics_port: int = 9401  # Prometheus /metrics (operator/metrics.py); 0: none. The agent's is 9400.
+    # The pod route (operator/podroute/): pods of other controllers, admitted by the webhook this
+    # replica serves on `webhook_port` (None: no webhook, no pod route) with the certificate and key in
+    # these files (kopf reloads them when they change); `webhook_host` is the name the API server
+    # reaches it by, for the certificate's check.
+    webhook_port: int | None = None
+    webhook_addr: str = "0.0.0.0"
+    webhook_host: str | None = None
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+
+    @property
+    def pod_route(self) -> bool:
+        return self.webhook_port is not None
 
     @property
     def moves(self) -> MoveSettings:

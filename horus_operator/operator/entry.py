@@ -26,6 +26,8 @@ def run(config: OperatorConfig, *, liveness_endpoint: str | None, json_logs: boo
     """Blocks until SIGINT/SIGTERM. `config` reaches the start-up handler in kopf's memo."""
     kopf.configure(verbose=verbose, log_format=kopf.LogFormat.JSON if json_logs else kopf.LogFormat.FULL)
     config = _with_dra(config)
+    if config.pod_route:  # the webhook and the managed pods' watch (kopf wants a server for the one)
+        importlib.import_module("horus_operator.operator.podroute.handlers")
     kopf.run(
         standalone=True,  # replicas coordinate through the Lease, not kopf peering
         clusterwide=config.namespace is None,

@@ -23,7 +23,10 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
     settings.posting.level = logging.WARNING  # Horus posts its own Events
     # One "Handler succeeded" line per watch event would drown the log (and cost CPU in a burst).
     logging.getLogger("kopf.objects").setLevel(logging.WARNING)
-    settings.watching.label_selectors["pods"] = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER}"
+    if not memo.config.pod_route:
+        # Only Horus's own pods; the pod route also watches pods of other controllers (labelled
+        # horus.dev/managed), and one watch has one label selector: then every pod, filtered here.
+        settings.watching.label_selectors["pods"] = f"{keys.LABEL_MANAGED_BY}={keys.MANAGER}"
     settings.watching.server_timeout = 300
     settings.networking.request_timeout = 60
     memo.runtime = runtime.build(memo.config)  # handed over by entry.run

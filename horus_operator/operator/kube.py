@@ -126,6 +126,32 @@ class Kube:
             listing = await self.raw(self._core.list_pod_for_all_namespaces, label_selector=selector)
         return listing["items"]
 
+    async def list_managed_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        """The pod route's pods: labelled `horus.dev/managed: "true"` (by their owner or the webhook)."""
+        selector = f"{keys.LABEL_MANAGED}=true"
+        if namespace:
+            listing = await self.raw(self._core.list_namespaced_pod, namespace, label_selector=selector)
+        else:
+            listing = await self.raw(self._core.list_pod_for_all_namespaces, label_selector=selector)
+        return listing["items"]
+
+    async def json_patch_pod(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """Apply a JSON patch (RFC 6902) to a pod in one request: all of it or, on any failed operation
+        or a resourceVersion it names that is no longer the pod's (`Conflict`), none of it."""
+        return await self.raw(self._core.patch_namespaced_pod, name, namespace, operations)
+
+    async def set_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> None:
+        """Set one condition of a pod's status (a strategic merge: the others stay). Best effort."""
+        body = {"status": {"conditions": [dict(condition)]}}
+        try:
+            await self.raw(self._core.patch_namespaced_pod_status, name, namespace, body)
+        except (apierrors.ApiError, apierrors.ApiUnavailable) as error:
+            log.warning(
+                "condition %s on pod %s/%s not set: %s", condition.get("type"), namespace, name, error
+            )
+
     async def list_nodes(self) -> list[dict[str, Any]]:
         return (await self.raw(self._core.list_node))["items"]
 
@@ -303,15 +329,24 @@ class Kube:
             return config_map["data"][key].encode()
         raise LookupError(f"key {key!r} in ConfigMap {namespace}/{name}")
 
-    async def post_event(self, involved: Mapping[str, Any], *, kind: str, reason: str, message: str) -> None:
-        """A core/v1 Event about a DLJob (what `kubectl describe dljob` shows). Best effort."""
+    async def post_event(
+        self,
+        involved: Mapping[str, Any],
+        *,
+        kind: str,
+        reason: str,
+        message: str,
+        involved_kind: tuple[str, str] = (keys.API_VERSION, keys.KIND),
+    ) -> None:
+        """A core/v1 Event about a DLJob (what `kubectl describe dljob` shows), or about another object
+        (`involved_kind`: its apiVersion and kind, e.g. a pod of the pod route). Best effort."""
         meta = involved["metadata"]
         now = datetime.now(UTC)
         event = {
             "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
             "involvedObject": {
-                "apiVersion": keys.API_VERSION,
-                "kind": keys.KIND,
+                "apiVersion": involved_kind[0],
+                "kind": involved_kind[1],
                 "name": meta["name"],
                 "namespace": meta["namespace"],
                 "uid": meta.get("uid", ""),

@@ -36,6 +36,7 @@ from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
 from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves.mover import Mover
+from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.cycle import SchedulingCycle
@@ -113,10 +114,14 @@ class SchedulingLoop:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         on_resync: Callable[[], Awaitable[None]] | None = None,
         metrics: OperatorMetrics | None = None,
+        podroute: PodRoute | None = None,
     ) -> None:
         """`on_resync`: reloads whatever else this replica must take over from the cluster when it
         gains the lease (the online correction, `learning.Learning.restore`). `metrics`: where it counts
-        (`operator/metrics.py`; a registry of its own when not given)."""
+        (`operator/metrics.py`; a registry of its own when not given). `podroute`: the gated pods of
+        other controllers, queued beside the DLJobs and released instead of created
+        (`podroute/route.py`); None without the pod route."""
+        self._podroute = podroute
         self._kube, self._cache = kube, cache
         self._metrics = metrics = metrics or OperatorMetrics()
         self._on_resync = on_resync
@@ -191,6 +196,8 @@ class SchedulingLoop:
                 resource_slices=resource_slices,
             )
         await self._read_tenancy(self._clock())
+        if self._podroute is not None:
+            await self._podroute.resync()
         if self._on_resync is not None:
             await self._on_resync()
         self._pending.clear()
@@ -230,13 +237,16 @@ class SchedulingLoop:
         # decisions (they delete its pod and hold its target before anything is placed).
         await self._mover.plan(lambda: self._snapshot(now), now, waiting=bool(self._pending))
         dirty = self._cache.take_dirty()
+        routed = self._podroute.take_dirty() if self._podroute is not None else set()
+        for key in routed:
+            self._queue_pod(key)
         if self._claims is not None:
             self._foreign = claims.foreign_holders(self._cache.claims.values(), self._cache.devices())
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
         await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
         placed: set[str] = set()
-        if self._pending and (dirty or self._cache.nodes_changed):
+        if self._pending and (dirty or routed or self._cache.nodes_changed):
             self._cache.nodes_changed = False
             placed = await self._place(now)
             for key in placed:
@@ -309,6 +319,15 @@ class SchedulingLoop:
         self._mover.note(key, decision.moving, request)
         return body, decision
 
+    def _queue_pod(self, key: str) -> None:
+        """A pod of the pod route waits in the one queue while it is gated and Horus can place it."""
+        assert self._podroute is not None
+        waiting = self._podroute.waiting(key)
+        if waiting is None:
+            self._pending.pop(key, None)
+            return
+        self._pending[key] = _Pending(0, waiting.job, waiting.workload, dljob.Binding.ENV, waiting.request)
+
     async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         """Delete the pods a decision names: a stuck pod at once (its node may never confirm), a moved one
         with its job's grace period."""
@@ -324,6 +343,8 @@ class SchedulingLoop:
     async def settle(self) -> None:
         """Wait for the status writes and Events in flight (tests, shutdown)."""
         await self.reports.settle()
+        if self._podroute is not None:
+            await self._podroute.settle()
 
     def _binding(self, job: JobSpec) -> str:
         return dljob.binding_of(job, default=self._config.binding, dra_served=self._config.dra_served)
@@ -374,7 +395,7 @@ class SchedulingLoop:
         """The cluster as the API server shows it, with the targets of jobs between pods held."""
         snapshot = cluster_view.build_snapshot(
             self._cache.node_views.values(),
-            self._cache.all_pods(),
+            [*self._cache.all_pods(), *(self._podroute.placed() if self._podroute is not None else ())],
             now=now.timestamp(),
             gpunodes=self._cache.gpunodes.values(),
             telemetry_ttl=self._config.telemetry_ttl,
@@ -427,8 +448,12 @@ class SchedulingLoop:
         decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
         self._metrics.decided(decided_ms / 1000)
         for key, problem in result.unsatisfiable.items():
+            invalid = as_invalid(self._pending.pop(key).job, problem)
+            if self._podroute is not None and self._podroute.owns(key):
+                self._podroute.refuse(key, invalid)  # judged again when the pod or a resync says so
+                continue
             self._metrics.refused(metrics.UNSATISFIABLE)
-            self._record(key).unsatisfiable = as_invalid(self._pending.pop(key).job, problem)
+            self._record(key).unsatisfiable = invalid
             self._cache.mark([key])
         assignments = [*moved.values(), *result.assignments]
         nodes = {node.name: node for node in view.nodes}
@@ -466,10 +491,14 @@ class SchedulingLoop:
         """Create the pod of `assignment`; `placed`: its request as the cycle placed it (None for a job
         placed on its move's target), which the pod records."""
         pending = self._pending.pop(assignment.job, None)
+        uuids = cluster_view.gpu_uuids(nodes, assignment)
+        if pending is not None and self._podroute is not None and self._podroute.owns(assignment.job):
+            hostname = self._cache.node_views[assignment.node].hostname
+            await self._podroute.release(assignment, placed or pending.request, hostname, uuids)
+            return
         body = self._cache.jobs.get(assignment.job)
         if pending is None or body is None:
             return
-        uuids = cluster_view.gpu_uuids(nodes, assignment)
         if pending.binding == dljob.Binding.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
             where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
@@ -561,6 +590,9 @@ class SchedulingLoop:
 
     def _note_waiting(self, key: str, message: str, now: datetime) -> None:
         """Say why a job still waits: in its status message, and an Event when the reason changed."""
+        if self._podroute is not None and self._podroute.owns(key):
+            self._podroute.explain(key, message)  # an Event and the pod's condition
+            return
         body = self._cache.jobs.get(key)
         if body is None:  # deleted meanwhile: its record is gone, and stays gone
             return

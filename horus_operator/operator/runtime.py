@@ -18,6 +18,7 @@ from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.operator.metrics import OperatorMetrics
+from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
 from horus_operator.operator.telemetry.store import ObservationStore
 from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
@@ -39,7 +40,9 @@ class Runtime:
     loop: SchedulingLoop
     observing: ObservedTelemetry
     graph_reader: GraphReader
+    resolver: WorkloadResolver  # also the webhook's, which judges a pod's model at admission
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    podroute: PodRoute | None = None  # pods of other controllers (`horus run --webhook-port`)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def start(self) -> None:
@@ -102,6 +105,11 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         onnx_features=graph_reader,
     )
     cache = ClusterCache()
+    podroute = (
+        PodRoute(kube=kube, cache=cache, resolver=resolver, namespace=config.namespace, clock=clock)
+        if config.pod_route
+        else None
+    )
     loop = SchedulingLoop(
         kube=kube,
         cache=cache,
@@ -123,6 +131,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         clock=clock,
         on_resync=learning.restore,
         metrics=metrics,
+        podroute=podroute,
     )
     elector = LeaderElector(
         kube,
@@ -149,6 +158,8 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         observing=observing,
         graph_reader=graph_reader,
         metrics=metrics,
+        resolver=resolver,
+        podroute=podroute,
     )
 
 

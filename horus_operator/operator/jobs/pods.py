@@ -75,7 +75,10 @@ def build_pod(placement: Placement) -> dict[str, Any]:
             "name": pod_name(job.name, placement.attempt),
             "namespace": job.namespace,
             "labels": {**template.get("metadata", {}).get("labels", {}), **_labels(job)},
-            "annotations": {**template.get("metadata", {}).get("annotations", {}), **_annotations(placement)},
+            "annotations": {
+                **template.get("metadata", {}).get("annotations", {}),
+                **placement_annotations(placement),
+            },
             "ownerReferences": [owner_reference(job.name, job.uid)],
         },
         "spec": spec,
@@ -117,7 +120,7 @@ def _labels(job: JobSpec) -> dict[str, str]:
     return {keys.LABEL_JOB: job.name, keys.LABEL_MANAGED_BY: keys.MANAGER}
 
 
-def _annotations(placement: Placement) -> dict[str, str]:
+def placement_annotations(placement: Placement) -> dict[str, str]:
     assignment = placement.assignment
     annotations = {
         keys.ANNOTATION_ATTEMPT: str(placement.attempt),

@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import kopf
 
 import horus_operator.operator.dra.handlers  # noqa: F401  (registers the DRA handlers)
+import horus_operator.operator.podroute.handlers  # noqa: F401  (the pod route's)
 from horus_operator.operator import handlers
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.testing.builders import DLJobBuilder
@@ -19,7 +20,14 @@ from horus_operator.testing.builders import DLJobBuilder
 def test_every_watch_handler_runs_on_the_event_loop() -> None:
     watching = kopf.get_default_registry()._watching.get_all_handlers()
     ids = {handler.id for handler in watching}
-    assert {"dljob_changed", "pod_changed", "node_changed", "claim_changed", "slice_changed"} <= ids
+    assert {
+        "dljob_changed",
+        "pod_changed",
+        "node_changed",
+        "claim_changed",
+        "slice_changed",
+        "managed_pod_changed",
+    } <= ids
     assert [h.id for h in watching if not inspect.iscoroutinefunction(h.fn)] == []
 
 

@@ -1,0 +1,265 @@
+"""The pod route's side of the scheduling loop: the managed pods (fed by the watch, listed on each
+resync), the gated ones as waiting requests, and their release once the scheduling cycle has placed
+them.
+
+Level-triggered like the DLJob route: everything is read back from the pods. A pod is released by one
+patch guarded by the resourceVersion its decision read (`release.release_operations`), so it is never
+released twice nor to two GPUs, whichever replica decided and whenever one died; a released pod holds
+its GPUs in every snapshot (`placed`). Why a pod waits is said by an Event and its `horus.dev/Placed`
+condition, each once per change of reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from horus_operator.api import keys, pod_spec
+from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.operator import apierrors
+from horus_operator.operator.cache import ClusterCache, newer
+from horus_operator.operator.jobs import jobspec, pods, template
+from horus_operator.operator.jobs.jobspec import WorkloadResolver
+from horus_operator.operator.jobs.pods import PodView
+from horus_operator.operator.kube import Kube
+from horus_operator.operator.messages import placed_message
+from horus_operator.operator.podroute import admission, release
+from horus_operator.operator.podroute.release import ManagedPod
+from horus_operator.placement.types import Assignment, JobRequest
+from horus_operator.prediction.api import Workload
+
+log = logging.getLogger(__name__)
+POD = ("v1", "Pod")  # the involved object of the route's Events
+Verdict = tuple[JobSpec, Workload] | InvalidJob
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    """A gated pod as the scheduling loop queues it."""
+
+    job: JobSpec
+    workload: Workload
+    request: JobRequest
+
+
+class PodRoute:
+    def __init__(
+        self,
+        *,
+        kube: Kube,
+        cache: ClusterCache,
+        resolver: WorkloadResolver,
+        namespace: str | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self._kube, self._cache, self._resolver = kube, cache, resolver
+        self._namespace, self._clock = namespace, clock
+        self.pods: dict[str, ManagedPod] = {}  # queue key -> the pod as last seen
+        self.dirty: set[str] = set()
+        self._watched: dict[str, str] | None = None  # during a resync: key -> version the watch wrote
+        self._verdicts: dict[str, Verdict] = {}  # pod uid -> its spec and workload, or why not
+        self._resolving: set[str] = set()  # pod uids whose workload is read off the loop
+        self._told: dict[str, str] = {}  # queue key -> the last reason posted (Event and condition)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @staticmethod
+    def owns(key: str) -> bool:
+        return pod_spec.is_request_key(key)
+
+    # The watch and the resync.
+    def put(self, body: Mapping[str, Any]) -> None:
+        pod = release.read(body)
+        if self._watched is not None:
+            self._watched[pod.key] = pod.version
+        self.pods[pod.key] = pod
+        self._mark(pod.key)
+
+    def drop(self, body: Mapping[str, Any]) -> None:
+        pod = release.read(body)
+        if self._watched is not None:
+            self._watched[pod.key] = pod.version
+        self.pods.pop(pod.key, None)
+        self._forget(pod)
+        self._mark(pod.key)
+
+    async def resync(self) -> None:
+        """The managed pods as listed, except those the watch wrote while the list was in flight (as
+        `ClusterCache.replace_all` merges)."""
+        self._watched = {}
+        try:
+            listed = {
+                pod.key: pod for pod in map(release.read, await self._kube.list_managed_pods(self._namespace))
+            }
+            merged = {
+                key: pod
+                for key, pod in listed.items()
+                if key not in self._watched or newer(pod.version, self._watched[key])
+            }
+            for key in self._watched:
+                if key not in merged and key in self.pods:
+                    merged[key] = self.pods[key]
+        finally:
+            self._watched = None
+        stale = set(self.pods) | set(merged)
+        self.pods = merged
+        self._told.clear()
+        for key in stale:
+            self._mark(key)
+        log.info("pod route: %d managed pods, %d gated", len(merged), sum(p.waiting for p in merged.values()))
+
+    def take_dirty(self) -> set[str]:
+        taken, self.dirty = self.dirty, set()
+        return taken
+
+    def placed(self) -> list[PodView]:
+        """The released pods: they hold their GPUs until they end, as a DLJob's pods do."""
+        return [pod.view for pod in self.pods.values() if pod.placed]
+
+    # Deciding.
+    def waiting(self, key: str) -> Waiting | None:
+        """The request to queue for `key`, None when it is not a gated pod Horus can place (yet)."""
+        pod = self.pods.get(key)
+        if pod is None or not pod.waiting:
+            return None
+        verdict = self._verdict(pod)
+        if verdict is None:
+            return None
+        if isinstance(verdict, InvalidJob):
+            self.refuse(key, verdict)
+            return None
+        job, workload = verdict
+        request = jobspec.request(job, workload, pod.created_at)
+        return Waiting(job, workload, dataclasses.replace(request, key=key))
+
+    def _verdict(self, pod: ManagedPod) -> Verdict | None:
+        uid = pod.view.uid
+        if uid in self._verdicts:
+            return self._verdicts[uid]
+        try:
+            job = dataclasses.replace(
+                admission.check(pod.body), template={"spec": pod.body.get("spec") or {}}
+            )
+        except InvalidJob as invalid:
+            self._verdicts[uid] = invalid
+            return invalid
+        if job.resolved_off_loop:  # a ConfigMap to read or a graph to count: not on the loop
+            if uid not in self._resolving:
+                self._resolving.add(uid)
+                self._spawn(self._resolve_later(pod, job))
+            return None
+        self._verdicts[uid] = self._resolved(pod, job, self._resolve(job))
+        return self._verdicts[uid]
+
+    def _resolve(self, job: JobSpec) -> Workload | InvalidJob:
+        try:
+            return self._resolver.workload(job)
+        except InvalidJob as invalid:
+            return invalid
+
+    async def _resolve_later(self, pod: ManagedPod, job: JobSpec) -> None:
+        try:
+            workload = await self._kube.call(self._resolve, job)
+        finally:
+            self._resolving.discard(pod.view.uid)
+        self._verdicts[pod.view.uid] = self._resolved(pod, job, workload)
+        self._mark(pod.key)
+
+    def _resolved(self, pod: ManagedPod, job: JobSpec, workload: Workload | InvalidJob) -> Verdict:
+        if isinstance(workload, InvalidJob):
+            return pod_spec.renamed(workload, pod.body["metadata"].get("annotations") or {})
+        cpus = template.host_cpus(job.template)  # what the pod may keep busy beside its training loop
+        return job, dataclasses.replace(workload, host_cpus=cpus)
+
+    # Releasing.
+    async def release(
+        self, assignment: Assignment, request: JobRequest, hostname: str, uuids: Sequence[str | None]
+    ) -> bool:
+        """Release the pod of `assignment` to its GPUs; False when it was not (it changed or went since
+        the decision read it: the watch brings it back and the next cycle decides again)."""
+        pod = self.pods.get(assignment.job)
+        verdict = self._verdicts.get(pod.view.uid) if pod is not None else None
+        if pod is None or not pod.waiting or not isinstance(verdict, tuple):
+            return False
+        job, _ = verdict
+        placement = pods.Placement(
+            job=job,
+            request=request,
+            assignment=assignment,
+            attempt=0,
+            hostname=hostname,
+            gpu_uuids=tuple(uuids),
+        )
+        annotations = {
+            **pods.placement_annotations(placement),
+            keys.ANNOTATION_VISIBLE_DEVICES: pods.visible_devices(assignment.gpu_indices, tuple(uuids)),
+        }
+        operations = release.release_operations(pod, annotations, hostname)
+        try:
+            stored = await self._kube.json_patch_pod(pod.namespace, pod.name, operations)
+        except (apierrors.Conflict, apierrors.Rejected) as error:
+            log.info(
+                "pod %s/%s changed before its release (%s); deciding again", pod.namespace, pod.name, error
+            )
+            self._mark(pod.key)
+            return False
+        except apierrors.NotFound:
+            return False
+        self.put(stored)
+        message = placed_message(assignment)
+        self._tell(pod, "Normal", "Placed", message, placed=True)
+        log.info("pod %s/%s released: %s", pod.namespace, pod.name, message)
+        return True
+
+    # Telling why.
+    def refuse(self, key: str, invalid: InvalidJob) -> None:
+        """A gated pod Horus cannot run (found after admission: a ConfigMap missing, no node large
+        enough): it stays gated; its owner deletes or replaces it."""
+        pod = self.pods.get(key)
+        if pod is not None:
+            annotations = pod.body["metadata"].get("annotations") or {}
+            message = str(pod_spec.renamed(invalid, annotations))
+            if self._told.get(key) != message:
+                log.info("pod %s/%s cannot be placed: %s", pod.namespace, pod.name, message)
+            self._tell(pod, "Warning", "InvalidSpec", message)
+
+    def explain(self, key: str, message: str) -> None:
+        pod = self.pods.get(key)
+        if pod is not None and pod.waiting:
+            self._tell(pod, "Normal", "Waiting", message)
+
+    def _tell(self, pod: ManagedPod, kind: str, reason: str, message: str, *, placed: bool = False) -> None:
+        if self._told.get(pod.key) == message:
+            return
+        self._told[pod.key] = message
+        condition = {
+            "type": keys.CONDITION_PLACED,
+            "status": "True" if placed else "False",
+            "reason": reason,
+            "message": message[:1024],
+            "lastTransitionTime": self._clock().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        self._spawn(
+            self._kube.post_event(pod.body, kind=kind, reason=reason, message=message, involved_kind=POD)
+        )
+        self._spawn(self._kube.set_pod_condition(pod.namespace, pod.name, condition))
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def settle(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _mark(self, key: str) -> None:
+        self.dirty.add(key)
+        self._cache.wake.set()
+
+    def _forget(self, pod: ManagedPod) -> None:
+        self._told.pop(pod.key, None)
+        self._verdicts.pop(pod.view.uid, None)
