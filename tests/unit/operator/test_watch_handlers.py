@@ -11,9 +11,9 @@ from types import SimpleNamespace
 import kopf
 
 import horus_operator.operator.dra.handlers  # noqa: F401  (registers the DRA handlers)
-import horus_operator.operator.podroute.handlers  # noqa: F401  (the pod route's)
 from horus_operator.operator import handlers
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.podroute import handlers as _podroute_handlers  # noqa: F401  (the pod route's)
 from horus_operator.testing.builders import DLJobBuilder
 
 

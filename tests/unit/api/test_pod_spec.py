@@ -1,0 +1,147 @@
+"""The pod route's annotations parsed into the DLJob's `JobSpec`: the same checks, errors naming the
+annotation (`api/pod_spec.py`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from horus_operator.api import keys, pod_spec
+from horus_operator.api.dljob import InvalidJob
+
+REPO = Path(__file__).resolve().parents[3]
+GOOD = {keys.ANNOTATION_MODEL: "resnet50", keys.ANNOTATION_BATCH_SIZE: "64"}
+
+
+def _pod(annotations: dict[str, str], **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": "p", "namespace": "team", "annotations": annotations, "labels": labels}}
+
+
+def test_the_annotations_say_what_a_dljob_spec_says() -> None:
+    job = pod_spec.parse(
+        _pod(
+            {
+                **GOOD,
+                keys.ANNOTATION_PRECISION: "bf16",
+                keys.ANNOTATION_MAX_SLOWDOWN: "1.5",
+                keys.ANNOTATION_GPU_COUNT: "2",
+                keys.ANNOTATION_PRIORITY: "-3",
+                keys.ANNOTATION_TOTAL_STEPS: "1000",
+                keys.ANNOTATION_INPUT_SHAPE: "3x32x32",
+            }
+        )
+    )
+    assert (job.namespace, job.name, job.architecture, job.batch_size) == ("team", "p", "resnet50", 64)
+    assert (job.precision, job.max_slowdown, job.gpus, job.priority, job.total_steps) == (
+        "bf16",
+        1.5,
+        2,
+        -3,
+        1000,
+    )
+    assert job.input_shape == [3, 32, 32]
+
+
+def test_a_config_map_model_is_read_later_like_a_dljobs() -> None:
+    onnx = pod_spec.parse(_pod({**GOOD, keys.ANNOTATION_MODEL: "onnx:graphs/net.onnx"}))
+    assert onnx.onnx is not None and (onnx.onnx.config_map, onnx.onnx.key) == ("graphs", "net.onnx")
+    hf = pod_spec.parse(
+        _pod(
+            {
+                **GOOD,
+                keys.ANNOTATION_MODEL: "huggingface:llama",
+                keys.ANNOTATION_SEQUENCE_LENGTH: "2048",
+                keys.ANNOTATION_LORA_RANK: "16",
+                keys.ANNOTATION_LORA_TARGETS: "q_proj, v_proj",
+                keys.ANNOTATION_GRADIENT_CHECKPOINTING: "true",
+            }
+        )
+    )
+    assert hf.huggingface == {
+        "configMap": "llama",
+        "key": "config.json",
+        "sequenceLength": 2048,
+        "lora": {"rank": 16, "targetModules": ["q_proj", "v_proj"]},
+        "gradientCheckpointing": True,
+    }
+    assert hf.resolved_off_loop and onnx.resolved_off_loop
+
+
+@pytest.mark.parametrize(
+    ("changed", "named", "reason"),
+    [
+        ({keys.ANNOTATION_BATCH_SIZE: "0"}, keys.ANNOTATION_BATCH_SIZE, "from 1 to 65536"),
+        ({keys.ANNOTATION_BATCH_SIZE: "many"}, keys.ANNOTATION_BATCH_SIZE, "an integer"),
+        ({keys.ANNOTATION_MAX_SLOWDOWN: "0.9"}, keys.ANNOTATION_MAX_SLOWDOWN, "from 1 to 100"),
+        ({keys.ANNOTATION_MAX_SLOWDOWN: "nan"}, keys.ANNOTATION_MAX_SLOWDOWN, "from 1 to 100"),
+        ({keys.ANNOTATION_GPU_COUNT: "9"}, keys.ANNOTATION_GPU_COUNT, "from 1 to 8"),
+        ({keys.ANNOTATION_TOTAL_STEPS: "0"}, keys.ANNOTATION_TOTAL_STEPS, "at least 1"),
+        ({keys.ANNOTATION_MODEL: ""}, keys.ANNOTATION_MODEL, "required"),
+        ({keys.ANNOTATION_MODEL: "onnx:"}, keys.ANNOTATION_MODEL, "name a ConfigMap"),
+        (
+            {keys.ANNOTATION_MODEL: "huggingface:llama", keys.ANNOTATION_GRADIENT_CHECKPOINTING: "yes"},
+            keys.ANNOTATION_GRADIENT_CHECKPOINTING,
+            "true or false",
+        ),
+    ],
+)
+def test_a_bad_annotation_is_named(changed: dict[str, str], named: str, reason: str) -> None:
+    with pytest.raises(InvalidJob) as raised:
+        pod_spec.parse(_pod({**GOOD, **changed}))
+    assert raised.value.field_path == f"metadata.annotations['{named}']"
+    assert reason in raised.value.reason
+
+
+def test_the_batch_size_is_required() -> None:
+    with pytest.raises(InvalidJob, match=r"metadata.annotations\['horus.dev/batch-size'\]=None: required"):
+        pod_spec.parse(_pod({keys.ANNOTATION_MODEL: "resnet50"}))
+
+
+def test_a_resolver_error_naming_a_spec_field_names_the_annotation_and_keeps_the_detail() -> None:
+    annotations = {**GOOD, keys.ANNOTATION_MODEL: "huggingface:t5"}
+    nested = InvalidJob("spec.model.huggingface.config.model_type", "t5", "not a supported architecture")
+    renamed = pod_spec.renamed(nested, annotations)
+    assert renamed.field_path == "metadata.annotations['horus.dev/model']"
+    assert renamed.value == "huggingface:t5"
+    assert "spec.model.huggingface.config.model_type='t5': not a supported architecture" in renamed.reason
+    shape = pod_spec.renamed(
+        InvalidJob("spec.model.inputShape", [3], "too small"), {keys.ANNOTATION_INPUT_SHAPE: "3"}
+    )
+    assert shape.field_path == "metadata.annotations['horus.dev/input-shape']" and shape.reason == "too small"
+    other = InvalidJob("spec.template.spec.nodeName", "n", "no")
+    assert pod_spec.renamed(other, annotations) is other
+
+
+def test_the_bounds_are_the_crds() -> None:
+    crd = yaml.safe_load((REPO / "crds" / "dljob.yaml").read_text())
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    for path, (low, high) in pod_spec.BOUNDS.items():
+        field = spec[path.removeprefix("spec.")]
+        assert field["minimum"] == low, path
+        assert field.get("maximum", float("inf")) == high, path
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "wanted"),
+    [
+        ({keys.LABEL_MANAGED: "true"}, {}, True),
+        ({keys.LABEL_MANAGED: "false"}, GOOD, False),  # opted out of its namespace's choice
+        ({}, GOOD, True),  # only a labelled namespace's webhook sends an unlabelled pod
+        ({}, {"other": "x"}, False),
+    ],
+)
+def test_who_asks_for_horus(labels: dict[str, str], annotations: dict[str, str], wanted: bool) -> None:
+    assert pod_spec.wants_horus(labels, annotations) is wanted
+
+
+def test_only_horus_writes_its_placement_record() -> None:
+    annotations = {**GOOD, keys.ANNOTATION_NODE: "n", keys.ANNOTATION_VISIBLE_DEVICES: "0", "x/y": "z"}
+    assert pod_spec.placement_records(annotations) == [keys.ANNOTATION_NODE, keys.ANNOTATION_VISIBLE_DEVICES]
+
+
+def test_queue_keys_never_meet_a_dljobs() -> None:
+    key = pod_spec.request_key("team", "p")
+    assert pod_spec.is_request_key(key) and not pod_spec.is_request_key("team/p")

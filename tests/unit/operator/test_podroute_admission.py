@@ -1,0 +1,180 @@
+"""What the pod webhook does at creation and the one patch that releases a gated pod (pure:
+`podroute/admission.py`, `podroute/release.py`)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from horus_operator.api import keys
+from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.operator.podroute import admission, release
+
+MODEL = {keys.ANNOTATION_MODEL: "resnet50", keys.ANNOTATION_BATCH_SIZE: "32"}
+DEVICES_FROM_ANNOTATION = {
+    "name": "NVIDIA_VISIBLE_DEVICES",
+    "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['horus.dev/visible-devices']"}},
+}
+
+
+def pod(
+    *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **spec: Any
+) -> dict:
+    return {
+        "metadata": {
+            "name": "p",
+            "namespace": "team",
+            "labels": dict(labels or {}),
+            "annotations": dict(annotations or {}),
+        },
+        "spec": {
+            "containers": [{"name": "train", "image": "t", "env": [{"name": "A", "value": "1"}]}],
+            **spec,
+        },
+    }
+
+
+def apply_json_patch(body: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 as far as the release uses it (add, remove, replace, test)."""
+    patched = copy.deepcopy(body)
+    for op in operations:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]]
+        target: Any = patched
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        key: Any = int(last) if isinstance(target, list) else last
+        if op["op"] == "test":
+            assert target[key] == op["value"], op
+        elif op["op"] == "remove":
+            del target[key]
+        else:
+            target[key] = op["value"]
+    return patched
+
+
+def test_a_pod_that_does_not_ask_for_horus_is_left_alone() -> None:
+    assert admission.admit(pod(annotations={"other": "x"})) is None
+    assert admission.admit(pod(labels={keys.LABEL_MANAGED: "false"}, annotations=MODEL)) is None
+
+
+def test_a_labelled_pod_is_gated_and_reads_its_gpus_from_its_own_annotation() -> None:
+    init = {"name": "fetch", "image": "i"}
+    changes = admission.admit(
+        pod(
+            labels={keys.LABEL_MANAGED: "true"},
+            annotations=MODEL,
+            initContainers=[init],
+            schedulingGates=[{"name": "x"}],
+        )
+    )
+    assert changes is not None
+    assert changes["metadata"] == {"labels": {keys.LABEL_MANAGED: "true"}}
+    assert changes["spec"]["schedulingGates"] == [{"name": "x"}, {"name": keys.SCHEDULING_GATE}]
+    (train,) = changes["spec"]["containers"]
+    assert train["env"] == [{"name": "A", "value": "1"}, DEVICES_FROM_ANNOTATION]
+    assert changes["spec"]["initContainers"][0]["env"] == [DEVICES_FROM_ANNOTATION]
+
+
+def test_in_a_labelled_namespace_a_pod_naming_its_model_is_labelled_so_the_operator_sees_it() -> None:
+    changes = admission.admit(pod(annotations=MODEL))
+    assert changes is not None and changes["metadata"]["labels"] == {keys.LABEL_MANAGED: "true"}
+
+
+def test_a_pod_admitted_twice_is_admitted_alike() -> None:
+    once = pod(labels={keys.LABEL_MANAGED: "true"}, annotations=MODEL)
+    changes = admission.admit(once)
+    assert changes is not None
+    twice = copy.deepcopy(once)
+    twice["spec"].update(changes["spec"])
+    # the API server stores the fieldRef with its apiVersion
+    twice["spec"]["containers"][0]["env"][-1]["valueFrom"]["fieldRef"]["apiVersion"] = "v1"
+    again = admission.admit(twice)
+    assert again is not None and again["spec"]["schedulingGates"] == [{"name": keys.SCHEDULING_GATE}]
+    assert [e["name"] for e in again["spec"]["containers"][0]["env"]] == ["A", "NVIDIA_VISIBLE_DEVICES"]
+
+
+@pytest.mark.parametrize(
+    ("changed", "field"),
+    [
+        ({"nodeName": "n"}, "spec.nodeName"),
+        ({"nodeSelector": {"a": "b"}}, "spec.nodeSelector"),
+        (
+            {"containers": [{"name": "c", "env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]}]},
+            "spec.containers[0].env[0].name",
+        ),
+        (
+            {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "spec.containers[0].resources.limits",
+        ),
+        (
+            {"containers": [{"name": "c", "securityContext": {"privileged": True}}]},
+            "spec.containers[0].securityContext.privileged",
+        ),
+    ],
+)
+def test_what_would_choose_the_node_or_gpus_is_refused_naming_the_pods_field(
+    changed: dict, field: str
+) -> None:
+    with pytest.raises(InvalidJob) as raised:
+        admission.admit(pod(labels={keys.LABEL_MANAGED: "true"}, annotations=MODEL, **changed))
+    assert raised.value.field_path == field
+
+
+def test_a_placement_record_written_by_the_owner_is_refused() -> None:
+    with pytest.raises(InvalidJob, match=r"metadata.annotations\['horus.dev/node'\]='gpu-node-0'"):
+        admission.admit(
+            pod(
+                labels={keys.LABEL_MANAGED: "true"}, annotations={**MODEL, keys.ANNOTATION_NODE: "gpu-node-0"}
+            )
+        )
+
+
+def test_the_resolvers_verdict_names_the_annotation_and_a_config_map_is_left_for_later() -> None:
+    def resolve(job: JobSpec) -> None:
+        raise InvalidJob("spec.model.architecture", job.architecture, "unknown model")
+
+    with pytest.raises(
+        InvalidJob, match=r"metadata.annotations\['horus.dev/model'\]='resnet50': unknown model"
+    ):
+        admission.admit(pod(labels={keys.LABEL_MANAGED: "true"}, annotations=MODEL), resolve=resolve)
+    later = {**MODEL, keys.ANNOTATION_MODEL: "onnx:graph"}
+    assert admission.admit(pod(labels={keys.LABEL_MANAGED: "true"}, annotations=later), resolve=resolve)
+
+
+def gated(**spec: Any) -> dict[str, Any]:
+    body = pod(labels={keys.LABEL_MANAGED: "true"}, annotations=MODEL, **spec)
+    body["metadata"].update(uid="u1", resourceVersion="7")
+    body["spec"].setdefault("schedulingGates", [{"name": keys.SCHEDULING_GATE}])
+    return body
+
+
+def test_a_managed_pod_is_gated_placed_or_neither() -> None:
+    waiting = release.read(gated())
+    assert waiting.gated and not waiting.placed and waiting.waiting and waiting.key == "pod:team/p"
+    placed = gated(schedulingGates=[])
+    placed["metadata"]["annotations"][keys.ANNOTATION_NODE] = "gpu-node-0"
+    assert release.read(placed).placed and not release.read(placed).waiting
+    unplaced = release.read(gated(schedulingGates=[]))  # created while the webhook was not called
+    assert not unplaced.gated and not unplaced.placed and not unplaced.waiting
+
+
+def test_the_release_is_one_patch_that_keeps_other_gates_and_node_labels() -> None:
+    body = gated(schedulingGates=[{"name": "other"}, {"name": keys.SCHEDULING_GATE}])
+    record = {
+        keys.ANNOTATION_NODE: "gpu-node-1",
+        keys.ANNOTATION_GPUS: "2",
+        keys.ANNOTATION_VISIBLE_DEVICES: "2",
+    }
+    operations = release.release_operations(release.read(body), record, "host-1")
+    assert {"op": "replace", "path": "/metadata/resourceVersion", "value": "7"} in operations
+    released = apply_json_patch(body, operations)
+    assert released["spec"]["schedulingGates"] == [{"name": "other"}]
+    assert released["spec"]["nodeSelector"] == {keys.LABEL_HOSTNAME: "host-1"}
+    assert released["metadata"]["annotations"] == {**MODEL, **record}
+    with_selector = gated(nodeSelector={"zone": "a"})
+    released = apply_json_patch(
+        with_selector, release.release_operations(release.read(with_selector), record, "h")
+    )
+    assert released["spec"]["nodeSelector"] == {"zone": "a", keys.LABEL_HOSTNAME: "h"}

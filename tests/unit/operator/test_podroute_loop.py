@@ -1,0 +1,180 @@
+"""The pod route in the scheduling loop, against the fake API adapter: gated pods are queued beside
+DLJobs, released once by one guarded patch, counted on their GPUs after a restart, and told why they
+wait (`podroute/route.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from typing import Any
+
+from operator_builders import FakeKube, gpu_node
+from test_operator_loop import NOW, FirstFreeGpu, _catalog
+from test_podroute_admission import MODEL, apply_json_patch
+
+from horus_operator.api import keys
+from horus_operator.operator import apierrors
+from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.operator.podroute import admission
+from horus_operator.operator.podroute.route import PodRoute
+
+
+class PodKube(FakeKube):
+    """FakeKube with the pod route's calls; a patch is refused (409) unless its resourceVersion is the
+    stored pod's, as the API server does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.managed: dict[str, dict[str, Any]] = {}
+        self.patches = 0
+        self.conditions: dict[str, dict[str, Any]] = {}
+        self.pod_events: list[tuple[str, str, str]] = []
+        self._versions = itertools.count(100)
+
+    def add(self, name: str, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        body = {
+            "metadata": {
+                "name": name,
+                "namespace": "team",
+                "uid": f"uid-{name}",
+                "labels": {keys.LABEL_MANAGED: "true"},
+                "annotations": {**MODEL, **(annotations or {})},
+                "creationTimestamp": "2026-12-02T09:00:00Z",
+            },
+            "spec": {"containers": [{"name": "train", "image": "t"}]},
+        }
+        changes = admission.admit(body)
+        assert changes is not None
+        body["spec"].update(changes["spec"])
+        body["metadata"]["resourceVersion"] = str(next(self._versions))
+        body["status"] = {"phase": "Pending"}
+        self.managed[job_key(body)] = body
+        return copy.deepcopy(body)
+
+    async def list_managed_pods(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(list(self.managed.values()))
+
+    async def json_patch_pod(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        stored = self.managed[f"{namespace}/{name}"]
+        wanted = next(op["value"] for op in operations if op["path"] == "/metadata/resourceVersion")
+        if wanted != stored["metadata"]["resourceVersion"]:
+            raise apierrors.Conflict(409, "Conflict")
+        patched = apply_json_patch(stored, operations)
+        patched["metadata"]["resourceVersion"] = str(next(self._versions))
+        self.managed[f"{namespace}/{name}"] = patched
+        self.patches += 1
+        return copy.deepcopy(patched)
+
+    async def set_pod_condition(self, namespace: str, name: str, condition: dict[str, Any]) -> None:
+        self.conditions[name] = dict(condition)
+
+    async def post_event(
+        self, involved: dict[str, Any], *, kind: str, reason: str, message: str, **_: Any
+    ) -> None:
+        self.pod_events.append((involved["metadata"]["name"], reason, message))
+
+
+def _loop(kube: PodKube) -> tuple[SchedulingLoop, PodRoute]:
+    cache = ClusterCache()
+    resolver = jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {})
+    route = PodRoute(kube=kube, cache=cache, resolver=resolver, clock=lambda: NOW)  # type: ignore[arg-type]
+    loop = SchedulingLoop(
+        kube=kube,  # type: ignore[arg-type]
+        cache=cache,
+        policy=FirstFreeGpu(),
+        resolver=resolver,
+        config=LoopConfig(),
+        clock=lambda: NOW,
+        podroute=route,
+    )
+    return loop, route
+
+
+async def _run(loop: SchedulingLoop, cycles: int = 3) -> None:
+    await loop.resync()
+    for _ in range(cycles):
+        await loop.cycle()
+        await loop.settle()
+
+
+def _cluster(gpus: int) -> PodKube:
+    kube = PodKube()
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=gpus)
+    return kube
+
+
+def test_a_gated_pod_is_released_once_to_the_gpu_the_cycle_chose() -> None:
+    kube = _cluster(gpus=2)
+    kube.add("a")
+    loop, _ = _loop(kube)
+    asyncio.run(_run(loop))
+    assert kube.patches == 1
+    pod = kube.managed["team/a"]
+    annotations = pod["metadata"]["annotations"]
+    assert (annotations[keys.ANNOTATION_NODE], annotations[keys.ANNOTATION_GPUS]) == ("gpu-node-0", "0")
+    assert annotations[keys.ANNOTATION_VISIBLE_DEVICES] == "0"
+    assert pod["spec"]["schedulingGates"] == []
+    assert pod["spec"]["nodeSelector"] == {keys.LABEL_HOSTNAME: "gpu-node-0"}
+    assert kube.conditions["a"]["status"] == "True" and kube.conditions["a"]["reason"] == "Placed"
+    assert [reason for _, reason, _ in kube.pod_events] == ["Placed"]
+    assert kube.creates == 0  # the pod is the controller's: Horus creates none
+
+
+def test_a_restarted_operator_counts_released_pods_on_their_gpus_and_releases_none_again() -> None:
+    kube = _cluster(gpus=2)
+    kube.add("a")
+    asyncio.run(_run(_loop(kube)[0]))
+    kube.add("b")
+    restarted, _ = _loop(kube)
+    asyncio.run(_run(restarted))
+    assert kube.patches == 2
+    gpus = {
+        name: kube.managed[f"team/{name}"]["metadata"]["annotations"][keys.ANNOTATION_GPUS] for name in "ab"
+    }
+    assert gpus == {"a": "0", "b": "1"}
+
+
+def test_a_pod_that_changed_since_the_decision_is_not_released_on_the_stale_copy() -> None:
+    kube = _cluster(gpus=1)
+    kube.add("a")
+    loop, route = _loop(kube)
+
+    async def scenario() -> None:
+        await loop.resync()
+        kube.managed["team/a"]["metadata"]["resourceVersion"] = "999"  # changed; the watch lags
+        await loop.cycle()
+        assert kube.patches == 0
+        route.put(copy.deepcopy(kube.managed["team/a"]))  # the watch delivers it
+        await loop.cycle()
+        await loop.settle()
+
+    asyncio.run(scenario())
+    assert kube.patches == 1
+
+
+def test_a_pod_waiting_for_a_gpu_is_told_why_and_one_horus_cannot_run_stays_gated() -> None:
+    kube = _cluster(gpus=1)
+    kube.add("a")
+    kube.add("b")
+    kube.add("c", {keys.ANNOTATION_MODEL: "nosuchnet"})  # past admission (e.g. gated by hand)
+    asyncio.run(_run(_loop(kube)[0]))
+    assert kube.patches == 1
+    waiting = next(name for name in "ab" if kube.managed[f"team/{name}"]["spec"]["schedulingGates"])
+    assert kube.conditions[waiting]["reason"] == "Waiting"
+    assert (waiting, "Waiting", "waiting: no free GPU") in kube.pod_events
+    assert kube.conditions["c"]["reason"] == "InvalidSpec"
+    assert "metadata.annotations['horus.dev/model']='nosuchnet'" in kube.conditions["c"]["message"]
+    assert kube.managed["team/c"]["spec"]["schedulingGates"] == [{"name": keys.SCHEDULING_GATE}]
+
+
+def test_a_pod_needing_more_gpus_than_any_node_has_says_so_naming_its_annotation() -> None:
+    kube = _cluster(gpus=2)
+    kube.add("big", {keys.ANNOTATION_GPU_COUNT: "4"})
+    asyncio.run(_run(_loop(kube)[0]))
+    assert kube.patches == 0
+    assert "metadata.annotations['horus.dev/gpu-count']" in kube.conditions["big"]["message"]
