@@ -1,7 +1,7 @@
 """A serving certificate for the operator's pod webhook on the local control plane (openssl, as the
 service-account key): the API server calls the webhook at https://127.0.0.1:<port>, and trusts this
 self-signed certificate as the configuration's caBundle. On a real cluster the certificate comes from
-the platform's issuer (manifests/pod-route/).
+the platform's issuer (manifests-pod-route/).
 
 kopf can sign one itself, through the `certbuilder` package; its `oscrypto` dependency cannot read the
 version of OpenSSL 3.0.10 and later (two-digit patch numbers), so the operator takes files instead.

@@ -1,6 +1,6 @@
 """The pod route end to end on the real local control plane: `horus run --webhook-port` as a subprocess
 serving the pod webhook over HTTPS (a certificate from `devcluster.webhook`), registered by the
-MutatingWebhookConfiguration of manifests/pod-route/webhook.yaml with its selectors and failurePolicy
+MutatingWebhookConfiguration of manifests-pod-route/webhook.yaml with its selectors and failurePolicy
 as shipped (only the clientConfig points at the local process), and batch/v1 Jobs run by the control
 plane's own Job controller, their pods run by kwok.
 
@@ -30,7 +30,7 @@ from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, Operato
 
 pytestmark = pytest.mark.e2e
 
-WEBHOOK_MANIFEST = REPO / "manifests" / "pod-route" / "webhook.yaml"
+WEBHOOK_MANIFEST = REPO / "manifests-pod-route" / "webhook.yaml"
 GATE = "horus.dev/placement"
 MODEL = {"horus.dev/model": "resnet50", "horus.dev/batch-size": "32", "horus.dev/max-slowdown": "3"}
 
@@ -290,3 +290,23 @@ def test_pods_the_selectors_do_not_pick_never_reach_the_webhook_and_a_kill_loses
     for name in ("plain", "opted-out"):
         pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
         assert "horus.dev/node" not in (pod["metadata"].get("annotations") or {})
+
+
+def test_the_pod_route_overlay_passes_a_server_side_dry_run(cluster: devcluster.LocalCluster) -> None:
+    cluster.kubectl("apply", "-f", str(REPO / "manifests" / "namespace.yaml"))
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    result = cluster.kubectl("apply", "-k", str(REPO / "manifests-pod-route"), "--dry-run=server")
+    for expected in (
+        "mutatingwebhookconfiguration.admissionregistration.k8s.io/horus-pods",
+        "service/horus-webhook",
+        "clusterrole.rbac.authorization.k8s.io/horus-operator-pod-route",
+        "deployment.apps/horus-operator",
+    ):
+        assert expected in result.stdout, result.stdout
+    assert "PodSecurity" not in result.stderr, result.stderr
+    rendered = yaml.safe_load_all(cluster.kubectl("kustomize", str(REPO / "manifests-pod-route")).stdout)
+    (deployment,) = [
+        d for d in rendered if d["kind"] == "Deployment" and d["metadata"]["name"] == "horus-operator"
+    ]
+    env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["HORUS_WEBHOOK_PORT"] == "9443" and env["HORUS_BINDING"] == "env"

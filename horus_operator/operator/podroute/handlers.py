@@ -33,7 +33,7 @@ async def serve_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: A
         certfile=config.webhook_cert,
         pkeyfile=config.webhook_key,
     )
-    # The MutatingWebhookConfiguration is the platform team's (manifests/pod-route/): its failurePolicy
+    # The MutatingWebhookConfiguration is the platform team's (manifests-pod-route/): its failurePolicy
     # and selectors are their choice, which kopf's managed configuration would overwrite.
     settings.admission.managed = None
 
