@@ -9,6 +9,8 @@ pod's annotation), placed by the scheduling cycle, released by one patch (annota
 gate gone) and bound by kube-scheduler to the node Horus chose; a bad annotation is refused at
 admission naming the annotation, and no pod is created; pods the selectors do not pick are never sent
 to the webhook (they are created while no operator runs, under failurePolicy Fail, and keep no gate);
+in a namespace labelled horus.dev/managed, a pod naming its model is gated and placed and any other is
+left alone;
 an operator killed while a burst's releases are in flight leaves no pod released twice, none moved,
 none lost.
 """
@@ -310,3 +312,22 @@ def test_the_pod_route_overlay_passes_a_server_side_dry_run(cluster: devcluster.
     ]
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HORUS_WEBHOOK_PORT"] == "9443" and env["HORUS_BINDING"] == "env"
+
+
+def test_a_labelled_namespace_sends_pods_naming_their_model_and_leaves_the_rest(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    cluster.kubectl("label", "namespace", namespace, "horus.dev/managed=true")
+    named = json.loads(_create(cluster, namespace, _pod("names-its-model", annotations=MODEL)).stdout)
+    assert named["metadata"]["labels"]["horus.dev/managed"] == "true"  # so the operator's watch sees it
+    assert _gates(named) == [GATE]
+    other = json.loads(_create(cluster, namespace, _pod("web-server")).stdout)
+    assert _gates(other) == [] and "env" not in other["spec"]["containers"][0]
+    wait_for(
+        lambda: _released(
+            json.loads(cluster.kubectl("get", "pod", "names-its-model", "-n", namespace, "-o", "json").stdout)
+        ),
+        timeout=60,
+        what="the namespace's GPU pod released",
+    )

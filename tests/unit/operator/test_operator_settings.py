@@ -77,3 +77,23 @@ def test_the_queue_order_defaults_to_fifo_with_a_day_s_bound(handed_over: list[O
     assert result.exit_code == 0, result.output
     ordering = handed_over[0].ordering
     assert (ordering.order, ordering.starvation) == (QueueOrder.FIFO, Starvation(max_wait_s=86400.0))
+
+
+def test_the_pod_route_is_on_with_a_webhook_port_and_needs_its_certificate(
+    handed_over: list[OperatorConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PORT", "CERT", "KEY", "HOST", "ADDR"):
+        monkeypatch.delenv(f"HORUS_WEBHOOK_{name}", raising=False)
+    assert CliRunner().invoke(run, []).exit_code == 0
+    assert not handed_over[0].pod_route
+    refused = CliRunner().invoke(run, ["--webhook-port", "9443"])
+    assert refused.exit_code != 0 and "--webhook-cert" in refused.output
+    monkeypatch.setenv("HORUS_WEBHOOK_PORT", "9443")
+    result = CliRunner().invoke(run, ["--webhook-cert", "c.pem", "--webhook-key", "k.pem"])
+    assert result.exit_code == 0, result.output
+    config = handed_over[-1]
+    assert config.pod_route and (config.webhook_port, config.webhook_cert, config.webhook_key) == (
+        9443,
+        "c.pem",
+        "k.pem",
+    )
