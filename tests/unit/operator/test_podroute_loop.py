@@ -5,6 +5,7 @@ wait (`podroute/route.py`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import itertools
 from typing import Any
@@ -178,3 +179,32 @@ def test_a_pod_needing_more_gpus_than_any_node_has_says_so_naming_its_annotation
     asyncio.run(_run(_loop(kube)[0]))
     assert kube.patches == 0
     assert "metadata.annotations['horus.dev/gpu-count']" in kube.conditions["big"]["message"]
+
+
+class DyingKube(PodKube):
+    """The operator dies in the middle of a cycle's releases: the first patch lands, the rest never
+    leave the process."""
+
+    async def json_patch_pod(
+        self, namespace: str, name: str, operations: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        if self.patches >= 1:
+            raise asyncio.CancelledError  # the process is gone
+        return await super().json_patch_pod(namespace, name, operations)
+
+
+def test_an_operator_dying_between_decision_and_release_loses_and_doubles_nothing() -> None:
+    dying = DyingKube()
+    dying.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=4)
+    for name in "abc":
+        dying.add(name)
+    loop, _ = _loop(dying)
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(_run(loop, cycles=1))
+    assert dying.patches == 1  # one pod released, two decided but never released
+    survivor = PodKube()  # the next leader, on what the API server holds
+    survivor.nodes, survivor.managed = dying.nodes, dying.managed
+    asyncio.run(_run(_loop(survivor)[0]))
+    assert survivor.patches == 2
+    gpus = [pod["metadata"]["annotations"][keys.ANNOTATION_GPUS] for pod in survivor.managed.values()]
+    assert sorted(gpus) == ["0", "1", "2"]  # each pod on its own GPU, the first one where it was
