@@ -10,9 +10,9 @@ gate gone) and bound by kube-scheduler to the node Horus chose; a bad annotation
 admission naming the annotation, and no pod is created; pods the selectors do not pick are never sent
 to the webhook (they are created while no operator runs, under failurePolicy Fail, and keep no gate);
 in a namespace labelled horus.dev/managed, a pod naming its model is gated and placed and any other is
-left alone;
-an operator killed while a burst's releases are in flight leaves no pod released twice, none moved,
-none lost.
+left alone; an operator killed during a burst leaves no pod released twice, none moved, none lost
+(the kill is not timed inside a release: tests/unit/operator/test_podroute_loop.py does that); the
+overlay manifests-pod-route/ passes a server-side dry run, and its RBAC is all the operator needs.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import json
 import socket
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from dljob_harness import operator_as_its_service_account
 
 from horus_operator import devcluster
 from horus_operator.devcluster.webhook import serving_certificate
@@ -331,3 +333,52 @@ def test_a_labelled_namespace_sends_pods_naming_their_model_and_leaves_the_rest(
         timeout=60,
         what="the namespace's GPU pod released",
     )
+
+
+def test_the_pod_route_works_with_no_more_than_its_manifest_rbac(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    """`horus run --webhook-port` with the horus-operator ServiceAccount's token and the RBAC of
+    manifests/ and manifests-pod-route/: it releases a pod (patch pods), sets a waiting pod's condition
+    (patch pods/status), posts Events and reads a ConfigMap, and is never refused."""
+    webhook_operator.stop()  # one operator at a time: this one serves the webhook and places
+    for manifest in (REPO / "manifests" / "serviceaccount.yaml", REPO / "manifests" / "rbac.yaml"):
+        cluster.kubectl("apply", "-f", str(manifest))
+    cluster.kubectl("apply", "-f", str(REPO / "manifests-pod-route" / "rbac.yaml"))
+    cert, key = serving_certificate(tmp_path / "tls")
+    port = _free_port()
+    settings = {
+        **FAST_SETTINGS,
+        "HORUS_WEBHOOK_PORT": str(port),
+        "HORUS_WEBHOOK_ADDR": "127.0.0.1",
+        "HORUS_WEBHOOK_HOST": "127.0.0.1",
+        "HORUS_WEBHOOK_CERT": str(cert),
+        "HORUS_WEBHOOK_KEY": str(key),
+    }
+    operator = operator_as_its_service_account(cluster, tmp_path, "pod-route-rbac", settings=settings)
+    configuration = _configuration(f"https://127.0.0.1:{port}", cert.read_bytes())
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(configuration))
+    operator.start()
+    try:
+        wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+        _create(cluster, namespace, _pod("placed", labels={"horus.dev/managed": "true"}, annotations=MODEL))
+        missing = {**MODEL, "horus.dev/model": "onnx:absent"}
+        _create(
+            cluster, namespace, _pod("no-graph", labels={"horus.dev/managed": "true"}, annotations=missing)
+        )
+
+        def condition(name: str) -> dict[str, Any] | None:
+            pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
+            found = [c for c in pod["status"].get("conditions") or [] if c["type"] == "horus.dev/Placed"]
+            return found[0] if found else None
+
+        placed = wait_for(lambda: condition("placed"), timeout=60, what="the pod released")
+        refused = wait_for(lambda: condition("no-graph"), timeout=60, what="the pod without its graph told")
+    finally:
+        operator.stop()
+    assert placed["status"] == "True"
+    assert (
+        refused["reason"] == "InvalidSpec" and "metadata.annotations['horus.dev/model']" in refused["message"]
+    )
+    assert _placed_events(cluster, namespace) == Counter({"placed": 1})
+    assert "forbidden" not in operator.log_text().lower(), operator.log_tail()
