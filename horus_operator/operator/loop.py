@@ -323,8 +323,9 @@ class SchedulingLoop:
         """A pod of the pod route waits in the one queue while it is gated and Horus can place it."""
         assert self._podroute is not None
         waiting = self._podroute.waiting(key)
-        if waiting is None:
+        if waiting is None:  # released, gone, or not placeable: nothing of it is kept here
             self._pending.pop(key, None)
+            self._records.pop(key, None)
             return
         self._pending[key] = _Pending(0, waiting.job, waiting.workload, dljob.Binding.ENV, waiting.request)
 
