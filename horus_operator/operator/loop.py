@@ -413,6 +413,7 @@ class SchedulingLoop:
         waiting = [
             metrics.pending_reason(records[k].waiting if k in records else "", moving=p.moving)
             for k, p in self._pending.items()
+            if not PodRoute.owns(k)  # DLJobs only: the pod route is not in the metrics yet
         ]
         waiting += [metrics.RESOLVING] * self._graphs.reading
         phases = [(body.get("status") or {}).get("phase") or "Pending" for body in self._cache.jobs.values()]
