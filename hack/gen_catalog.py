@@ -1,22 +1,19 @@
 """Generate horus_operator/prediction/data/catalog.json from real computation graphs.
 
-Every catalog model is a graph-only ONNX model (weights as shapes without data), profiled by the same
-`features.profile_onnx` that `horus features MODEL.onnx` runs. The graphs come from two places:
-- exported: the reference PyTorch module itself (torchvision, Hugging Face transformers built from a
-  config in code, torchaudio, or a module written after the paper's reference repository) exported
-  by torch.onnx; the graphs are shipped in horus_operator/prediction/data/graphs/ and read from there,
-  so that generating and checking need no torch (`--from-torch` re-exports them, which does);
-- built: the older entries, typed layer for layer with onnx.helper in hack/catalog/*.py as the
-  reference code defines them (`--compare-torch` exports the same architectures and prints the
-  differences).
-Where a parameter count is published (torchvision's model tables, Hugging Face's model cards) the
+Every catalog entry's graph is its reference PyTorch module (torchvision, Hugging Face transformers
+built from a config in code, torchaudio, or a module written in catalog/torch_models.py after the
+reference repository the entry cites) exported by torch.onnx as a graph-only ONNX model (weights as
+shapes without data). The graphs are shipped in horus_operator/prediction/data/graphs/ and read from
+there, so generating and checking need no torch (`--from-torch` re-exports them, which does); each is
+profiled by the same `features.profile_onnx` that `horus features MODEL.onnx` runs. Where a parameter
+count is published (torchvision's model tables, Hugging Face's model cards, Keras' applications) the
 generator checks the graph against it and refuses to write a catalog that disagrees.
 
-    python hack/gen_catalog.py                  # rewrite the catalog, its graphs and docs/catalog.md
-    python hack/gen_catalog.py --check          # exit 1 if any of those committed files is stale
+    python hack/gen_catalog.py                  # rewrite the catalog and docs/catalog.md
+    python hack/gen_catalog.py --check          # exit 1 if either committed file is stale
     python hack/gen_catalog.py --crosscheck     # compare FLOPs with onnx-tool (pip install -e '.[catalog]')
-    python hack/gen_catalog.py --from-torch [NAME ...]   # re-export graphs (the [catalog] extra)
-    python hack/gen_catalog.py --compare-torch [NAME ...]  # built entries against their torch export
+    python hack/gen_catalog.py --from-torch [NAME ...]   # re-export graphs (the [catalog] extra), then
+                                                # rewrite the catalog
 
 The parts: catalog/entries.py (the table), catalog/checks.py (published counts, aliases),
 catalog/docs.py (docs/catalog.md), catalog/crosscheck.py (onnx-tool), catalog/reexport.py (torch).
@@ -25,42 +22,31 @@ catalog/docs.py (docs/catalog.md), catalog/crosscheck.py (onnx-tool), catalog/re
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import onnx
-from catalog import checks, crosscheck, docs, graph_files, vision
+from catalog import checks, crosscheck, docs, graph_files
 from catalog.entries import ENTRIES
 
 from horus_operator.prediction import features
 
 CATALOG_PATH = graph_files.REPO / "horus_operator/prediction/data/catalog.json"
 DOCS_PATH = graph_files.REPO / "docs/catalog.md"
-# Entries shipped with a graph that differs from the profiled one where the catalog's leaves out what
-# only other input sizes need (VGG's adaptive pool; vision.vgg says why).
-RESHAPEABLE_BUILDS: dict[str, Callable[[], onnx.ModelProto]] = {
-    name: functools.partial(vision.vgg, name, adaptive_pool=True)
-    for name in ("vgg11", "vgg13", "vgg16", "vgg19")
-}
 FORWARD_ONLY = "forward pass of the model as trained; backward ≈ 2× forward is not in the graph"
 CONVENTIONS = {
     "flops": "forward-pass FLOPs, a multiply-add counted as 2; " + FORWARD_ONLY,
     "profile": "batch-independent: *_per_sample scale with the batch size, everything else is per model; "
     "features.at_batch(profile, b) gives the features at batch size b",
-    "graphs": "graph-only ONNX profiled by features.profile_onnx; graph 'exported': torch.onnx export of the "
-    "reference PyTorch module (hack/catalog/graphs), 'built': typed layer for layer from the stated source "
-    "with onnx.helper (hack/catalog)",
+    "graphs": "graph-only ONNX profiled by features.profile_onnx: the torch.onnx export of the reference "
+    "PyTorch module, shipped in data/graphs/",
 }
 
 
 def build_catalog() -> dict[str, Any]:
     models: dict[str, dict[str, Any]] = {}
     for entry in ENTRIES:
-        profile = features.profile_onnx(entry.build())
+        profile = features.profile_onnx(entry.graph())
         checks.published_params(entry, profile)
         models[entry.name] = {
             "aliases": list(entry.aliases),
@@ -71,7 +57,6 @@ def build_catalog() -> dict[str, Any]:
             "assumptions": list(entry.assumptions),
             "workloads": list(entry.groups),
             "published_params_checked": entry.published_params is not None,
-            "graph": "exported" if entry.export else "built",
             "profile": {name: _number(profile[name]) for name in features.PROFILE_NAMES},
         }
     checks.aliases(models)
@@ -80,18 +65,6 @@ def build_catalog() -> dict[str, Any]:
 
 def _number(value: float) -> int | float:
     return int(value) if float(value).is_integer() else round(value, 3)
-
-
-def built_graphs() -> dict[Path, bytes]:
-    """The compressed graph of every built entry as the package ships it (exported ones are already
-    there: `--from-torch` writes them)."""
-    return {
-        graph_files.path(entry.name): graph_files.compressed(
-            RESHAPEABLE_BUILDS.get(entry.name, entry.build)()
-        )
-        for entry in ENTRIES
-        if not entry.export
-    }
 
 
 def main() -> int:
@@ -105,16 +78,9 @@ def main() -> int:
         "--from-torch",
         nargs="*",
         metavar="NAME",
-        help="re-export the graphs of exported entries (needs torch)",
-    )
-    mode.add_argument(
-        "--compare-torch", nargs="*", metavar="NAME", help="built entries against their torch export"
+        help="re-export the graphs of the entries (all, or those named; needs torch)",
     )
     args = parser.parse_args()
-    if args.compare_torch is not None:
-        from catalog import reexport  # torch
-
-        return reexport.compare(args.compare_torch)
     if args.from_torch is not None:
         from catalog import reexport  # torch
 
@@ -127,7 +93,6 @@ def main() -> int:
     outputs = {
         CATALOG_PATH: (json.dumps(catalog, indent=1, ensure_ascii=False) + "\n").encode(),
         DOCS_PATH: docs.render(catalog).encode(),
-        **built_graphs(),
     }
     expected = {graph_files.path(entry.name) for entry in ENTRIES}
     strays = sorted(set(graph_files.GRAPHS_DIR.glob("*.onnx.gz")) - expected)
@@ -136,12 +101,12 @@ def main() -> int:
         for path in stale + strays:
             print(f"{path} is stale: run python hack/gen_catalog.py", file=sys.stderr)
         return 1 if stale or strays else 0
-    for path in strays:
+    for path in strays:  # the graph of an entry that is gone
         path.unlink()
     for path, data in outputs.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
-    print(f"wrote {len(catalog['models'])} models, {DOCS_PATH} and the graphs in {graph_files.GRAPHS_DIR}")
+    print(f"wrote {len(catalog['models'])} models to {CATALOG_PATH} and {DOCS_PATH}")
     return 0
 
 

@@ -3,23 +3,23 @@ assumptions behind its numbers (docs/catalog.md prints them)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
 
 import onnx
 
-from catalog import graph_files, other, sequence, vision
+from catalog import graph_files
 
 TORCHVISION = "torchvision.models (ImageNet, 3×224×224, 1000 classes)"
 IMAGENET_SAMPLE = "one 3×224×224 image"
+TORCHVISION_EXPORT = "torchvision.models.get_model(name, weights=None) exported with torch.onnx"
+HF = "Hugging Face transformers"
+EAGER = "attn_implementation='eager': Q·Kᵀ and P·V are explicit MatMuls"
 
 
 @dataclass(frozen=True)
 class Entry:
     name: str
-    build: Callable[[], onnx.ModelProto]
     task: str
     dataset: str
     sample: str  # what one unit of batch size is
@@ -29,47 +29,69 @@ class Entry:
     published_params: int | None = None  # checked against the graph when known
     groups: tuple[str, ...] = field(default=())  # which workload sets use it: gavel, muri, horus, alnair
     # The published configuration the count applies to, when the entry differs from it (e.g. the
-    # entry has a 43-class head, the published model 1000 classes): the same builder, other arguments.
-    reference: Callable[[], onnx.ModelProto] | None = None
-    # Exported entries: the key of the reference module in catalog/torch_models.py (`build` loads the
-    # entry's graph from the package data, catalog/graph_files.py).
-    export: str | None = None
+    # entry has a 43-class head, the published model 1000 classes): its key in catalog/torch_models.py,
+    # whose parameters `--from-torch` checks against published_params instead of the graph's.
+    reference: str | None = None
+    # The key of the reference module in catalog/torch_models.py, when not the entry's name.
+    module: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.module or self.name
+
+    def graph(self) -> onnx.ModelProto:
+        """The entry's exported graph, as the package ships it."""
+        return graph_files.load(self.name)
 
 
-def _torchvision(
+def _classifier(
     name: str,
-    build: Callable[[], onnx.ModelProto],
     params: int,
     *aliases: str,
-    groups: tuple[str, ...] = ("horus",),
+    size: int = 224,
+    module: str | None = None,
+    note: str = "",
+    groups: tuple[str, ...] = (),
 ) -> Entry:
+    crop = (
+        "224×224 crops as torchvision's ImageNet recipe trains them"
+        if size == 224
+        else f"{size}×{size} crops, the resolution the architecture is defined at"
+    )
     return Entry(
         name,
-        build,
         "image classification",
         "ImageNet",
-        IMAGENET_SAMPLE,
-        f"{TORCHVISION}: {name}",
-        ("224×224 crops as torchvision's ImageNet recipe trains them",),
+        IMAGENET_SAMPLE if size == 224 else f"one 3×{size}×{size} image",
+        f"{TORCHVISION}: {module or name}; {TORCHVISION_EXPORT}",
+        (crop, *((note,) if note else ())),
         aliases,
         params,
         groups,
+        module=module,
     )
 
 
-def _resnet(blocks: list[int], bottleneck: bool, **options: Any) -> Callable[[], onnx.ModelProto]:
-    return lambda: vision.resnet(blocks, bottleneck=bottleneck, **options)
+def _vgg(name: str, params: int, *aliases: str, groups: tuple[str, ...]) -> Entry:
+    entry = _classifier(name, params, *aliases, module=f"{name}-reshapeable", groups=groups)
+    note = (
+        "its AdaptiveAvgPool2d((7, 7)) (the identity at 224×224) exported as a global average expanded "
+        "to 7×7: torchvision's shapes at every input size, so the graph can be re-shaped "
+        "(hack/catalog/torch_models.py _ReshapeableAdaptivePool)"
+    )
+    return dataclasses.replace(
+        entry, source=f"{TORCHVISION}: {name}; {TORCHVISION_EXPORT}", assumptions=(*entry.assumptions, note)
+    )
 
 
 GAVEL = (
     Entry(
         "resnet18",
-        _resnet([2, 2, 2, 2], False, input_shape=vision.CIFAR, classes=10),
         "image classification",
         "CIFAR-10",
         "one 3×32×32 image",
         "Gavel workloads/pytorch/image_classification/cifar10 (kuangliu/pytorch-cifar ResNet18: 3×3 stem, "
-        "no max-pool, 10 classes)",
+        "no max-pool, 10 classes): torchvision's resnet18 with that stem and head, exported with torch.onnx",
         (
             "Gavel's ResNet-18 job trains on CIFAR-10; Muri's resnet18 jobs are ImageNet-sized: see "
             "resnet18-imagenet",
@@ -77,14 +99,15 @@ GAVEL = (
         ("ResNet-18", "resnet18-cifar10", "resnet18_cifar"),
         None,
         ("gavel", "muri"),
+        module="resnet18-cifar",
     ),
     Entry(
         "resnet50",
-        _resnet([3, 4, 6, 3], True),
         "image classification",
         "ImageNet",
         IMAGENET_SAMPLE,
-        "Gavel workloads/pytorch/image_classification/imagenet main.py -a resnet50 (torchvision resnet50)",
+        "Gavel workloads/pytorch/image_classification/imagenet main.py -a resnet50 (torchvision resnet50); "
+        + TORCHVISION_EXPORT,
         ("224×224 crops (RandomResizedCrop(224) in the ImageNet example)",),
         ("ResNet-50", "resnet-50-imagenet"),
         25_557_032,
@@ -92,22 +115,12 @@ GAVEL = (
     ),
     Entry(
         "transformer",
-        lambda: sequence.translation_transformer(
-            source_vocabulary=3000,
-            target_vocabulary=3000,
-            width=512,
-            inner=2048,
-            heads=8,
-            layers=6,
-            source_length=32,
-            target_length=32,
-            max_length=52,
-        ),
         "translation",
         "Multi30k (en-de, tokenized, lower-cased)",
         "one source/target sentence pair",
         "Gavel workloads/pytorch/translation (attention-is-all-you-need-pytorch: 6+6 layers, d_model 512, "
-        "d_inner 2048, 8 heads, d_k = d_v = 64, Conv1d feed-forward, -proj_share_weight)",
+        "d_inner 2048, 8 heads, d_k = d_v = 64, Conv1d feed-forward, -proj_share_weight), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "vocabularies of 3,000 source and 3,000 target words: Multi30k after preprocess.py's rare-word "
             "trimming has a few thousand; the exact size depends on the preprocessing run",
@@ -121,12 +134,12 @@ GAVEL = (
     ),
     Entry(
         "lstm-lm",
-        lambda: sequence.word_lstm_lm(vocabulary=33278, embedding=200, hidden=200, layers=2, bptt=35),
         "language modelling",
         "Wikitext-2",
         "one 35-token column of a bptt chunk",
         "Gavel workloads/pytorch/language_modeling (pytorch/examples word_language_model RNNModel: "
-        "LSTM, emsize 200, nhid 200, 2 layers, bptt 35, untied)",
+        "LSTM, emsize 200, nhid 200, 2 layers, bptt 35, untied), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         ("Wikitext-2 vocabulary of 33,278 words (the example's Corpus dictionary)",),
         ("LM", "LSTM", "lstm_lm", "word-lm", "lstm-wikitext2"),
         None,
@@ -134,11 +147,11 @@ GAVEL = (
     ),
     Entry(
         "recommendation",
-        lambda: other.recoder_autoencoder(items=20108, hidden=200),
         "recommendation (collaborative filtering)",
         "MovieLens-20M",
         "one user's item vector",
-        "Gavel workloads/pytorch/recommendation (recoder DynamicAutoencoder hidden_layers=[200], tanh)",
+        "Gavel workloads/pytorch/recommendation (recoder DynamicAutoencoder hidden_layers=[200], tanh), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "20,108 items: the ML-20M item count after the VAE-CF preprocessing Gavel's pro_sg data follows",
             "the dynamic autoencoder only touches items present in the batch (plus negative samples); the "
@@ -150,14 +163,17 @@ GAVEL = (
     ),
     Entry(
         "a3c",
-        lambda: other.a3c_lstm(frame=80, actions=6),
         "reinforcement learning",
         "Atari Pong",
         "one forward step on one frame",
-        "Gavel workloads/pytorch/rl (rl_a3c_pytorch A3Clstm: 4 conv/max-pool stages, LSTMCell(1024, 512))",
+        "Gavel workloads/pytorch/rl (rl_a3c_pytorch A3Clstm: 4 conv/max-pool stages, LSTMCell(1024, 512)), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "1×80×80 grey frames and 6 Pong actions (the repository's environment config)",
             "Gavel reports batch size 1: each worker process steps one environment",
+            "the LSTMCell is written as one step of nn.LSTM (the same arithmetic and parameters), as the GPU "
+            "runs it: two GEMMs and one fused pointwise kernel",
+            "the LSTM state carried from the previous step is an input",
         ),
         ("A3C",),
         None,
@@ -165,15 +181,16 @@ GAVEL = (
     ),
     Entry(
         "cyclegan",
-        lambda: other.cyclegan(image=256, residual_blocks=9),
         "image-to-image translation",
         "monet2photo",
         "one unaligned image pair (A, B) through a whole training step",
         "Gavel workloads/pytorch/cyclegan (PyTorch-GAN cyclegan.py: ResNet generators with 9 residual "
-        "blocks, PatchGAN discriminators, instance norm)",
+        "blocks, PatchGAN discriminators, instance norm), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "256×256 crops (img_height/img_width defaults), batch size 1",
             "the graph holds one training step's forward work: 6 generator and 6 discriminator passes",
+            "the discriminators' fake batches come from the replay buffers, graph inputs beside the pair",
         ),
         ("CycleGAN",),
         None,
@@ -184,17 +201,15 @@ GAVEL = (
 MURI = (
     Entry(
         "gpt2",
-        lambda: sequence.gpt2(
-            vocabulary=50257, positions=1024, width=768, heads=12, layers=12, sequence=1024
-        ),
         "language modelling",
         "a text corpus (Muri's train_dir; the code does not name it)",
         "one 1,024-token block",
         "Muri cluster_exp/workloads/models/nlp_model.py (Hugging Face GPT2LMHeadModel with the default "
-        "GPT2Config: 12 layers, 768 wide, 12 heads)",
+        "GPT2Config: 12 layers, 768 wide, 12 heads), exported with torch.onnx",
         (
             "block size 1,024 tokens (tokenizer.max_len_single_sentence for gpt2)",
             "LM head tied to the token embedding, as in GPT2LMHeadModel",
+            EAGER,
         ),
         ("GPT-2", "gpt-2"),
         124_439_808,
@@ -202,27 +217,24 @@ MURI = (
     ),
     Entry(
         "bert",
-        lambda: sequence.bert_mlm(
-            vocabulary=30522, positions=512, width=768, heads=12, layers=12, inner=3072, sequence=512
-        ),
         "masked language modelling",
         "a text corpus (Muri's train_dir; the code does not name it)",
         "one 512-token block",
         "Muri cluster_exp/workloads/models/nlp_model.py (Hugging Face BertForMaskedLM with the default "
-        "BertConfig: BERT-base, 12 layers, 768 wide)",
+        "BertConfig: BERT-base, 12 layers, 768 wide), exported with torch.onnx",
         (
             "block size 510 tokens + [CLS] and [SEP] = 512 (bert-base-uncased max_len_single_sentence)",
             "MLM head over every position (masking picks the loss positions, not the compute)",
+            EAGER,
         ),
         ("BERT", "bert-base"),
         109_514_298,
         ("muri",),
     ),
-    _torchvision("vgg16", lambda: vision.vgg("vgg16"), 138_357_544, "VGG-16", groups=("muri", "horus")),
-    _torchvision("vgg19", lambda: vision.vgg("vgg19"), 143_667_240, "VGG-19", groups=("muri", "horus")),
-    _torchvision(
+    _vgg("vgg16", 138_357_544, "VGG-16", groups=("muri", "horus")),
+    _vgg("vgg19", 143_667_240, "VGG-19", groups=("muri", "horus")),
+    _classifier(
         "shufflenet_v2_x1_0",
-        lambda: vision.shufflenet_v2([116, 232, 464, 1024], "shufflenet_v2_x1_0"),
         2_278_604,
         "ShuffleNetV2",
         "shufflenet-v2",
@@ -230,11 +242,11 @@ MURI = (
     ),
     Entry(
         "a2c",
-        lambda: other.a2c(frames=4, actions=4),
         "reinforcement learning",
         "Atari Breakout",
         "one observation (batch size = number of parallel environments)",
-        "Muri cluster_exp/workloads/models/a2c_model.py (DeepRL CategoricalActorCriticNet(NatureConvBody))",
+        "Muri cluster_exp/workloads/models/a2c_model.py (DeepRL CategoricalActorCriticNet(NatureConvBody)), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "4 stacked 84×84 frames, 4 Breakout actions",
             "one forward pass per observation; the rollout's extra forward passes are not in the graph",
@@ -245,11 +257,11 @@ MURI = (
     ),
     Entry(
         "dqn",
-        lambda: other.dqn(frames=4, actions=4),
         "reinforcement learning",
         "Atari Breakout",
         "one replayed transition",
-        "Muri cluster_exp/workloads/models/dqn_model.py (DeepRL VanillaNet(NatureConvBody), DQNAgent)",
+        "Muri cluster_exp/workloads/models/dqn_model.py (DeepRL VanillaNet(NatureConvBody), DQNAgent), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "4 stacked 84×84 frames, 4 Breakout actions",
             "each transition runs the online network on the state and the target network on the next state; "
@@ -259,89 +271,43 @@ MURI = (
         None,
         ("muri",),
     ),
-    _torchvision(
+    _classifier(
         "resnet18-imagenet",
-        _resnet([2, 2, 2, 2], False),
         11_689_512,
         "resnet18_imagenet",
+        module="resnet18",
         groups=("muri", "horus"),
     ),
 )
 
 HORUS = (
-    _torchvision("resnet34", _resnet([3, 4, 6, 3], False), 21_797_672, "ResNet-34"),
-    _torchvision("resnet101", _resnet([3, 4, 23, 3], True), 44_549_160, "ResNet-101"),
-    _torchvision("resnet152", _resnet([3, 8, 36, 3], True), 60_192_808, "ResNet-152"),
-    _torchvision(
-        "resnext50_32x4d",
-        _resnet([3, 4, 6, 3], True, groups=32, width_per_group=4),
-        25_028_904,
-        "ResNeXt-50",
-        "resnext50",
+    _classifier("resnet34", 21_797_672, "ResNet-34", groups=("horus",)),
+    _classifier("resnet101", 44_549_160, "ResNet-101", groups=("horus",)),
+    _classifier("resnet152", 60_192_808, "ResNet-152", groups=("horus",)),
+    _classifier("resnext50_32x4d", 25_028_904, "ResNeXt-50", "resnext50", groups=("horus",)),
+    _classifier("resnext101_32x8d", 88_791_336, "ResNeXt-101", "resnext101", groups=("horus",)),
+    _vgg("vgg11", 132_863_336, "VGG-11", groups=("horus",)),
+    _vgg("vgg13", 133_047_848, "VGG-13", groups=("horus",)),
+    _classifier("densenet121", 7_978_856, "DenseNet-121", "densenet", groups=("horus",)),
+    _classifier("densenet169", 14_149_480, "DenseNet-169", groups=("horus",)),
+    _classifier("densenet201", 20_013_928, "DenseNet-201", groups=("horus",)),
+    _classifier("mobilenet_v2", 3_504_872, "MobileNetV2", "mobilenet-v2", groups=("horus",)),
+    _classifier("shufflenet_v2_x0_5", 1_366_792, groups=("horus",)),
+    _classifier("shufflenet_v2_x1_5", 3_503_624, groups=("horus",)),
+    _classifier("shufflenet_v2_x2_0", 7_393_996, groups=("horus",)),
+    _classifier("mnasnet0_5", 2_218_512, groups=("horus",)),
+    _classifier("mnasnet1_0", 4_383_312, "MNASNet", "mnasnet", groups=("horus",)),
+    _classifier(
+        "efficientnet_b0", 5_288_548, "EfficientNet", "efficientnet", "EfficientNet-B0", groups=("horus",)
     ),
-    _torchvision(
-        "resnext101_32x8d",
-        _resnet([3, 4, 23, 3], True, groups=32, width_per_group=8),
-        88_791_336,
-        "ResNeXt-101",
-        "resnext101",
-    ),
-    _torchvision("vgg11", lambda: vision.vgg("vgg11"), 132_863_336, "VGG-11"),
-    _torchvision("vgg13", lambda: vision.vgg("vgg13"), 133_047_848, "VGG-13"),
-    _torchvision(
-        "densenet121",
-        lambda: vision.densenet(32, (6, 12, 24, 16), 64, "densenet121"),
-        7_978_856,
-        "DenseNet-121",
-        "densenet",
-    ),
-    _torchvision(
-        "densenet169",
-        lambda: vision.densenet(32, (6, 12, 32, 32), 64, "densenet169"),
-        14_149_480,
-        "DenseNet-169",
-    ),
-    _torchvision(
-        "densenet201",
-        lambda: vision.densenet(32, (6, 12, 48, 32), 64, "densenet201"),
-        20_013_928,
-        "DenseNet-201",
-    ),
-    _torchvision("mobilenet_v2", vision.mobilenet_v2, 3_504_872, "MobileNetV2", "mobilenet-v2"),
-    _torchvision(
-        "shufflenet_v2_x0_5",
-        lambda: vision.shufflenet_v2([48, 96, 192, 1024], "shufflenet_v2_x0_5"),
-        1_366_792,
-    ),
-    _torchvision(
-        "shufflenet_v2_x1_5",
-        lambda: vision.shufflenet_v2([176, 352, 704, 1024], "shufflenet_v2_x1_5"),
-        3_503_624,
-    ),
-    _torchvision(
-        "shufflenet_v2_x2_0",
-        lambda: vision.shufflenet_v2([244, 488, 976, 2048], "shufflenet_v2_x2_0"),
-        7_393_996,
-    ),
-    _torchvision("mnasnet0_5", lambda: vision.mnasnet(0.5, "mnasnet0_5"), 2_218_512),
-    _torchvision("mnasnet1_0", lambda: vision.mnasnet(1.0, "mnasnet1_0"), 4_383_312, "MNASNet", "mnasnet"),
-    _torchvision(
-        "efficientnet_b0",
-        vision.efficientnet_b0,
-        5_288_548,
-        "EfficientNet",
-        "efficientnet",
-        "EfficientNet-B0",
-    ),
-    _torchvision("squeezenet1_0", lambda: vision.squeezenet("1_0"), 1_248_424, "SqueezeNet", "squeezenet"),
-    _torchvision("squeezenet1_1", lambda: vision.squeezenet("1_1"), 1_235_496, "SqueezeNet-1.1"),
+    _classifier("squeezenet1_0", 1_248_424, "SqueezeNet", "squeezenet", groups=("horus",)),
+    _classifier("squeezenet1_1", 1_235_496, "SqueezeNet-1.1", groups=("horus",)),
     Entry(
         "googlenet",
-        vision.googlenet,
         "image classification",
         "ImageNet",
         IMAGENET_SAMPLE,
-        f"{TORCHVISION}: googlenet",
+        f"{TORCHVISION}: googlenet; {TORCHVISION_EXPORT}",
         ("trained from scratch, so both auxiliary classifiers run (aux_logits)",),
         ("GoogLeNet", "inception-v1"),
         13_004_888,
@@ -349,11 +315,11 @@ HORUS = (
     ),
     Entry(
         "dpn92",
-        vision.dpn92_cifar,
         "image classification",
         "CIFAR-10",
         "one 3×32×32 image",
-        "kuangliu/pytorch-cifar DPN92 (DPN is not in torchvision)",
+        "kuangliu/pytorch-cifar DPN92 (DPN is not in torchvision), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         ("CIFAR-10 input: the Horus papers do not state the DPN variant or dataset",),
         ("DPN", "DPN-92"),
         None,
@@ -361,11 +327,11 @@ HORUS = (
     ),
     Entry(
         "pyramidnet110",
-        vision.pyramidnet_cifar,
         "image classification",
         "CIFAR-10",
         "one 3×32×32 image",
-        "dyhan0920/PyramidNet-PyTorch PyramidNet(depth 110, alpha 48, basic blocks, CIFAR)",
+        "dyhan0920/PyramidNet-PyTorch PyramidNet(depth 110, alpha 48, basic blocks, CIFAR), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "depth 110 and alpha 48, the repository's CIFAR example; "
             "the Horus papers do not state the variant",
@@ -376,13 +342,11 @@ HORUS = (
     ),
     Entry(
         "transformer-lm",
-        lambda: sequence.word_transformer_lm(
-            vocabulary=33278, width=200, heads=2, feedforward=200, layers=2, bptt=35
-        ),
         "language modelling",
         "Wikitext-2",
         "one 35-token sequence",
-        "pytorch/examples word_language_model TransformerModel (emsize 200, nhid 200, 2 layers, 2 heads)",
+        "pytorch/examples word_language_model TransformerModel (emsize 200, nhid 200, 2 layers, 2 heads), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         ("the word_language_model defaults with --model Transformer; Wikitext-2 vocabulary 33,278",),
         ("TransformerLM", "transformer_lm"),
         None,
@@ -403,19 +367,23 @@ FROZEN_BACKBONE = (
 SMALL_BERTS = [(4, 512, 8), (2, 128, 2), (2, 256, 4), (2, 512, 8), (2, 768, 12), (4, 128, 2), (4, 256, 4)]
 
 
+def small_bert_name(layers: int, width: int, heads: int) -> str:
+    return f"bert_en_uncased_L-{layers}_H-{width}_A-{heads}"
+
+
 def _small_bert(layers: int, width: int, heads: int) -> Entry:
-    name = f"bert_en_uncased_L-{layers}_H-{width}_A-{heads}"
+    name = small_bert_name(layers, width, heads)
     return Entry(
         name,
-        lambda: sequence.bert_classifier(layers=layers, width=width, heads=heads, sequence=128, name=name),
         "text classification",
         "IMDB reviews",
         "one review, 128 tokens",
         f"CentaurusInfra/alnair open-data/gpu-sharing/NLP_BERT.py (TF-Hub small_bert/{name}, pooled output, "
-        "1-unit dense head)",
+        "1-unit dense head), as Hugging Face transformers BertModel exported with torch.onnx",
         (
             "128 tokens: the bert_en_uncased_preprocess model's default sequence length",
             "the encoder is trained (trainable=True)",
+            EAGER,
         ),
         (f"small_bert/{name}",),
         None,
@@ -426,65 +394,66 @@ def _small_bert(layers: int, width: int, heads: int) -> Entry:
 ALNAIR = (
     Entry(
         "mobilenet_v1",
-        lambda: vision.mobilenet_v1(classes=43),
         "image classification",
         "GTSRB",
         GTSRB_SAMPLE,
-        ALNAIR_CLASSIFIER.format(hub="mobilenet_v1_100_224") + "; Keras MobileNet α = 1.0",
+        ALNAIR_CLASSIFIER.format(hub="mobilenet_v1_100_224")
+        + "; Keras MobileNet α = 1.0, written in hack/catalog/torch_models.py and exported with torch.onnx",
         FROZEN_BACKBONE,
         ("MobileNet", "mobilenet_v1_100_224"),
         4_231_976,
         ("alnair",),
-        lambda: vision.mobilenet_v1(classes=1000),
+        reference="mobilenet_v1-imagenet",
     ),
     Entry(
         "efficientnet_v2_s",
-        lambda: vision.efficientnet_v2_s(classes=43),
         "image classification",
         "GTSRB",
         GTSRB_SAMPLE,
-        ALNAIR_CLASSIFIER.format(hub="efficientnet_v2_imagenet1k_s") + "; layers as torchvision "
-        "efficientnet_v2_s",
+        ALNAIR_CLASSIFIER.format(hub="efficientnet_v2_imagenet1k_s") + "; torchvision "
+        "efficientnet_v2_s(num_classes=43) exported with torch.onnx",
         FROZEN_BACKBONE,
         ("EfficientNet_v2", "EfficientNetV2-S"),
         21_458_488,
         ("alnair",),
-        lambda: vision.efficientnet_v2_s(classes=1000),
+        reference="efficientnet_v2_s",
+        module="efficientnet_v2_s-gtsrb",
     ),
     Entry(
         "inception_v3",
-        lambda: vision.inception_v3(classes=43, image=224, aux=False),
         "image classification",
         "GTSRB",
         GTSRB_SAMPLE,
-        ALNAIR_CLASSIFIER.format(hub="inception_v3") + "; layers as torchvision inception_v3",
+        ALNAIR_CLASSIFIER.format(hub="inception_v3") + "; torchvision inception_v3(num_classes=43, "
+        "aux_logits=False) exported with torch.onnx",
         (*FROZEN_BACKBONE, "no auxiliary classifier (the feature vector has none)"),
         ("Inception_v3", "Inception-v3"),
         27_161_264,
         ("alnair",),
-        lambda: vision.inception_v3(classes=1000, image=299, aux=True),
+        reference="inception_v3",
+        module="inception_v3-gtsrb",
     ),
     Entry(
         "nasnet_mobile",
-        lambda: vision.nasnet_mobile(classes=43),
         "image classification",
         "GTSRB",
         GTSRB_SAMPLE,
-        ALNAIR_CLASSIFIER.format(hub="nasnet_mobile") + "; layers as Keras NASNetMobile (NASNet-A 4@1056)",
+        ALNAIR_CLASSIFIER.format(hub="nasnet_mobile") + "; Keras NASNetMobile (NASNet-A 4@1056), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         FROZEN_BACKBONE,
         ("Nasnet_Mobile", "NASNet-Mobile", "nasnet"),
         5_289_978,
         ("alnair",),
-        lambda: vision.nasnet_mobile(classes=1000),
+        reference="nasnet_mobile-imagenet",
     ),
     *(_small_bert(*config) for config in SMALL_BERTS),
     Entry(
         "dcgan",
-        lambda: other.dcgan_mnist(noise=100),
         "image generation",
         "MNIST",
         "one training-step sample: a noise vector and a real 28×28 image",
-        "CentaurusInfra/alnair open-data/gpu-sharing/DCGAN_MNIST.py (TensorFlow's DCGAN tutorial)",
+        "CentaurusInfra/alnair open-data/gpu-sharing/DCGAN_MNIST.py (TensorFlow's DCGAN tutorial), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         ("the generator runs once and the discriminator twice (real and generated) per sample",),
         ("DCGAN", "dcgan-mnist"),
         None,
@@ -492,12 +461,12 @@ ALNAIR = (
     ),
     Entry(
         "unet-mobilenet_v2",
-        lambda: vision.unet_mobilenet_v2(image=128, classes=3),
         "image segmentation",
         "Oxford-IIIT Pet",
         "one 128×128 image",
         "CentaurusInfra/alnair open-data/gpu-sharing/Image_Segmentation.py (TensorFlow's segmentation "
-        "tutorial: Keras MobileNetV2 encoder, pix2pix decoder)",
+        "tutorial: Keras MobileNetV2 encoder, pix2pix decoder), "
+        "written in hack/catalog/torch_models.py and exported with torch.onnx",
         ("128×128 images, 3 mask classes", "the MobileNetV2 encoder is frozen; the decoder trains"),
         ("Image Segmentation", "image-segmentation", "unet"),
         None,
@@ -505,12 +474,11 @@ ALNAIR = (
     ),
     Entry(
         "dqn-cartpole",
-        lambda: other.dqn_cartpole(hidden=(100, 50), actions=2),
         "reinforcement learning",
         "CartPole-v0",
         "one sampled 2-step trajectory",
         "CentaurusInfra/alnair open-data/gpu-sharing/RL_CartPole.py (TF-Agents DQN tutorial: dense 100-50 "
-        "Q-network)",
+        "Q-network), written in hack/catalog/torch_models.py and exported with torch.onnx",
         (
             "the data set's BS column is the replay sample batch size (batch_size in the script)",
             "the Q-network runs on the observation and the target copy on the next one",
@@ -520,59 +488,6 @@ ALNAIR = (
         ("alnair",),
     ),
 )
-
-# ---- exported from the reference implementations (hack/catalog/torch_models.py) ----
-
-
-def _exported(
-    name: str,
-    task: str,
-    dataset: str,
-    sample: str,
-    source: str,
-    assumptions: tuple[str, ...] = (),
-    aliases: tuple[str, ...] = (),
-    published_params: int | None = None,
-    export: str | None = None,
-) -> Entry:
-    return Entry(
-        name,
-        functools.partial(graph_files.load, name),
-        task,
-        dataset,
-        sample,
-        source,
-        assumptions,
-        aliases,
-        published_params,
-        (),
-        export=export or name,
-    )
-
-
-TORCHVISION_EXPORT = "torchvision.models.get_model(name, weights=None) exported with torch.onnx"
-
-
-def _classifier(
-    name: str, params: int, *aliases: str, size: int = 224, export: str | None = None, note: str = ""
-) -> Entry:
-    crop = (
-        "224×224 crops as torchvision's ImageNet recipe trains them"
-        if size == 224
-        else f"{size}×{size} crops, the resolution the architecture is defined at"
-    )
-    return _exported(
-        name,
-        "image classification",
-        "ImageNet",
-        IMAGENET_SAMPLE if size == 224 else f"one 3×{size}×{size} image",
-        f"{TORCHVISION}: {export or name}; {TORCHVISION_EXPORT}",
-        (crop, *((note,) if note else ())),
-        aliases,
-        params,
-        export,
-    )
-
 
 EXPORTED_CLASSIFIERS = (
     _classifier("alexnet", 61_100_840, "AlexNet"),
@@ -602,7 +517,7 @@ EXPORTED_CLASSIFIERS = (
         21_458_488,
         "efficientnet_v2_s_imagenet",
         size=300,
-        export="efficientnet_v2_s",
+        module="efficientnet_v2_s",
         note="300×300: the train crop of torchvision's EfficientNetV2 recipe (it evaluates at 384); "
         "`efficientnet_v2_s` is alnair's 43-class GTSRB job",
     ),
@@ -611,7 +526,7 @@ EXPORTED_CLASSIFIERS = (
         27_161_264,
         "inception_v3_imagenet",
         size=299,
-        export="inception_v3",
+        module="inception_v3",
         note="trained from scratch, so the auxiliary classifier runs (aux_logits); `inception_v3` is "
         "alnair's 43-class GTSRB job",
     ),
@@ -640,7 +555,7 @@ EXPORTED_CLASSIFIERS = (
 
 def _segmentation(name: str, params: int, *aliases: str) -> Entry:
     aux = not name.startswith("lraspp")
-    return _exported(
+    return Entry(
         name,
         "semantic segmentation",
         "COCO (the 20 Pascal VOC categories + background)",
@@ -661,7 +576,7 @@ def _segmentation(name: str, params: int, *aliases: str) -> Entry:
 
 
 def _detection(name: str, params: int, *aliases: str, two_stage: bool) -> Entry:
-    return _exported(
+    return Entry(
         name,
         "object detection",
         "COCO",
@@ -699,9 +614,6 @@ DENSE_PREDICTION = (
     _detection("fasterrcnn_mobilenet_v3_large_fpn", 19_386_354, "Faster R-CNN MobileNetV3", two_stage=True),
 )
 
-HF = "Hugging Face transformers"
-EAGER = "attn_implementation='eager': Q·Kᵀ and P·V are explicit MatMuls"
-
 
 def _language_model(
     name: str,
@@ -711,7 +623,7 @@ def _language_model(
     *aliases: str,
     task: str = "language modelling",
 ) -> Entry:
-    return _exported(name, task, "a text corpus", sample, source, (*assumptions, EAGER), aliases)
+    return Entry(name, task, "a text corpus", sample, source, (*assumptions, EAGER), aliases)
 
 
 SEQUENCE_MODELS = (
@@ -765,7 +677,7 @@ SEQUENCE_MODELS = (
         "TinyLlama",
         "llama-1.1b",
     ),
-    _exported(
+    Entry(
         "wav2vec2-base",
         "speech recognition (CTC fine-tuning)",
         "LibriSpeech",
@@ -781,7 +693,7 @@ SEQUENCE_MODELS = (
         ),
         ("wav2vec2", "wav2vec 2.0"),
     ),
-    _exported(
+    Entry(
         "conformer-s",
         "speech recognition (CTC)",
         "LibriSpeech",
@@ -797,8 +709,8 @@ SEQUENCE_MODELS = (
     ),
 )
 
-OTHER_EXPORTED = (
-    _exported(
+OTHER_MODELS = (
+    Entry(
         "pointnet",
         "point-cloud classification",
         "ModelNet40",
@@ -809,7 +721,7 @@ OTHER_EXPORTED = (
         ("1,024 points per cloud (the paper's ModelNet40 setting)", "40 classes"),
         ("PointNet",),
     ),
-    _exported(
+    Entry(
         "neumf",
         "recommendation (implicit feedback)",
         "MovieLens-20M",
@@ -820,7 +732,7 @@ OTHER_EXPORTED = (
         ("138,493 users and 26,744 items (ML-20M)", "negative samples are further pairs in the batch"),
         ("NeuMF", "NCF"),
     ),
-    _exported(
+    Entry(
         "dlrm",
         "recommendation (click-through rate)",
         "Criteo Kaggle Display Advertising",
@@ -835,7 +747,7 @@ OTHER_EXPORTED = (
         ),
         ("DLRM", "dlrm-small", "dlrm-kaggle"),
     ),
-    _exported(
+    Entry(
         "dcgan-64",
         "image generation",
         "CelebA (64×64)",
@@ -849,7 +761,7 @@ OTHER_EXPORTED = (
         ),
         ("dcgan64", "dcgan-celeba"),
     ),
-    _exported(
+    Entry(
         "cyclegan-generator",
         "image-to-image translation",
         "any unpaired 256×256 set (horse2zebra, monet2photo)",
@@ -862,7 +774,7 @@ OTHER_EXPORTED = (
         ),
         ("resnet_9blocks",),
     ),
-    _exported(
+    Entry(
         "pix2pix",
         "image-to-image translation (paired)",
         "facades / maps / cityscapes (256×256 pairs)",
@@ -876,7 +788,7 @@ OTHER_EXPORTED = (
         ),
         ("Pix2Pix",),
     ),
-    _exported(
+    Entry(
         "ppo",
         "reinforcement learning",
         "MuJoCo HalfCheetah",
@@ -886,7 +798,7 @@ OTHER_EXPORTED = (
         ("HalfCheetah: 17 observations, 6 actions", "one forward pass of actor and critic per observation"),
         ("PPO", "ppo-mujoco"),
     ),
-    _exported(
+    Entry(
         "td3",
         "reinforcement learning",
         "MuJoCo HalfCheetah",
@@ -903,46 +815,6 @@ OTHER_EXPORTED = (
     ),
 )
 
-EXPORTED = EXPORTED_CLASSIFIERS + DENSE_PREDICTION + SEQUENCE_MODELS + OTHER_EXPORTED
-
-# Built entries whose architecture torch_models.py also exports: `--compare-torch` prints the
-# differences (the built graphs stay: the shipped models were trained on their numbers).
-COMPARE_TORCH = {
-    **{
-        name: name
-        for name in [
-            "resnet34",
-            "resnet50",
-            "resnet101",
-            "resnet152",
-            "resnext50_32x4d",
-            "resnext101_32x8d",
-            "vgg11",
-            "vgg13",
-            "vgg16",
-            "vgg19",
-            "densenet121",
-            "densenet169",
-            "densenet201",
-            "mobilenet_v2",
-            "shufflenet_v2_x0_5",
-            "shufflenet_v2_x1_0",
-            "shufflenet_v2_x1_5",
-            "shufflenet_v2_x2_0",
-            "mnasnet0_5",
-            "mnasnet1_0",
-            "efficientnet_b0",
-            "squeezenet1_0",
-            "squeezenet1_1",
-            "googlenet",
-            "gpt2",
-            "bert",
-        ]
-    },
-    "resnet18-imagenet": "resnet18",
-    "inception_v3": "inception_v3-gtsrb",
-    "efficientnet_v2_s": "efficientnet_v2_s-gtsrb",
-    "cyclegan": "cyclegan-junyanz",
-}
-
-ENTRIES: tuple[Entry, ...] = GAVEL + MURI + HORUS + ALNAIR + EXPORTED
+ENTRIES: tuple[Entry, ...] = (
+    GAVEL + MURI + HORUS + ALNAIR + EXPORTED_CLASSIFIERS + DENSE_PREDICTION + SEQUENCE_MODELS + OTHER_MODELS
+)

@@ -15,8 +15,10 @@ graph as the module computes it in training:
 - weights keep their shapes, not their values (external data in a file that is not shipped);
 - the nodes carry no stack traces (they name local paths: the same export on another machine would
   write other bytes);
-- an LSTM's output keeps its number of steps from the input (see _lstm_steps_from_input), so a
-  recurrent graph can be re-shaped to another sequence length (spec.model.inputShape).
+- an LSTM takes its weights as parameters in ONNX's layout, not through the exporter's re-layout of
+  torch's (Slice, Concat, Unsqueeze of the parameters: nodes a training step never runs), and its
+  output keeps its number of steps from the input, so a recurrent graph can be re-shaped to another
+  sequence length (spec.model.inputShape).
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ def export(
     proto = ir.serde.serialize_model(model)
     for node in proto.graph.node:  # the exporter's stack traces name the paths of this checkout
         del node.metadata_props[:]
+    _lstm_weights_as_parameters(proto)
     _lstm_steps_from_input(proto.graph)
     profile = features.profile_onnx(proto)
     if profile["params"] != params:
@@ -244,3 +247,71 @@ def _lstm_steps_from_input(graph: onnx.GraphProto) -> None:
             initializers[name] = onnx.numpy_helper.from_array(target, name)
             graph.initializer.append(initializers[name])
         node.input[1] = name
+
+
+_LAYOUT_OPS = frozenset({"Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Transpose", "Constant"})
+
+
+def _lstm_weights_as_parameters(model: onnx.ModelProto) -> None:
+    """The exporter re-lays a torch LSTM's weights into ONNX's gate order with Slice, Concat and
+    Unsqueeze nodes on the parameters. Each LSTM's W, R and B computed that way become one parameter of
+    the shape the op takes (the same elements, so the count is unchanged) and the re-layout goes."""
+    graph = model.graph
+    producers = {output: node for node in graph.node for output in node.output}
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    shapes = {
+        value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
+        for value in onnx.shape_inference.infer_shapes(model).graph.value_info
+    }
+    for node in graph.node:
+        if node.op_type != "LSTM":
+            continue
+        for index, role in zip((1, 2, 3), "WRB", strict=False):
+            sources = _layout_sources(
+                node.input[index] if index < len(node.input) else "", producers, initializers
+            )
+            if not sources:
+                continue
+            source = initializers[min(sources)]
+            shape = shapes[node.input[index]]
+            if math.prod(shape) != sum(math.prod(initializers[name].dims) for name in sources):
+                continue
+            name = f"{node.name}.{role}"
+            tensor = onnx.TensorProto(name=name, data_type=source.data_type, dims=shape)
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            length = math.prod(shape) * onnx.helper.tensor_dtype_to_np_dtype(source.data_type).itemsize
+            for key, value in (("location", WEIGHTS_LOCATION), ("offset", "0"), ("length", str(length))):
+                tensor.external_data.add(key=key, value=value)
+            graph.initializer.append(tensor)
+            node.input[index] = name
+    _remove_unused(graph)
+
+
+def _layout_sources(name: str, producers: dict, initializers: dict) -> set[str]:
+    """The float parameters `name` is computed from when only layout ops compute it, else none."""
+    sources: set[str] = set()
+    pending = [name] if name else []
+    while pending:
+        value = pending.pop()
+        if value in initializers:
+            if initializers[value].data_type == onnx.TensorProto.FLOAT:
+                sources.add(value)
+            continue
+        node = producers.get(value)
+        if node is None or node.op_type not in _LAYOUT_OPS:
+            return set()
+        pending += [input_ for input_ in node.input if input_]
+    return sources if name not in initializers else set()
+
+
+def _remove_unused(graph: onnx.GraphProto) -> None:
+    while True:
+        used = {name for node in graph.node for name in node.input} | {value.name for value in graph.output}
+        dead = [node for node in graph.node if not any(output in used for output in node.output)]
+        for node in dead:
+            graph.node.remove(node)
+        if not dead:
+            break
+    unused = [tensor for tensor in graph.initializer if tensor.name not in used]
+    for tensor in unused:
+        graph.initializer.remove(tensor)
