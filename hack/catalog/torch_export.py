@@ -263,6 +263,7 @@ def _lstm_weights_as_parameters(model: onnx.ModelProto) -> None:
         value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
         for value in onnx.shape_inference.infer_shapes(model).graph.value_info
     }
+    replaced = False
     for node in graph.node:
         if node.op_type != "LSTM":
             continue
@@ -284,7 +285,9 @@ def _lstm_weights_as_parameters(model: onnx.ModelProto) -> None:
                 tensor.external_data.add(key=key, value=value)
             graph.initializer.append(tensor)
             node.input[index] = name
-    _remove_unused(graph)
+            replaced = True
+    if replaced:
+        _remove_dead_nodes(graph)
 
 
 def _layout_sources(name: str, producers: dict, initializers: dict) -> set[str]:
@@ -304,14 +307,16 @@ def _layout_sources(name: str, producers: dict, initializers: dict) -> set[str]:
     return sources if name not in initializers else set()
 
 
-def _remove_unused(graph: onnx.GraphProto) -> None:
+def _remove_dead_nodes(graph: onnx.GraphProto) -> None:
+    """Nodes whose outputs nothing reads, and the initializers only they read."""
+    read_by_dead: set[str] = set()
     while True:
         used = {name for node in graph.node for name in node.input} | {value.name for value in graph.output}
         dead = [node for node in graph.node if not any(output in used for output in node.output)]
         for node in dead:
+            read_by_dead.update(node.input)
             graph.node.remove(node)
         if not dead:
             break
-    unused = [tensor for tensor in graph.initializer if tensor.name not in used]
-    for tensor in unused:
+    for tensor in [tensor for tensor in graph.initializer if tensor.name in read_by_dead - used]:
         graph.initializer.remove(tensor)
