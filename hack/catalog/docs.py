@@ -18,8 +18,8 @@ def render(catalog: dict[str, Any]) -> str:
         "do not edit. How the numbers are counted: [prediction.md](prediction.md#features-and-catalog).",
         "GFLOP = forward-pass FLOPs per sample (multiply-add = 2); ✓ = parameter count checked against "
         "the published one. Every graph is the entry's reference PyTorch module exported with torch.onnx "
-        "(its source says which); how much the entries typed layer for layer before moved: "
-        "[below](#re-exported-entries).",
+        "(its source says which); how the numbers of the entries typed layer for layer until issue 27 "
+        "moved: [below](#re-exported-entries).",
         "",
         "One sample is each entry's default input. A job that trains an architecture at another input "
         "size says so with `spec.model.inputShape` (`horus predict job --input-shape 3x32x32`): the "
