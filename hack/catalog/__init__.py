@@ -1,1 +1,1 @@
-"""Graph builders for hack/gen_catalog.py: reference architectures as graph-only ONNX models."""
+"""hack/gen_catalog.py's parts: the entries, the reference PyTorch modules and their export, checks."""

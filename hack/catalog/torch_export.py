@@ -1,8 +1,8 @@
 """Export a reference PyTorch module to a graph-only ONNX model (needs the [catalog] extra and torch).
 
 Only `python hack/gen_catalog.py --from-torch` imports this module. It exports with torch.onnx's
-dynamo exporter at opset 20 (Gelu and LayerNormalization are single ops there, as in the hand-built
-graphs; no fused Attention op, so Q·Kᵀ and P·V stay MatMuls that features.py counts) and keeps the
+dynamo exporter at opset 20 (Gelu and LayerNormalization are single ops there; no fused Attention
+op, so Q·Kᵀ and P·V stay MatMuls that features.py counts) and keeps the
 graph as the module computes it in training:
 
 - batch norm stays a BatchNormalization node (the exporter's default optimizer folds it into the
@@ -12,7 +12,13 @@ graph as the module computes it in training:
   its batch-norm running statistics, and `features.profile_onnx` counts the parameters
   `module.parameters()` holds: `export` checks that and refuses a graph that disagrees;
 - other float buffers (rotary frequencies, fixed position tables) become Constant nodes;
-- weights keep their shapes, not their values (external data in a file that is not shipped).
+- weights keep their shapes, not their values (external data in a file that is not shipped);
+- the nodes carry no stack traces (they name local paths: the same export on another machine would
+  write other bytes);
+- an LSTM takes its weights as parameters in ONNX's layout, not through the exporter's re-layout of
+  torch's (Slice, Concat, Unsqueeze of the parameters: nodes a training step never runs), and its
+  output keeps its number of steps from the input, so a recurrent graph can be re-shaped to another
+  sequence length (spec.model.inputShape).
 """
 
 from __future__ import annotations
@@ -100,6 +106,10 @@ def export(
     _optimize(model)
     _strip_weights(model, parameter_names)
     proto = ir.serde.serialize_model(model)
+    for node in proto.graph.node:  # the exporter's stack traces name the paths of this checkout
+        del node.metadata_props[:]
+    _lstm_weights_as_parameters(proto)
+    _lstm_steps_from_input(proto.graph)
     profile = features.profile_onnx(proto)
     if profile["params"] != params:
         raise ValueError(
@@ -149,7 +159,7 @@ def _optimize(model: ir.Model) -> None:
 
 def _global_average_pools(graph: ir.Graph) -> None:
     """AdaptiveAvgPool2d(1) as a GlobalAveragePool node (the exporter writes ReduceMean over H, W),
-    as torch's TorchScript exporter and the hand-built graphs have it: a pooling op, not a reduction."""
+    as torch's TorchScript exporter has it: a pooling op, not a reduction."""
     for node in list(graph):
         if node.op_type != "ReduceMean" or len(node.inputs) != 2 or node.inputs[1] is None:
             continue
@@ -214,3 +224,99 @@ def _strip_weights(model: ir.Model, parameter_names: set[str]) -> None:
         value.replace_all_uses_with(constant.outputs[0])
         if value in graph.outputs:  # a buffer returned as it is: keep it under its name
             constant.outputs[0].name = name
+
+
+def _lstm_steps_from_input(graph: onnx.GraphProto) -> None:
+    """The exporter unpacks an LSTM's output Y [steps, directions, batch, hidden] (through a
+    Transpose) with a Reshape whose target holds the number of steps as a number; 0 ("this axis of the
+    input", allowzero unset) is the same at the exported length and follows any other."""
+    producers = {output: node for node in graph.node for output in node.output}
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    for node in graph.node:
+        if node.op_type != "Reshape" or any(a.name == "allowzero" and a.i for a in node.attribute):
+            continue
+        source = producers.get(node.input[0])
+        if source is not None and source.op_type == "Transpose":
+            source = producers.get(source.input[0])
+        if source is None or source.op_type != "LSTM" or node.input[1] not in initializers:
+            continue
+        name = f"{node.input[1]}_steps_from_input"  # a copy: the target may be shared by other nodes
+        if name not in initializers:
+            target = onnx.numpy_helper.to_array(initializers[node.input[1]]).copy()
+            target[0] = 0
+            initializers[name] = onnx.numpy_helper.from_array(target, name)
+            graph.initializer.append(initializers[name])
+        node.input[1] = name
+
+
+_LAYOUT_OPS = frozenset({"Slice", "Concat", "Unsqueeze", "Squeeze", "Reshape", "Transpose", "Constant"})
+
+
+def _lstm_weights_as_parameters(model: onnx.ModelProto) -> None:
+    """The exporter re-lays a torch LSTM's weights into ONNX's gate order with Slice, Concat and
+    Unsqueeze nodes on the parameters. Each LSTM's W, R and B computed that way become one parameter of
+    the shape the op takes (the same elements, so the count is unchanged) and the re-layout goes."""
+    graph = model.graph
+    producers = {output: node for node in graph.node for output in node.output}
+    initializers = {tensor.name: tensor for tensor in graph.initializer}
+    shapes = {
+        value.name: [dim.dim_value for dim in value.type.tensor_type.shape.dim]
+        for value in onnx.shape_inference.infer_shapes(model).graph.value_info
+    }
+    replaced = False
+    for node in graph.node:
+        if node.op_type != "LSTM":
+            continue
+        for index, role in zip((1, 2, 3), "WRB", strict=False):
+            sources = _layout_sources(
+                node.input[index] if index < len(node.input) else "", producers, initializers
+            )
+            if not sources:
+                continue
+            source = initializers[min(sources)]
+            shape = shapes[node.input[index]]
+            if math.prod(shape) != sum(math.prod(initializers[name].dims) for name in sources):
+                continue
+            name = f"{node.name}.{role}"
+            tensor = onnx.TensorProto(name=name, data_type=source.data_type, dims=shape)
+            tensor.data_location = onnx.TensorProto.EXTERNAL
+            length = math.prod(shape) * onnx.helper.tensor_dtype_to_np_dtype(source.data_type).itemsize
+            for key, value in (("location", WEIGHTS_LOCATION), ("offset", "0"), ("length", str(length))):
+                tensor.external_data.add(key=key, value=value)
+            graph.initializer.append(tensor)
+            node.input[index] = name
+            replaced = True
+    if replaced:
+        _remove_dead_nodes(graph)
+
+
+def _layout_sources(name: str, producers: dict, initializers: dict) -> set[str]:
+    """The float parameters `name` is computed from when only layout ops compute it, else none."""
+    sources: set[str] = set()
+    pending = [name] if name else []
+    while pending:
+        value = pending.pop()
+        if value in initializers:
+            if initializers[value].data_type == onnx.TensorProto.FLOAT:
+                sources.add(value)
+            continue
+        node = producers.get(value)
+        if node is None or node.op_type not in _LAYOUT_OPS:
+            return set()
+        pending += [input_ for input_ in node.input if input_]
+    return sources if name not in initializers else set()
+
+
+def _remove_dead_nodes(graph: onnx.GraphProto) -> None:
+    """Nodes whose outputs nothing reads, and the initializers only they read."""
+    read_by_dead: set[str] = set()
+    while True:
+        used = {name for node in graph.node for name in node.input} | {value.name for value in graph.output}
+        dead = [node for node in graph.node if not any(output in used for output in node.output)]
+        for node in dead:
+            read_by_dead.update(node.input)
+            graph.node.remove(node)
+        if not dead:
+            break
+    for tensor in [tensor for tensor in graph.initializer if tensor.name in read_by_dead - used]:
+        graph.initializer.remove(tensor)

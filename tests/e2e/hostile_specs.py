@@ -31,7 +31,7 @@ REFUSED, NOT_JSON, FAILED, PLACED = "refused", "not-json", "failed", "placed"
 Path = tuple[str | int, ...]
 CONTAINER: Path = ("spec", "template", "spec", "containers", 0)
 INIT_CONTAINERS: Path = ("spec", "template", "spec", "initContainers")
-GRAPH = gzip.decompress((REPO / "hack/catalog/graphs/pointnet.onnx.gz").read_bytes())
+GRAPH = gzip.decompress((REPO / "horus_operator/prediction/data/graphs/pointnet.onnx.gz").read_bytes())
 # Kubernetes names: a ConfigMap is named by a DNS-1123 subdomain; its keys are these characters.
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 CONFIG_MAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")

@@ -359,9 +359,10 @@ def test_a_model_from_an_onnx_configmap_gets_features_and_is_placed(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str, tmp_path: Path
 ) -> None:
     """A user's graph in a ConfigMap (binaryData): the operator profiles it and places the job like the
-    catalog entry exported from the same graph (hack/catalog/graphs/pointnet.onnx.gz)."""
+    catalog entry exported from the same graph (horus_operator/prediction/data/graphs/pointnet.onnx.gz)."""
     graph = tmp_path / "model.onnx"
-    graph.write_bytes(gzip.decompress((REPO / "hack/catalog/graphs/pointnet.onnx.gz").read_bytes()))
+    shipped = REPO / "horus_operator/prediction/data/graphs/pointnet.onnx.gz"
+    graph.write_bytes(gzip.decompress(shipped.read_bytes()))
     source = f"--from-file=model.onnx={graph}"
     cluster.kubectl("create", "configmap", "pointnet-graph", "-n", namespace, source)
     apply(
