@@ -204,12 +204,7 @@ class Simulation:
         active = self.active.pop(key)
         self._settle(active)
         attained = active.attained_gpu_s(self.now)
-        self.index.remove(key)
-        slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
-        for slot in slots:
-            self.totals.busy_gpus -= not slot.tenants
-        self.totals.throughput -= len(active.gpu_indices) / active.slowdown
-        self._rerate_tenants(slots)
+        self._vacate(active)
         self.suspended[key] = active
         self.preemption.preempted(preemption, self.now)
         submitted = active.job.request
@@ -381,12 +376,7 @@ class Simulation:
         if self.learning is not None:
             self.learning.finished(key)
         del self.active[key]
-        self.index.remove(key)
-        slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
-        for slot in slots:
-            self.totals.busy_gpus -= not slot.tenants
-        self.totals.throughput -= len(active.gpu_indices) / active.slowdown
-        self._rerate_tenants(slots)
+        self._vacate(active)
         submitted = active.job.request
         self.records.append(
             JobRecord(
@@ -428,6 +418,15 @@ class Simulation:
                 active.measured_colocated_s += elapsed
                 self.totals.measured_colocated_s += elapsed
         active.since_s = self.now
+
+    def _vacate(self, active: ActiveJob) -> None:
+        """Take a job that stopped (finished or preempted) off its GPUs; its co-tenants run faster."""
+        self.index.remove(active.job.request.key)
+        slots = [self.index.slots[(active.node, i)] for i in active.gpu_indices]
+        for slot in slots:
+            self.totals.busy_gpus -= not slot.tenants
+        self.totals.throughput -= len(active.gpu_indices) / active.slowdown
+        self._rerate_tenants(slots)
 
     def _rerate_tenants(self, slots: list[GpuSlot]) -> None:
         keys = dict.fromkeys(tenant.request.key for slot in slots for tenant in slot.tenants)
