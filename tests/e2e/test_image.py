@@ -212,11 +212,13 @@ def test_the_operator_image_places_a_dljob(
     container: Container, cluster: devcluster.LocalCluster, namespace: str
 ) -> None:
     pod, spec = workload("operator.yaml")
-    health_port = free_port()
-    (manifest_port,) = (p["containerPort"] for p in spec["ports"])
+    health_port, metrics_port = free_port(), free_port()
+    (manifest_port,) = (p["containerPort"] for p in spec["ports"] if p["name"] == "health")
     args = [a.replace(f":{manifest_port}/", f":{health_port}/") for a in spec["args"]]
     fields = {"metadata.namespace": namespace, "metadata.name": "horus-operator-image-e2e"}
-    container.start(Launch(pod, spec, fields, env=dict(FAST_SETTINGS), args=args))
+    # The host's ports, as the agent's test does: another operator of the session may hold the manifest's.
+    env = {**FAST_SETTINGS, "HORUS_METRICS_PORT": str(metrics_port)}
+    container.start(Launch(pod, spec, fields, env=env, args=args))
 
     def leading() -> bool:
         return container.running() and lease_holder(cluster, namespace) == fields["metadata.name"]

@@ -38,7 +38,7 @@ async def serve_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: A
     settings.admission.managed = None
 
 
-@kopf.on.mutate("", "v1", "pods", operation="CREATE", id=WEBHOOK_ID)
+@kopf.on.mutate("", "v1", "pods", operations={"CREATE"}, id=WEBHOOK_ID)
 async def admit_pod(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, dryrun: bool, **_: Any) -> None:
     """Gate a pod that asks for Horus, or refuse it naming the field at fault (422)."""
     namespace = body.get("metadata", {}).get("namespace") or ""
