@@ -54,8 +54,12 @@ class Limits:
         """Whether a predicted slowdown keeps a job within its maxSlowdown: under it with the margin,
         and its upper end (`log_sd`: the prediction's stated spread) under it too."""
         return predicted_slowdown <= max_slowdown / (1.0 + self.qos_margin) + TOLERANCE and (
-            predicted_slowdown * math.exp(self.caution_sd * log_sd) <= max_slowdown + TOLERANCE
+            self.upper_end(predicted_slowdown, log_sd) <= max_slowdown + TOLERANCE
         )
+
+    def upper_end(self, predicted_slowdown: float, log_sd: float) -> float:
+        """The cautious upper end of a predicted slowdown whose log has standard deviation `log_sd`."""
+        return predicted_slowdown * math.exp(self.caution_sd * log_sd)
 
 
 TOLERANCE = 1e-9  # float noise: a slowdown computed exactly at a limit is within it

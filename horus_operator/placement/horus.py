@@ -27,7 +27,6 @@ predictions, so it is memoised until the predictor learns something (its revisio
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -332,7 +331,7 @@ def _signature(request: JobRequest) -> tuple[Workload, float, int]:
 
 def _over_limit(slowdown: float, max_slowdown: float, log_sd: float, limits: Limits) -> str:
     """Why a predicted slowdown is not admitted (`Limits.admits`)."""
-    upper = slowdown * math.exp(limits.caution_sd * log_sd)
+    upper = limits.upper_end(slowdown, log_sd)
     if log_sd and slowdown <= max_slowdown / (1.0 + limits.qos_margin):
         return (
             f"predicted slowdown {slowdown:.2f}×, up to {upper:.2f}× while this GPU type is unproven, "
