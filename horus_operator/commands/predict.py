@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import tempfile
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from horus_operator.api.defaults import DEFAULT_PRECISION, OPTIMIZER
-from horus_operator.prediction import catalog, load_predictor, transformer
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION, OPTIMIZER
+from horus_operator.prediction import catalog, load_predictor, memory, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
 from horus_operator.prediction.gpus import PRECISIONS, normalize_gpu
 from horus_operator.prediction.reshape import ShapeError
@@ -201,6 +202,13 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
     show_default=True,
     help="Arithmetic the job trains in (amp: FP16 autocast).",
 )
+@click.option(
+    "--framework",
+    type=click.Choice(memory.RUNTIMES),
+    default=DEFAULT_FRAMEWORK,
+    show_default=True,
+    help="Framework the job trains with: its allocator sets the memory held beyond the model's own.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @models_option
 def job(
@@ -215,6 +223,7 @@ def job(
     batch_size: int,
     gpu: str,
     precision: str,
+    framework: str,
     as_json: bool,
     models_dir: Path | None,
 ) -> None:
@@ -235,6 +244,7 @@ def job(
         else:
             name = catalog.canonical(model or "")
             workload = _catalog_workload(name, _shape(input_shape), batch_size, precision)
+        workload = dataclasses.replace(workload, framework=framework)
         prediction = load_predictor(models_dir).job(workload, gpu_type)
     except (UnknownGpuError, UnknownModelError, transformer.ConfigError) as error:
         raise click.ClickException(str(error)) from error
@@ -243,6 +253,7 @@ def job(
         "batch_size": batch_size,
         "gpu": gpu_type,
         "precision": precision,
+        "framework": framework,
         "utilization": round(prediction.utilization, 4),
         "memory_mib": round(prediction.memory_mib, 1),
         **(_described(described) if described is not None else {}),
@@ -251,7 +262,8 @@ def job(
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"{name} batch {batch_size} ({precision}) on {gpu_type}:")
+    trained_in = precision if framework == DEFAULT_FRAMEWORK else f"{precision}, {framework}"
+    click.echo(f"{name} batch {batch_size} ({trained_in}) on {gpu_type}:")
     click.echo(f"  GPU utilization  {100 * prediction.utilization:5.1f} %")
     click.echo(f"  GPU memory       {prediction.memory_mib:7.0f} MiB")
     if described is not None:

@@ -32,7 +32,7 @@ from importlib import resources
 
 import numpy as np
 
-from horus_operator.api.defaults import DEFAULT_PRECISION
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION
 from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.roofline import bytes_scale
 
@@ -41,9 +41,10 @@ PARAM_FACTOR = 4.0
 HALF_COPY_FACTOR = 0.5
 # The least any training step holds per parameter byte: the weights and their gradients (plain SGD).
 FLOOR_PARAM_FACTOR = 2.0
-# The framework a job trains with, where the per-process floor differs (`data/process_floor.csv`).
+# The frameworks a job may train with (a DLJob's spec.framework): the per-process floor
+# (`data/process_floor.csv`) and the allocator's growth differ by framework.
 RUNTIMES: tuple[str, ...] = ("pytorch", "tensorflow")
-DEFAULT_RUNTIME = "pytorch"
+DEFAULT_RUNTIME = DEFAULT_FRAMEWORK
 
 
 PROCESS_FLOOR_FILE = resources.files(__package__).joinpath("data", "process_floor.csv")

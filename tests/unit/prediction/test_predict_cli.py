@@ -173,6 +173,22 @@ def test_job_unknown_precision_is_refused() -> None:
     assert "'fp16'" in output and "--precision" in output
 
 
+def test_job_framework_defaults_to_pytorch_and_reaches_the_memory() -> None:
+    args = ["predict", "job", "--model", "resnet50", "--batch-size", "64", "--gpu", "a100", "--json"]
+    code, output = _run(*args)
+    assert code == 0, output
+    pytorch = json.loads(output)
+    code, output = _run(*args, "--framework", "tensorflow")
+    assert code == 0, output
+    tensorflow = json.loads(output)
+    expected = load_predictor().job(Workload("resnet50", 64, framework="tensorflow"), "a100")
+    assert (pytorch["framework"], tensorflow["framework"]) == ("pytorch", "tensorflow")
+    assert tensorflow["memory_mib"] == pytest.approx(expected.memory_mib, abs=0.1)
+    assert tensorflow["memory_mib"] > pytorch["memory_mib"]
+    code, output = _run(*args, "--framework", "jax")
+    assert code != 0 and "'jax'" in output and "--framework" in output
+
+
 def test_job_unknown_gpu() -> None:
     code, output = _run("predict", "job", "--model", "resnet50", "--batch-size", "64", "--gpu", "x900")
     assert code != 0
