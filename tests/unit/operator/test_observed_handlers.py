@@ -293,4 +293,4 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     # the memory it held alone (1,000 MiB in every reading) is its signature's peak, and saved
     # (that it wins over the prediction: tests/unit/prediction/test_observed_peak_memory.py)
     assert learning.predictor.correction.peak_memory("v100", resnet) == 1000
-    assert saved.saves[-1][0]["peaks"] == [["v100", "resnet50", 64, "fp32", "", 1, 1000.0]]
+    assert saved.saves[-1][0]["peaks"] == [["v100", "resnet50", 64, "fp32", "", "pytorch", 1, 1000.0]]
