@@ -67,18 +67,21 @@ class Allocator:
     next region doubles that region until it fits, which this sum covers as long as requests are small
     beside the arena). TensorFlow autotunes each convolution (cuDNN), trying algorithms whose scratch
     space is taken from the same arena, up to TF_CUDNN_WORKSPACE_LIMIT_IN_MB (4 GiB unless set,
-    `conv_ops_gpu.cc`): a job with convolutions has that much more in use while it tunes."""
+    `conv_ops_gpu.cc`): a job with convolutions has that much more in use while it tunes. The BFC
+    allocator cuts a region to what the GPU has left, and autotuning skips an algorithm whose scratch
+    does not fit, so the arena outgrows the GPU only where what is in use does (out of memory)."""
 
     first_region_mib: float | None = None  # None: no regions, the arena is what is in use
     conv_workspace_mib: float = 0.0
 
-    def arena_mib(self, in_use_mib: float, convolutions: bool) -> float:
+    def arena_mib(self, in_use_mib: float, convolutions: bool, room_mib: float = math.inf) -> float:
+        """MiB held for `in_use_mib` in use, where the GPU has `room_mib` left for the arena."""
         wanted = in_use_mib + (self.conv_workspace_mib if convolutions else 0.0)
         if self.first_region_mib is None:
             return wanted
         # regions r, 2r, …, 2^n·r sum to (2^(n+1) − 1)·r: the first n that holds `wanted`
         regions = max(0, math.ceil(math.log2(wanted / self.first_region_mib + 1.0)) - 1)
-        return (2.0 ** (regions + 1) - 1.0) * self.first_region_mib
+        return max(in_use_mib, min((2.0 ** (regions + 1) - 1.0) * self.first_region_mib, room_mib))
 
 
 ALLOCATORS: Mapping[str, Allocator] = {
@@ -144,8 +147,9 @@ class MemoryModel:
         weights = self._state_bytes(job_features, precision)
         activations = _activation_bytes(job_features, precision)
         in_use = self.overhead_mib + (weights + self.activation_factor * activations) / MIB
-        arena = ALLOCATORS[runtime].arena_mib(in_use, job_features.get("conv_ops", 0.0) > 0)
-        return self.constant_mib(gpu, runtime) + arena
+        constant = self.constant_mib(gpu, runtime)
+        room = GPU_SPECS[gpu].memory_mib - constant if gpu is not None else math.inf
+        return constant + ALLOCATORS[runtime].arena_mib(in_use, job_features.get("conv_ops", 0.0) > 0, room)
 
     def constant_mib(self, gpu: str | None = None, runtime: str = DEFAULT_RUNTIME) -> float:
         """What the runtime's process holds outside its allocator's arena: the process floor (where

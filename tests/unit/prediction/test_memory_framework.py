@@ -27,6 +27,9 @@ def test_tensorflows_arena_is_the_first_sum_of_doubling_regions_that_holds_what_
     assert TENSORFLOW.arena_mib(4095.0, convolutions=False) == 8190
     # cuDNN's autotuning scratch (4 GiB unless TF_CUDNN_WORKSPACE_LIMIT_IN_MB says otherwise)
     assert TENSORFLOW.arena_mib(1000.0, convolutions=True) == 8190
+    # the last region is cut to what the GPU has left; only what is in use goes beyond it
+    assert TENSORFLOW.arena_mib(1000.0, convolutions=True, room_mib=6000.0) == 6000
+    assert TENSORFLOW.arena_mib(7000.0, convolutions=False, room_mib=6000.0) == 7000
 
 
 @settings(max_examples=200, deadline=None)
@@ -38,6 +41,13 @@ def test_tensorflows_arena_holds_what_is_in_use_and_less_than_twice_it(
     arena = TENSORFLOW.arena_mib(in_use, convolutions)
     assert wanted <= arena * (1 + 1e-12)
     assert arena < 2 * wanted + 2.0
+
+
+def test_a_tensorflow_job_that_fits_its_gpu_is_predicted_to_hold_at_most_all_of_it() -> None:
+    shipped = artifacts.load().memory
+    job = catalog.lookup("resnet50", 64)  # about 9 GiB in use: its next region would outgrow a V100
+    assert shipped.memory_mib(job, "fp32", "v100", "tensorflow") == GPU_SPECS["v100"].memory_mib
+    assert shipped.memory_mib(job, "fp32", None, "tensorflow") > GPU_SPECS["v100"].memory_mib
 
 
 def test_the_framework_overhead_comes_on_its_framework_only() -> None:
