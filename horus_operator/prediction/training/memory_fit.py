@@ -418,9 +418,10 @@ def fit_envelope(
 def fit_framework_overheads(model: memory.MemoryModel, samples: pd.DataFrame) -> memory.MemoryModel:
     """`model` with, for each framework among `samples`, the least MiB above its floor and arena under
     which none of its peaks is under-predicted (at least 0); a framework without peaks gets none."""
+    without = dataclasses.replace(model, framework_overhead_mib={})
     overheads = {}
     for runtime, rows in samples.groupby("runtime"):
-        shortfall = rows["measured_mib"].to_numpy() - predicted_peaks(model, rows)
+        shortfall = rows["measured_mib"].to_numpy() - predicted_peaks(without, rows)
         overheads[str(runtime)] = max(0.0, float(shortfall.max()))
     return dataclasses.replace(model, framework_overhead_mib=overheads)
 

@@ -73,3 +73,10 @@ def test_each_tensorflow_model_held_out_is_under_predicted_by_at_most_ten_percen
 
 def test_the_tensorflow_floor_is_misos_measured_row() -> None:
     assert memory.process_floor_mib("a100-40gb", "tensorflow") == 1401
+
+
+def test_refitting_the_shipped_framework_overhead_gives_it_back(peaks: pd.DataFrame) -> None:
+    shipped = artifacts.load().memory
+    tensorflow = peaks[peaks["runtime"] == "tensorflow"]
+    assert memory_fit.fit_framework_overheads(shipped, tensorflow) == shipped
+    assert shipped.framework_overhead_mib == {"tensorflow": 845.0}
