@@ -128,10 +128,10 @@ class MemoryModel:
     # overhead_mib (`process_floor_mib`); False: overhead_mib alone is the constant (models written
     # before the floor table, or calibrated on pair outcomes).
     process_floor: bool = False
-    # MiB a framework's process holds beyond its floor and its allocator's arena (`Allocator`): for
-    # TensorFlow, what its tiny-model floor row does not load (cuDNN's convolution kernels, cuBLAS-Lt's
-    # handles, XLA's autotuning), fitted as the least under which no measured TensorFlow peak is
-    # under-predicted (`training.fit_framework_overheads`). Absent: 0.
+    # MiB a framework's process holds beyond its floor and its allocator's arena (`Allocator`), fitted
+    # as the least under which none of its measured peaks is under-predicted
+    # (`training.fit_framework_overheads`): for TensorFlow, libraries its tiny-model floor row does not
+    # load, or regions that were not a clean doubling; the peaks cannot tell which. Absent: 0.
     framework_overhead_mib: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def memory_mib(
