@@ -14,6 +14,9 @@ MAX_SLOWDOWN = 2.0  # the slowdown beside co-tenants a job accepts; 1.0: never s
 PRIORITY = 0
 BACKOFF_LIMIT = 3  # failed attempts before the DLJob fails
 DEFAULT_PRECISION = "fp32"
+# spec.framework: whose allocator holds the job's GPU memory (the memory model's runtime); PyTorch, as
+# every DLJob was read before the field existed.
+DEFAULT_FRAMEWORK = "pytorch"
 ONNX_KEY = "model.onnx"  # spec.model.onnx.key: the ConfigMap key of the graph
 HF_CONFIG_KEY = "config.json"  # spec.model.huggingface.key
 OPTIMIZER = "adam"  # spec.model.huggingface.optimizer: what its state costs in memory
@@ -27,6 +30,7 @@ SPEC: Mapping[str, object] = {
     "priority": PRIORITY,
     "backoffLimit": BACKOFF_LIMIT,
     "precision": DEFAULT_PRECISION,
+    "framework": DEFAULT_FRAMEWORK,
     "model.onnx.key": ONNX_KEY,
     "model.huggingface.key": HF_CONFIG_KEY,
     "model.huggingface.optimizer": OPTIMIZER,

@@ -58,6 +58,8 @@ class JobSpec:
     precision: str = (
         defaults.DEFAULT_PRECISION
     )  # checked by WorkloadResolver (the schema's enum may be bypassed)
+    # spec.framework: checked by WorkloadResolver against the frameworks the memory model knows
+    framework: str = defaults.DEFAULT_FRAMEWORK
     architecture: str | None = None
     onnx: OnnxRef | None = None
     features: Mapping[str, float] | None = field(default=None, compare=False)
@@ -115,6 +117,7 @@ def parse(body: Mapping[str, Any]) -> JobSpec:
         priority=int(spec.get("priority", defaults.PRIORITY)),
         backoff_limit=int(spec.get("backoffLimit", defaults.BACKOFF_LIMIT)),
         precision=str(spec.get("precision", defaults.DEFAULT_PRECISION)),
+        framework=str(spec.get("framework", defaults.DEFAULT_FRAMEWORK)),
         architecture=model.get("architecture"),
         onnx=OnnxRef(onnx["configMap"], onnx.get("key", defaults.ONNX_KEY)) if onnx else None,
         features={k: float(v) for k, v in model["features"].items()} if "features" in model else None,

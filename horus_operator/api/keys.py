@@ -35,6 +35,7 @@ CONDITION_PLACED = "horus.dev/Placed"  # the pod condition that says why a gated
 ANNOTATION_MODEL = "horus.dev/model"  # catalog name, onnx:<configmap>[/<key>] or huggingface:<…>
 ANNOTATION_BATCH_SIZE = "horus.dev/batch-size"
 ANNOTATION_PRECISION = "horus.dev/precision"
+ANNOTATION_FRAMEWORK = "horus.dev/framework"  # pytorch | tensorflow
 ANNOTATION_MAX_SLOWDOWN = "horus.dev/max-slowdown"
 ANNOTATION_GPU_COUNT = "horus.dev/gpu-count"  # `gpus` is the placement record (indices), so another name
 ANNOTATION_PRIORITY = "horus.dev/priority"

@@ -11,6 +11,7 @@ told what to fix in the words of the pod.
     horus.dev/model: resnet50 | onnx:<configmap>[/<key>] | huggingface:<configmap>[/<key>]
     horus.dev/batch-size: "64"            (required)
     horus.dev/precision: fp32|amp|bf16    horus.dev/max-slowdown: "1.5"   horus.dev/gpu-count: "1"
+    horus.dev/framework: pytorch|tensorflow
     horus.dev/priority: "0"               horus.dev/total-steps: "10000"
     horus.dev/input-shape: 3x32x32        (with a catalog name)
     horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing
@@ -44,6 +45,7 @@ FIELDS: Mapping[str, str] = {
     dljob.INPUT_SHAPE: keys.ANNOTATION_INPUT_SHAPE,
     "spec.batchSize": keys.ANNOTATION_BATCH_SIZE,
     "spec.precision": keys.ANNOTATION_PRECISION,
+    "spec.framework": keys.ANNOTATION_FRAMEWORK,
     "spec.maxSlowdown": keys.ANNOTATION_MAX_SLOWDOWN,
     "spec.gpus": keys.ANNOTATION_GPU_COUNT,
     "spec.priority": keys.ANNOTATION_PRIORITY,
@@ -165,6 +167,7 @@ def _spec(annotations: Mapping[str, str]) -> dict[str, Any]:
         if key in annotations:
             spec[field] = _number(annotations, key, kind)
     spec["precision"] = annotations.get(keys.ANNOTATION_PRECISION, defaults.DEFAULT_PRECISION).strip()
+    spec["framework"] = annotations.get(keys.ANNOTATION_FRAMEWORK, defaults.DEFAULT_FRAMEWORK).strip()
     return spec
 
 

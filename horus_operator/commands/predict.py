@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import tempfile
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from horus_operator.api.defaults import DEFAULT_PRECISION, OPTIMIZER
-from horus_operator.prediction import catalog, load_predictor, transformer
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION, OPTIMIZER
+from horus_operator.prediction import catalog, load_predictor, memory, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
 from horus_operator.prediction.gpus import PRECISIONS, normalize_gpu
 from horus_operator.prediction.reshape import ShapeError
@@ -22,6 +23,8 @@ PAIR_OUTPUT_COLUMNS = (*PAIR_INPUT_COLUMNS, "slowdown_a", "slowdown_b", "feasibl
 # Optional input columns (a missing column or an empty cell is fp32), repeated after the output columns
 # when the input has them.
 PAIR_PRECISION_COLUMNS = ("precision_a", "precision_b")
+# Optional likewise: the framework each job trains with (a missing column or an empty cell is pytorch).
+PAIR_FRAMEWORK_COLUMNS = ("framework_a", "framework_b")
 # Optional: CPU cores each job keeps busy beside its training loop (what its pod may use beyond one core;
 # a missing column or an empty cell is 0), for the slowdown prior's host term; repeated likewise.
 PAIR_HOST_CPU_COLUMNS = ("host_cpus_a", "host_cpus_b")
@@ -53,10 +56,10 @@ def _batch_size(text: str, row: int, column: str) -> int:
     return value
 
 
-def _precision(record: dict[str, str], row: int, column: str) -> str:
-    value = record.get(column) or DEFAULT_PRECISION
-    if value not in PRECISIONS:
-        raise click.ClickException(f"row {row}: {column} {value!r} is not one of {', '.join(PRECISIONS)}")
+def _choice(record: dict[str, str], row: int, column: str, choices: Sequence[str], default: str) -> str:
+    value = record.get(column) or default
+    if value not in choices:
+        raise click.ClickException(f"row {row}: {column} {value!r} is not one of {', '.join(choices)}")
     return value
 
 
@@ -88,7 +91,8 @@ def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Worklo
             Workload(
                 model=model,
                 batch_size=_batch_size(record[f"batch_{side}"], row, f"batch_{side}"),
-                precision=_precision(record, row, f"precision_{side}"),
+                precision=_choice(record, row, f"precision_{side}", PRECISIONS, DEFAULT_PRECISION),
+                framework=_choice(record, row, f"framework_{side}", memory.RUNTIMES, DEFAULT_FRAMEWORK),
                 host_cpus=_host_cpus(record, row, f"host_cpus_{side}"),
             )
         )
@@ -96,7 +100,7 @@ def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Worklo
 
 
 def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
-    """The rows, and which of the optional columns (precision, host CPUs) the header has."""
+    """The rows, and which of the optional columns (precision, framework, host CPUs) the header has."""
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle, skipinitialspace=True)
         header = [name.strip() for name in reader.fieldnames or []]
@@ -105,7 +109,7 @@ def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
             raise click.ClickException(f"{path}: missing column(s) {', '.join(missing)}")
         reader.fieldnames = header
         records = [{key: (value or "").strip() for key, value in record.items() if key} for record in reader]
-    optional = (*PAIR_PRECISION_COLUMNS, *PAIR_HOST_CPU_COLUMNS)
+    optional = (*PAIR_PRECISION_COLUMNS, *PAIR_FRAMEWORK_COLUMNS, *PAIR_HOST_CPU_COLUMNS)
     return records, tuple(column for column in optional if column in header)
 
 
@@ -133,8 +137,9 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
     """Slowdown of both jobs of each pair sharing one GPU, and whether they fit in its memory.
 
     INPUT columns: gpu,model_a,batch_a,model_b,batch_b, and optionally precision_a,precision_b
-    (fp32, amp or bf16; a missing column or an empty cell is fp32) and host_cpus_a,host_cpus_b (CPU
-    cores each job keeps busy beside its training loop, e.g. data-loader workers; empty is 0). OUTPUT
+    (fp32, amp or bf16; a missing column or an empty cell is fp32), framework_a,framework_b (pytorch or
+    tensorflow; empty is pytorch) and host_cpus_a,host_cpus_b (CPU cores each job keeps busy beside its
+    training loop, e.g. data-loader workers; empty is 0). OUTPUT
     repeats the five and adds slowdown_a,slowdown_b,feasible, then the optional columns the input had.
     Rows are numbered from 1 after the header.
     """
@@ -146,6 +151,8 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
         used = {
             "precision_a": a.precision,
             "precision_b": b.precision,
+            "framework_a": a.framework,
+            "framework_b": b.framework,
             "host_cpus_a": f"{a.host_cpus:g}",
             "host_cpus_b": f"{b.host_cpus:g}",
         }
@@ -201,6 +208,13 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
     show_default=True,
     help="Arithmetic the job trains in (amp: FP16 autocast).",
 )
+@click.option(
+    "--framework",
+    type=click.Choice(memory.RUNTIMES),
+    default=DEFAULT_FRAMEWORK,
+    show_default=True,
+    help="Framework the job trains with: its allocator sets the memory held beyond the model's own.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @models_option
 def job(
@@ -215,6 +229,7 @@ def job(
     batch_size: int,
     gpu: str,
     precision: str,
+    framework: str,
     as_json: bool,
     models_dir: Path | None,
 ) -> None:
@@ -235,6 +250,7 @@ def job(
         else:
             name = catalog.canonical(model or "")
             workload = _catalog_workload(name, _shape(input_shape), batch_size, precision)
+        workload = dataclasses.replace(workload, framework=framework)
         prediction = load_predictor(models_dir).job(workload, gpu_type)
     except (UnknownGpuError, UnknownModelError, transformer.ConfigError) as error:
         raise click.ClickException(str(error)) from error
@@ -243,6 +259,7 @@ def job(
         "batch_size": batch_size,
         "gpu": gpu_type,
         "precision": precision,
+        "framework": framework,
         "utilization": round(prediction.utilization, 4),
         "memory_mib": round(prediction.memory_mib, 1),
         **(_described(described) if described is not None else {}),
@@ -251,7 +268,8 @@ def job(
     if as_json:
         click.echo(json.dumps(result))
         return
-    click.echo(f"{name} batch {batch_size} ({precision}) on {gpu_type}:")
+    trained_in = precision if framework == DEFAULT_FRAMEWORK else f"{precision}, {framework}"
+    click.echo(f"{name} batch {batch_size} ({trained_in}) on {gpu_type}:")
     click.echo(f"  GPU utilization  {100 * prediction.utilization:5.1f} %")
     click.echo(f"  GPU memory       {prediction.memory_mib:7.0f} MiB")
     if described is not None:

@@ -22,6 +22,9 @@ class Workload:
     features_key: str = ""
     # Arithmetic the job trains in: fp32, amp (FP16 autocast) or bf16 (gpus.PRECISIONS).
     precision: str = "fp32"
+    # The framework it trains with (`memory.RUNTIMES`): its allocator sets the memory held beyond the
+    # model's own bytes (`memory.MemoryModel.memory_mib`).
+    framework: str = "pytorch"
     # CPU cores the job keeps busy beside its training loop (data-loader workers, simulator processes):
     # what its pod may use beyond one core (its CPU limit, else its request), 0 where nothing says.
     # The slowdown prior's host-contention term reads it; a job's own steps are predicted without it.

@@ -10,7 +10,8 @@ three levels:
 - per (GPU type, job signature): the residual y − b·x of every sample of i, whatever its co-tenant;
 - per (GPU type, job signature, co-tenant signature), "per pair where seen": residuals of i next to
   exactly that one co-tenant (i's slowdown next to j; j's next to i is its own entry).
-A signature is (model, batch size, precision, features key): what the predictor itself tells apart.
+A signature is (model, batch size, precision, features key, framework): what the predictor itself tells
+apart (a TensorFlow job holds more memory than a PyTorch job of the same graph).
 The job and pair levels keep the mean x and y of their samples, so their residual is always against the
 GPU's current scale (not the one when a sample came in).
 
@@ -95,9 +96,10 @@ correction (the pair's where seen, else the job's, else the GPU level's: co-loca
 that GPU type), or "prior" and 0.
 
 **Persisted** as JSON (`to_dict` / `load`) tied to the prior it corrects (`prior_id`): residuals
-against another model mean nothing, so a saved state for another prior is not loaded. `FORMAT` 2 (the GPU
-level, and x and y per entry): a state of format 1 is refused with a `ValueError` that says so (the
-operator logs it and starts from the prior).
+against another model mean nothing, so a saved state for another prior is not loaded. `FORMAT` 3 (the GPU
+level, x and y per entry, the framework in each signature): a state of format 2 is read with every
+signature a PyTorch job's (the only framework then); one of format 1 is refused with a `ValueError` that
+says so (the operator logs it and starts from the prior).
 """
 
 from __future__ import annotations
@@ -108,6 +110,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK
 from horus_operator.prediction.api import (
     OBSERVED,
     PREDICTED,
@@ -132,17 +135,23 @@ MAX_PAIRS = 4096
 MAX_JOBS = 1024
 MAX_SEEN = 8192
 PLAUSIBLE_SLOWDOWN = (0.5, 20.0)  # observed slowdowns outside are broken rates, not interference
-FORMAT = 2  # of the persisted state (2: the GPU-level scale; x and y per entry)
+FORMAT = 3  # of the persisted state (2: the GPU-level scale; x and y per entry; 3: the framework)
 
 _Entry = TypeVar("_Entry", bound="DataclassInstance")
 _Key = TypeVar("_Key")
-Signature = tuple[str, int, str, str]  # model, batch size, precision, features key
+Signature = tuple[str, int, str, str, str]  # model, batch size, precision, features key, framework
 JobKey = tuple[str, Signature]
 PairKey = tuple[str, Signature, Signature]
 
 
 def signature(workload: Workload) -> Signature:
-    return (workload.model, workload.batch_size, workload.precision, workload.features_key)
+    return (
+        workload.model,
+        workload.batch_size,
+        workload.precision,
+        workload.features_key,
+        workload.framework,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -417,20 +426,22 @@ class Correction:
     def load(self, state: Mapping[str, Any], prior_id: str) -> bool:
         """Replace this state with a saved one; False (unchanged) when it corrects another prior.
         `ValueError` naming the field on a malformed state."""
+        if state.get("format") == 2:
+            state = _with_frameworks(state)
         if state.get("format") != FORMAT:
             older = " (saved before the GPU-level scale: it is relearned)" if state.get("format") == 1 else ""
             raise ValueError(f"format: {state.get('format')!r}, expected {FORMAT}{older}")
         if state.get("prior") != prior_id:
             return False
-        jobs = _table(state, "jobs", 8, _job_key, _Residuals)
-        pairs = _table(state, "pairs", 12, _pair_key, _Residuals)
+        jobs = _table(state, "jobs", 9, _job_key, _Residuals)
+        pairs = _table(state, "pairs", 14, _pair_key, _Residuals)
         scales = dict(_table(state, "scales", 4, _gpu_key, _Scale))
         spread = dict(_table(state, "spread", 3, _gpu_key, _Evidence))
-        alone = _table(state, "alone", 7, _job_key, _Evidence)
-        busy = _table(state, "busy", 7, _job_key, _Evidence)
+        alone = _table(state, "alone", 8, _job_key, _Evidence)
+        busy = _table(state, "busy", 8, _job_key, _Evidence)
         if not all(0.0 <= e.mean <= 1.0 for e in busy.values()):
             raise ValueError("busy: a busy fraction outside 0-1")
-        peaks = _table(state, "peaks", 7, _job_key, _Peak)  # absent in states saved before it: none
+        peaks = _table(state, "peaks", 8, _job_key, _Peak)  # absent in states saved before it: none
         if not all(e.mib > 0.0 for e in peaks.values()):
             raise ValueError("peaks: a peak memory at or below 0 MiB")
         seen = state.get("seen", [])
@@ -595,18 +606,49 @@ def _table(
 
 
 def _signature(values: Sequence[Any], name: str) -> Signature:
-    model, batch, precision, features_key = values
-    if not (isinstance(model, str) and isinstance(batch, int) and isinstance(precision, str)):
+    model, batch, precision, features_key, framework = values
+    if not (
+        isinstance(model, str)
+        and isinstance(batch, int)
+        and isinstance(precision, str)
+        and isinstance(framework, str)
+    ):
         raise ValueError(f"{name}: bad job signature {list(values)!r}")
-    return (model, batch, precision, str(features_key))
+    return (model, batch, precision, str(features_key), framework)
+
+
+_SIGNATURE_WIDTH = 5
 
 
 def _job_key(row: list[Any], name: str) -> JobKey:
-    return (str(row[0]), _signature(row[1:5], name))
+    return (str(row[0]), _signature(row[1 : 1 + _SIGNATURE_WIDTH], name))
 
 
 def _pair_key(row: list[Any], name: str) -> PairKey:
-    return (str(row[0]), _signature(row[1:5], name), _signature(row[5:9], name))
+    own, other = row[1 : 1 + _SIGNATURE_WIDTH], row[1 + _SIGNATURE_WIDTH : 1 + 2 * _SIGNATURE_WIDTH]
+    return (str(row[0]), _signature(own, name), _signature(other, name))
+
+
+# The signatures each row of a format-2 table holds after its GPU (4 values each: no framework).
+_FORMAT_2_SIGNATURES = {"jobs": 1, "pairs": 2, "alone": 1, "busy": 1, "peaks": 1}
+
+
+def _with_frameworks(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A format-2 state as format 3: each signature a PyTorch job's, the only framework a job could
+    say it trained with then. Rows that are not lists are left for `_table` to refuse."""
+    widened: dict[str, Any] = {**state, "format": FORMAT}
+    for name, count in _FORMAT_2_SIGNATURES.items():
+        rows = state.get(name, [])
+        if isinstance(rows, list):
+            widened[name] = [_with_framework(row, count) if isinstance(row, list) else row for row in rows]
+    return widened
+
+
+def _with_framework(row: list[Any], signatures: int) -> list[Any]:
+    out = row[:1]
+    for start in range(1, 1 + 4 * signatures, 4):
+        out += [*row[start : start + 4], DEFAULT_FRAMEWORK]
+    return out + row[1 + 4 * signatures :]
 
 
 def _gpu_key(row: list[Any], name: str) -> str:

@@ -1,8 +1,9 @@
 """GPU memory model: peak memory of a training job, and whether a set of jobs fits on one GPU.
 
-memory_mib = process floor(GPU generation, runtime) + overhead
-             + (weight_factor × parameter bytes
-                + activation_factor × activation bytes per batch × bytes_scale(precision)) / MiB
+memory_mib = process floor(GPU generation, runtime) + framework overhead(runtime)
+             + arena(runtime, in use)
+in use     = overhead + (weight_factor × parameter bytes
+                         + activation_factor × activation bytes per batch × bytes_scale(precision)) / MiB
 
 `weight_factor` is PARAM_FACTOR = 4 (weights, gradients and Adam's two moments, FP32), plus
 HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). A job that
@@ -14,10 +15,14 @@ runtime holds on a GPU generation — CUDA context, cuBLAS/cuDNN workspaces, all
 `data/process_floor.csv`, each row a measured tiny-model peak or a nearer generation's, saying which.
 The overhead above it and the activation factor (activations kept for backward, their gradients in
 flight, allocator slack) are calibrated as an envelope: the smallest total prediction under which no
-measured peak (`data/memory/`, every source) is under-predicted and every job Gavel ran alone still
-fits its GPU (`training.train_memory`). `calibrate` instead fits them to a set of pair outcomes (a
-pair that ran fit, one at zero throughput did not): what `horus train slowdown` does with a user's
-pairs. A set of jobs is feasible on a GPU when its predicted memories sum to at most the GPU's memory.
+measured PyTorch peak (`data/memory/`, every source) is under-predicted and every job Gavel ran alone
+still fits its GPU (`training.train_memory`). The runtime's allocator (`ALLOCATORS`) turns what is in
+use into what the process holds: PyTorch's as is, TensorFlow's in doubling regions (and with cuDNN's
+autotuning scratch for a job with convolutions); the framework overhead, fitted on that framework's
+measured peaks, is what its process holds beyond its floor row and its arena. `calibrate` instead
+fits the overhead and activation factor to a set of pair outcomes (a pair that ran fit, one at zero
+throughput did not): what `horus train slowdown` does with a user's pairs. A set of jobs is feasible
+on a GPU when its predicted memories sum to at most the GPU's memory.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ import csv
 import functools
 import io
 import itertools
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 
 import numpy as np
 
-from horus_operator.api.defaults import DEFAULT_PRECISION
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION
 from horus_operator.prediction.gpus import GPU_SPECS
 from horus_operator.prediction.roofline import bytes_scale
 
@@ -41,12 +47,47 @@ PARAM_FACTOR = 4.0
 HALF_COPY_FACTOR = 0.5
 # The least any training step holds per parameter byte: the weights and their gradients (plain SGD).
 FLOOR_PARAM_FACTOR = 2.0
-# The framework a job trains with, where the per-process floor differs (`data/process_floor.csv`).
+# The frameworks a job may train with (a DLJob's spec.framework): the per-process floor
+# (`data/process_floor.csv`) and the allocator's growth differ by framework.
 RUNTIMES: tuple[str, ...] = ("pytorch", "tensorflow")
-DEFAULT_RUNTIME = "pytorch"
+DEFAULT_RUNTIME = DEFAULT_FRAMEWORK
 
 
 PROCESS_FLOOR_FILE = resources.files(__package__).joinpath("data", "process_floor.csv")
+
+
+@dataclass(frozen=True)
+class Allocator:
+    """How a framework's GPU allocator turns the MiB a job has in use into the device memory it holds.
+
+    PyTorch's caching allocator takes what is asked (its rounding is in the fitted envelope). TensorFlow's
+    BFC allocator with memory growth on (`bfc_allocator.cc`) extends its arena by a region 2 MiB at
+    first, each later one twice the one before, and never gives one back, so a job ends holding the
+    sum of doubling regions that first held its peak in use (`arena_mib`; one request larger than the
+    next region doubles that region until it fits, which this sum covers as long as requests are small
+    beside the arena). TensorFlow autotunes each convolution (cuDNN), trying algorithms whose scratch
+    space is taken from the same arena, up to TF_CUDNN_WORKSPACE_LIMIT_IN_MB (4 GiB unless set,
+    `conv_ops_gpu.cc`): a job with convolutions has that much more in use while it tunes. The BFC
+    allocator cuts a region to what the GPU has left, and autotuning skips an algorithm whose scratch
+    does not fit, so the arena outgrows the GPU only where what is in use does (out of memory)."""
+
+    first_region_mib: float | None = None  # None: no regions, the arena is what is in use
+    conv_workspace_mib: float = 0.0
+
+    def arena_mib(self, in_use_mib: float, convolutions: bool, room_mib: float = math.inf) -> float:
+        """MiB held for `in_use_mib` in use, where the GPU has `room_mib` left for the arena."""
+        wanted = in_use_mib + (self.conv_workspace_mib if convolutions else 0.0)
+        if self.first_region_mib is None:
+            return wanted
+        # regions r, 2r, …, 2^n·r sum to (2^(n+1) − 1)·r: the first n that holds `wanted`
+        regions = max(0, math.ceil(math.log2(wanted / self.first_region_mib + 1.0)) - 1)
+        return max(in_use_mib, min((2.0 ** (regions + 1) - 1.0) * self.first_region_mib, room_mib))
+
+
+ALLOCATORS: Mapping[str, Allocator] = {
+    "pytorch": Allocator(),
+    "tensorflow": Allocator(first_region_mib=2.0, conv_workspace_mib=4096.0),
+}
 
 
 @functools.cache
@@ -87,6 +128,11 @@ class MemoryModel:
     # overhead_mib (`process_floor_mib`); False: overhead_mib alone is the constant (models written
     # before the floor table, or calibrated on pair outcomes).
     process_floor: bool = False
+    # MiB a framework's process holds beyond its floor and its allocator's arena (`Allocator`), fitted
+    # as the least under which none of its measured peaks is under-predicted
+    # (`training.fit_framework_overheads`): for TensorFlow, libraries its tiny-model floor row does not
+    # load, or regions that were not a clean doubling; the peaks cannot tell which. Absent: 0.
+    framework_overhead_mib: Mapping[str, float] = field(default_factory=dict, hash=False)
 
     def memory_mib(
         self,
@@ -96,17 +142,20 @@ class MemoryModel:
         runtime: str = DEFAULT_RUNTIME,
     ) -> float:
         """Peak memory of the job alone on a GPU of type `gpu` (a normalised name; None: any GPU,
-        the largest floor)."""
+        the largest floor), trained with `runtime`: what the job has in use (the envelope above the
+        floor) as the runtime's allocator holds it, on the runtime's floor."""
         weights = self._state_bytes(job_features, precision)
         activations = _activation_bytes(job_features, precision)
-        variable = weights + self.activation_factor * activations
-        return self.constant_mib(gpu, runtime) + variable / MIB
+        in_use = self.overhead_mib + (weights + self.activation_factor * activations) / MIB
+        constant = self.constant_mib(gpu, runtime)
+        room = GPU_SPECS[gpu].memory_mib - constant if gpu is not None else math.inf
+        return constant + ALLOCATORS[runtime].arena_mib(in_use, job_features.get("conv_ops", 0.0) > 0, room)
 
     def constant_mib(self, gpu: str | None = None, runtime: str = DEFAULT_RUNTIME) -> float:
-        """What the job holds whatever it trains: the process floor (where the model has one) and the
-        fitted overhead above it."""
+        """What the runtime's process holds outside its allocator's arena: the process floor (where
+        the model has one) and the runtime's fitted overhead above it."""
         floor = process_floor_mib(gpu, runtime) if self.process_floor else 0.0
-        return floor + self.overhead_mib
+        return floor + self.framework_overhead_mib.get(runtime, 0.0)
 
     def floor_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:
         """The least peak memory the job could have: below this it certainly does not run."""

@@ -24,8 +24,9 @@ from horus_operator.prediction.api import JobPrediction, UnknownModelError, Work
 from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize_gpu
 
 FeatureSource = Callable[[str, int], Mapping[str, float]]
-# model, batch size, features key, precision, host CPUs, observed busy fraction (None: the roofline's)
-WorkloadKey = tuple[str, int, str, str, float, float | None, float | None]
+# model, batch size, features key, precision, framework, host CPUs, observed busy fraction (None: the
+# roofline's), observed peak memory (None: predicted)
+WorkloadKey = tuple[str, int, str, str, str, float, float | None, float | None]
 
 
 def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
@@ -111,7 +112,7 @@ class XGBoostPredictor:
             row = design.job_row(job_features, gpu, precision)
             step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
             busy = step.busy if workload.busy is None else workload.busy  # observed, where it was
-            memory_mib = self.models.memory.memory_mib(job_features, precision, gpu)
+            memory_mib = self.models.memory.memory_mib(job_features, precision, gpu, workload.framework)
             min_memory_mib = self.models.memory.floor_mib(job_features, precision)
             if workload.peak_memory_mib is not None:  # observed: a measured peak wins over the envelope
                 memory_mib = workload.peak_memory_mib
@@ -171,6 +172,7 @@ def _key(workload: Workload) -> WorkloadKey:
         workload.batch_size,
         features_key,
         workload.precision,
+        workload.framework,
         workload.host_cpus,
         workload.busy,
         workload.peak_memory_mib,

@@ -92,6 +92,7 @@ TYPED: dict[Path, str] = {
     **dict.fromkeys(BOUNDED_INTEGERS, "integer"),
     ("spec", "maxSlowdown"): "number",
     ("spec", "precision"): "string",
+    ("spec", "framework"): "string",
     ("spec", "model"): "object",
     ("spec", "model", "architecture"): "string",
     ("spec", "simulation"): "object",

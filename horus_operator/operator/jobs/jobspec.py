@@ -25,7 +25,7 @@ from horus_operator.api.dljob import (
     share_scope,
 )
 from horus_operator.placement.types import JobRequest
-from horus_operator.prediction import catalog, transformer
+from horus_operator.prediction import catalog, memory, transformer
 from horus_operator.prediction.api import UnknownModelError, Workload
 from horus_operator.prediction.features import at_batch
 from horus_operator.prediction.gpus import PRECISIONS
@@ -53,7 +53,9 @@ class WorkloadResolver:
     def workload(self, job: JobSpec) -> Workload:
         if job.precision not in PRECISIONS:  # before reading any ConfigMap
             raise InvalidJob("spec.precision", job.precision, f"expected one of {', '.join(PRECISIONS)}")
-        return dataclasses.replace(self._model(job), precision=job.precision)
+        if job.framework not in memory.RUNTIMES:
+            raise InvalidJob("spec.framework", job.framework, f"expected one of {', '.join(memory.RUNTIMES)}")
+        return dataclasses.replace(self._model(job), precision=job.precision, framework=job.framework)
 
     def _model(self, job: JobSpec) -> Workload:
         if job.input_shape is not None and job.architecture is None:

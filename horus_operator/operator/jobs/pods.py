@@ -173,6 +173,7 @@ def encode_request(request: JobRequest) -> dict[str, Any]:
         "features": dict(workload.features) if workload.features is not None else None,
         "featuresKey": workload.features_key,
         "precision": workload.precision,
+        "framework": workload.framework,
         "hostCpus": workload.host_cpus,
         "gpus": request.gpus,
         "maxSlowdown": request.max_slowdown,
@@ -189,6 +190,7 @@ def decode_request(data: Mapping[str, Any]) -> JobRequest:
         features=data.get("features"),
         features_key=data.get("featuresKey", ""),
         precision=data.get("precision", defaults.DEFAULT_PRECISION),  # absent from pods made before precision
+        framework=data.get("framework", defaults.DEFAULT_FRAMEWORK),  # absent from pods made before it
         host_cpus=float(data.get("hostCpus", 0.0)),  # absent from pods made before the CPU term
     )
     return JobRequest(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from horus_operator.api.defaults import DEFAULT_PRECISION
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION
 from horus_operator.operator import status
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.cluster_view import NodeView
@@ -154,8 +154,8 @@ class ObservedTelemetry:
         workload = self._workload(key)
         if job is None or workload is None or workload.features is not None:
             return None  # a job described by its own graph has no model name the CSV could carry
-        if workload.precision != DEFAULT_PRECISION:
-            return None  # the CSV has no precision column: its rows are read as fp32 measurements
+        if workload.precision != DEFAULT_PRECISION or workload.framework != DEFAULT_FRAMEWORK:
+            return None  # the CSV has no precision or framework column: its rows read as fp32 PyTorch
         return observed.pair_side(
             own,
             cotenant,

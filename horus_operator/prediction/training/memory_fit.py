@@ -228,10 +228,10 @@ def milabench_peaks(path: str | Path, source: FeatureSource) -> pd.DataFrame:
 
 
 def all_peaks(
-    memory_dir: str | Path, source: FeatureSource, runtimes: Sequence[str] = ("pytorch",)
+    memory_dir: str | Path, source: FeatureSource, runtimes: Sequence[str] = memory.RUNTIMES
 ) -> pd.DataFrame:
     """Every measured peak in `memory_dir` the project can count, one row each, of the given runtimes
-    (PyTorch's by default: MISO's TensorFlow peaks are reported beside, see `docs/prediction.md`)."""
+    (every framework's by default)."""
     directory = Path(memory_dir)
     frames = [milabench_peaks(directory / MILABENCH_CSV, source)]
     if (directory / MIGPROFILER_CSV).exists():
@@ -241,6 +241,18 @@ def all_peaks(
     # a source with no rows left (`hack/train_models.py --exclude-gpu`) adds none
     frame = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True)
     return frame[frame["runtime"].isin(runtimes)].reset_index(drop=True)
+
+
+def predicted_peaks(model: memory.MemoryModel, samples: pd.DataFrame) -> np.ndarray:
+    """`model`'s peak of each row of `samples` (`all_peaks`), on its GPU and under its framework."""
+    return np.array(
+        [
+            model.memory_mib(job, precision, gpu, runtime)
+            for job, precision, gpu, runtime in zip(
+                samples["features"], samples["precision"], samples["gpu"], samples["runtime"], strict=True
+            )
+        ]
+    )
 
 
 def source_terms(samples: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -338,13 +350,6 @@ def fit_memory_floor(
     )
 
 
-def memory_scores(
-    model: memory.MemoryModel, terms: tuple[np.ndarray, np.ndarray], measured: np.ndarray
-) -> dict[str, float]:
-    predicted = model.overhead_mib + terms[0] + model.activation_factor * terms[1]
-    return ratio_scores(predicted / measured)
-
-
 def ratio_scores(ratio: np.ndarray) -> dict[str, float]:
     """How predicted ÷ measured peaks fall: the least, the shares under, the median."""
     return {
@@ -373,15 +378,13 @@ SPLITS = ("source", "gpu", "family")
 def held_out_predictions(
     samples: pd.DataFrame, singles: tuple[np.ndarray, np.ndarray, np.ndarray], split: str
 ) -> np.ndarray:
-    """Each peak's prediction by the envelope refitted without its group of `split` (a column of
-    `all_peaks`: source, gpu, family)."""
-    floor, fixed, activations = source_terms(samples)
-    weights, measured = floor + fixed, samples["measured_mib"].to_numpy()
+    """Each peak's prediction by the envelope (and the framework overheads) refitted without its group
+    of `split` (a column of `all_peaks`: source, gpu, family)."""
     predicted = np.empty(len(samples))
     for group in sorted(set(samples[split])):
         test = (samples[split] == group).to_numpy()
-        model = fit_memory_envelope((weights[~test], activations[~test], measured[~test]), singles)
-        predicted[test] = model.overhead_mib + weights[test] + model.activation_factor * activations[test]
+        model = fit_envelope(samples[~test], singles)
+        predicted[test] = predicted_peaks(model, samples[test])
     return predicted
 
 
@@ -397,12 +400,37 @@ def held_out(
     }
 
 
-def fit_all(samples: pd.DataFrame, singles: tuple[np.ndarray, np.ndarray, np.ndarray]) -> memory.MemoryModel:
-    """The envelope over every peak in `samples` above the process floors, and its floor."""
-    floor, fixed, activations = source_terms(samples)
-    measured = samples["measured_mib"].to_numpy()
+def fit_envelope(
+    samples: pd.DataFrame, singles: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> memory.MemoryModel:
+    """The envelope above the process floors: fitted on the PyTorch peaks of `samples` (a linear
+    programme, `fit_memory_envelope`), then each other framework's overhead on its own peaks
+    (`fit_framework_overheads`: its allocator's arena makes the prediction a step function, so they
+    are fitted after, not in, the programme)."""
+    pytorch = samples[samples["runtime"] == memory.DEFAULT_RUNTIME]
+    floor, fixed, activations = source_terms(pytorch)
+    measured = pytorch["measured_mib"].to_numpy()
     model = fit_memory_envelope((floor + fixed, activations, measured), singles)
     model = dataclasses.replace(model, process_floor=True)
+    return fit_framework_overheads(model, samples[samples["runtime"] != memory.DEFAULT_RUNTIME])
+
+
+def fit_framework_overheads(model: memory.MemoryModel, samples: pd.DataFrame) -> memory.MemoryModel:
+    """`model` with, for each framework among `samples`, the least MiB above its floor and arena under
+    which none of its peaks is under-predicted (at least 0); a framework without peaks gets none."""
+    without = dataclasses.replace(model, framework_overhead_mib={})
+    overheads = {}
+    for runtime, rows in samples.groupby("runtime"):
+        shortfall = rows["measured_mib"].to_numpy() - predicted_peaks(without, rows)
+        overheads[str(runtime)] = max(0.0, float(shortfall.max()))
+    return dataclasses.replace(model, framework_overhead_mib=overheads)
+
+
+def fit_all(samples: pd.DataFrame, singles: tuple[np.ndarray, np.ndarray, np.ndarray]) -> memory.MemoryModel:
+    """The envelope over every peak in `samples` above the process floors, and its floor."""
+    _, _, activations = source_terms(samples)
+    measured = samples["measured_mib"].to_numpy()
+    model = fit_envelope(samples, singles)
     return fit_memory_floor(floor_fixed_mib(samples), activations, measured, model)
 
 
@@ -417,8 +445,11 @@ def train_memory(
     per-process floors (see `fit_memory_envelope`), reporting held-out sources, GPUs and
     architecture families; writes memory.json."""
     samples = all_peaks(peaks_dir, source)
-    log(f"memory: {len(samples)} measured peaks of {samples['model'].nunique()} models from "
-        f"{', '.join(sorted(set(samples['source'])))}")  # fmt: skip
+    sources, runtimes = (", ".join(sorted(set(samples[column]))) for column in ("source", "runtime"))
+    log(
+        f"memory: {len(samples)} measured peaks of {samples['model'].nunique()} models "
+        f"from {sources} ({runtimes})"
+    )
     singles = gavel_singles(pairs_csv, source)
     metrics: dict[str, Any] = {
         f"leave_one_{split}_out": held_out(samples, singles, split) for split in SPLITS
@@ -428,9 +459,7 @@ def train_memory(
         held_out_predictions(samples, singles, "source") / samples["measured_mib"].to_numpy()
     )
     model = fit_all(samples, singles)
-    floor, fixed, activations = source_terms(samples)
-    measured = samples["measured_mib"].to_numpy()
-    metrics["in_sample"] = memory_scores(model, (floor + fixed, activations), measured)
+    metrics["in_sample"] = ratio_scores(predicted_peaks(model, samples) / samples["measured_mib"].to_numpy())
     feasibility = memory_feasibility_data(slowdown_samples(pairs_csv), source)
     pairs = feasibility.jobs == 2
     predicted = memory.predicted_feasible(model, feasibility)

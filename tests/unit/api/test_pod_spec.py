@@ -26,6 +26,7 @@ def test_the_annotations_say_what_a_dljob_spec_says() -> None:
             {
                 **GOOD,
                 keys.ANNOTATION_PRECISION: "bf16",
+                keys.ANNOTATION_FRAMEWORK: "tensorflow",
                 keys.ANNOTATION_MAX_SLOWDOWN: "1.5",
                 keys.ANNOTATION_GPU_COUNT: "2",
                 keys.ANNOTATION_PRIORITY: "-3",
@@ -43,6 +44,15 @@ def test_the_annotations_say_what_a_dljob_spec_says() -> None:
         1000,
     )
     assert job.input_shape == [3, 32, 32]
+    assert job.framework == "tensorflow"
+    assert pod_spec.parse(_pod(GOOD)).framework == "pytorch"
+
+
+def test_a_bad_framework_is_named_as_its_annotation() -> None:
+    # the resolver checks it, as a DLJob's spec.framework
+    bad = InvalidJob("spec.framework", "jax", "expected one of pytorch, tensorflow")
+    renamed = pod_spec.renamed(bad, {**GOOD, keys.ANNOTATION_FRAMEWORK: "jax"})
+    assert renamed.field_path == "metadata.annotations['horus.dev/framework']" and renamed.value == "jax"
 
 
 def test_a_config_map_model_is_read_later_like_a_dljobs() -> None:

@@ -5,6 +5,7 @@ then share a GPU."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -58,10 +59,11 @@ class RecordingStore:
         return True
 
 
-def pod(job: str, model: str, batch: int, precision: str = "fp32") -> dict[str, Any]:
-    request = JobRequest(
-        key=f"ns/{job}", workload=Workload(model=model, batch_size=batch, precision=precision)
-    )
+RESNET, LSTM = Workload("resnet50", 64), Workload("lstm", 20)
+
+
+def pod(job: str, workload: Workload) -> dict[str, Any]:
+    request = JobRequest(key=f"ns/{job}", workload=workload)
     return {
         "metadata": {
             "namespace": "ns",
@@ -102,19 +104,19 @@ Publish = Callable[..., Awaitable[None]]
 
 
 def _telemetry(
-    jobs: list[tuple[str, str, int, str]],
+    jobs: list[tuple[str, Workload]],
     *,
     published_ago: float = 0.0,
     learning: Learning | None = None,
     healthy: bool = True,
 ) -> tuple[ClusterCache, RecordingKube, RecordingStore, Publish]:
-    """The handler on `jobs` (name, model, batch, precision), all with pods on gpu-node-0; `publish`
+    """The handler on `jobs` (name, what it trains), all with pods on gpu-node-0; `publish`
     sends one GPUNode event, the agent publishing `published_ago` seconds before the handler's clock."""
     cache = ClusterCache()
     cache.put_node(node())
-    for name, model, batch, precision in jobs:
+    for name, workload in jobs:
         cache.put_job(DLJobBuilder.stored(name, "ns").obj())
-        cache.put_pod(pod(name, model, batch, precision))
+        cache.put_pod(pod(name, workload))
     kube = RecordingKube(cache)
     store = RecordingStore()
     leading = asyncio.Event()
@@ -142,14 +144,14 @@ def _telemetry(
 
 
 def _share(
-    precision_a: str = "fp32",
+    a: Workload = RESNET,
     published_ago: float = 0.0,
     *,
     learning: Learning | None = None,
     healthy: bool = True,
 ) -> tuple[ClusterCache, RecordingKube, RecordingStore]:
-    """Jobs a (resnet50/64 at `precision_a`) and b (lstm/20) run alone, then share gpu-node-0's GPU."""
-    jobs = [("a", "resnet50", 64, precision_a), ("b", "lstm", 20, "fp32")]
+    """Jobs a (`a`: resnet50/64) and b (lstm/20) run alone, then share gpu-node-0's GPU."""
+    jobs = [("a", a), ("b", LSTM)]
     cache, kube, store, publish = _telemetry(
         jobs, published_ago=published_ago, learning=learning, healthy=healthy
     )
@@ -181,7 +183,14 @@ def test_alone_then_shared_rates_fill_both_statuses_and_record_the_pair_once() -
 
 def test_a_mixed_precision_job_is_observed_but_its_pair_not_recorded() -> None:
     """The dataset has no precision column: an amp job's rates would be read as fp32 measurements."""
-    cache, _kube, store = _share(precision_a="amp")
+    cache, _kube, store = _share(dataclasses.replace(RESNET, precision="amp"))
+    assert cache.jobs["ns/a"]["status"]["observed"]["slowdown"] == 1.5
+    assert store.rows == []
+
+
+def test_a_tensorflow_job_is_observed_but_its_pair_not_recorded() -> None:
+    """The dataset has no framework column: its rows are read as PyTorch jobs' (Gavel's are)."""
+    cache, _kube, store = _share(dataclasses.replace(RESNET, framework="tensorflow"))
     assert cache.jobs["ns/a"]["status"]["observed"]["slowdown"] == 1.5
     assert store.rows == []
 
@@ -254,7 +263,7 @@ def test_a_restarted_leader_restores_what_was_learned_and_ignores_a_state_for_ot
 
 def test_a_job_never_alone_is_learned_from_the_rate_alone_of_its_kind() -> None:
     learning, _ = _learning()
-    jobs = [("a", "resnet50", 64, "fp32"), ("c", "resnet50", 64, "fp32"), ("b", "lstm", 20, "fp32")]
+    jobs = [("a", RESNET), ("c", RESNET), ("b", LSTM)]
     _cache, _kube, _store, publish = _telemetry(jobs, learning=learning)
 
     async def scenario() -> None:
@@ -276,7 +285,7 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     for jobs of its signature on that GPU type, and placements say so (utilizationSource); a first
     reading, whose window may reach back before the pod ran, does not count."""
     learning, saved = _learning()
-    _, _, _, publish = _telemetry([("a", "resnet50", 64, "fp32")], learning=learning)
+    _, _, _, publish = _telemetry([("a", RESNET)], learning=learning)
     resnet, unseen = Workload("resnet50", 64), Workload("resnet50", 128)
 
     async def scenario() -> None:
@@ -293,4 +302,4 @@ def test_a_job_alone_for_a_minute_gives_its_signature_an_observed_utilization_on
     # the memory it held alone (1,000 MiB in every reading) is its signature's peak, and saved
     # (that it wins over the prediction: tests/unit/prediction/test_observed_peak_memory.py)
     assert learning.predictor.correction.peak_memory("v100", resnet) == 1000
-    assert saved.saves[-1][0]["peaks"] == [["v100", "resnet50", 64, "fp32", "", 1, 1000.0]]
+    assert saved.saves[-1][0]["peaks"] == [["v100", "resnet50", 64, "fp32", "", "pytorch", 1, 1000.0]]

@@ -81,6 +81,22 @@ def test_unknown_precision_names_the_field_before_reading_the_graph() -> None:
     assert str(caught.value).startswith("spec.precision='fp16': expected one of fp32, amp, bf16")
 
 
+def test_framework_defaults_to_pytorch_and_reaches_the_workload() -> None:
+    assert _resolver().workload(dljob.parse(DLJobBuilder.stored("cnn").obj())).framework == "pytorch"
+    job = dljob.parse(DLJobBuilder.stored("cnn").spec(framework="tensorflow").obj())
+    assert _resolver().workload(job) == Workload(model="resnet50", batch_size=32, framework="tensorflow")
+
+
+def test_unknown_framework_names_the_field_before_reading_the_graph() -> None:
+    job = dljob.parse(
+        DLJobBuilder.stored("net").model(onnx={"configMap": "absent"}).spec(framework="jax").obj()
+    )
+    with pytest.raises(dljob.InvalidJob) as caught:
+        _resolver().workload(job)
+    assert (caught.value.field_path, caught.value.value) == ("spec.framework", "jax")
+    assert str(caught.value).startswith("spec.framework='jax': expected one of pytorch, tensorflow")
+
+
 def test_onnx_from_a_config_map_gives_keyed_custom_features() -> None:
     files = {("team-a", "graphs", "model.onnx"): b"ONNX..."}
     job = dljob.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj())

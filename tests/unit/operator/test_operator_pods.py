@@ -120,6 +120,16 @@ def test_request_round_trips_precision_and_old_pods_read_as_fp32() -> None:
     assert pods.decode_request(encoded).workload.precision == "fp32"
 
 
+def test_request_round_trips_the_framework_and_old_pods_read_as_pytorch() -> None:
+    request = jobspec.request(
+        dljob.parse(DLJobBuilder.stored("x").obj()), Workload("resnet50", 32, framework="tensorflow"), 1.0
+    )
+    encoded = json.loads(json.dumps(pods.encode_request(request)))
+    assert pods.decode_request(encoded) == request
+    del encoded["framework"]  # a pod created before DLJobs had spec.framework
+    assert pods.decode_request(encoded).workload.framework == "pytorch"
+
+
 def test_a_dra_bound_pod_references_its_gpus_claims_instead_of_an_environment_variable() -> None:
     body = DLJobBuilder.stored("cnn").spec(binding="dra").obj()
     claims = ("horus-gpu-node-3-gpu-a", "horus-gpu-node-3-gpu-b")

@@ -192,6 +192,25 @@ def test_the_state_round_trips_for_the_same_prior_only() -> None:
     assert restored.seen("s2")
 
 
+def test_a_state_saved_before_the_framework_loads_with_every_signature_a_pytorch_jobs() -> None:
+    corrected = CorrectedPredictor(prior())
+    corrected.learn(seen(2.4))
+    corrected.learn(seen(3.0, job=B, next_to=C, sample="s2"))
+    state = corrected.correction.to_dict("model-1")
+    # format 2: the same rows without each signature's framework (the fifth of its values)
+    format_2 = {
+        **state,
+        "format": 2,
+        "jobs": [row[:5] + row[6:] for row in state["jobs"]],
+        "pairs": [row[:5] + row[6:10] + row[11:] for row in state["pairs"]],
+    }
+    assert {row[5] for row in state["jobs"]} == {row[5] for row in state["pairs"]} == {"pytorch"}
+
+    restored = Correction()
+    assert restored.load(format_2, "model-1") is True
+    assert restored.to_dict("model-1") == state
+
+
 @pytest.mark.parametrize(
     ("damage", "field"),
     [

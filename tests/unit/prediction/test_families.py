@@ -24,9 +24,10 @@ def step_time_models() -> list[str]:
     return list(samples.models)
 
 
-def peak_models() -> list[str]:
-    """The models of the measured memory peaks the shipped memory model is fitted on (every source)."""
-    return list(memory_fit.all_peaks(DATA / "memory", catalog.lookup)["model"])
+def peak_families() -> list[str]:
+    """The families of the measured memory peaks the shipped memory model is fitted on (every source;
+    a model counted at another shape, `resnet50@3x32x32`, is its base model's)."""
+    return list(memory_fit.all_peaks(DATA / "memory", catalog.lookup)["family"])
 
 
 def held_out_family_sizes(model: str) -> dict[str, int]:
@@ -37,7 +38,7 @@ def held_out_family_sizes(model: str) -> dict[str, int]:
 
 def test_the_shipped_models_were_cross_validated_on_the_derived_families() -> None:
     assert Counter(family(model) for model in step_time_models()) == held_out_family_sizes("utilization")
-    assert Counter(family(model) for model in peak_models()) == held_out_family_sizes("memory")
+    assert Counter(peak_families()) == held_out_family_sizes("memory")
 
 
 def test_the_sizes_and_variants_of_an_architecture_share_its_family() -> None:

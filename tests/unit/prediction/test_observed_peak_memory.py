@@ -50,7 +50,7 @@ def test_observed_peaks_survive_a_restart_and_older_states_load_without_them() -
     correction.note_peak_memory("v100", RESNET, 7000.0)
     correction.note_peak_memory("v100", RESNET, 7500.0)
     state = correction.to_dict("prior")
-    assert state["peaks"] == [["v100", "resnet50", 128, "fp32", "", 2, 7500.0]]
+    assert state["peaks"] == [["v100", "resnet50", 128, "fp32", "", "pytorch", 2, 7500.0]]
 
     restored = Correction()
     assert restored.load(state, "prior")
@@ -59,4 +59,24 @@ def test_observed_peaks_survive_a_restart_and_older_states_load_without_them() -
     older = {key: value for key, value in state.items() if key != "peaks"}
     assert Correction().load(older, "prior")
     with pytest.raises(ValueError, match="peaks"):
-        Correction().load({**state, "peaks": [["v100", "resnet50", 128, "fp32", "", 1, 0.0]]}, "prior")
+        Correction().load(
+            {**state, "peaks": [["v100", "resnet50", 128, "fp32", "", "pytorch", 1, 0.0]]}, "prior"
+        )
+
+
+def test_a_peak_seen_under_one_framework_is_not_another_frameworks() -> None:
+    corrected = CorrectedPredictor(load_predictor())
+    tensorflow = Workload("resnet50", 128, framework="tensorflow")
+    corrected.correction.note_peak_memory("v100", RESNET, 7000.0)
+    assert corrected.job(RESNET, "v100").memory_mib == 7000
+    assert corrected.job(tensorflow, "v100").memory_mib > 16384  # its own prediction
+
+
+def test_a_state_saved_before_the_framework_reads_every_signature_as_pytorchs() -> None:
+    correction = Correction()
+    correction.note_peak_memory("v100", RESNET, 7000.0)
+    state = correction.to_dict("prior")
+    format_2 = {**state, "format": 2, "peaks": [["v100", "resnet50", 128, "fp32", "", 1, 7000.0]]}
+    restored = Correction()
+    assert restored.load(format_2, "prior")
+    assert restored.to_dict("prior") == state

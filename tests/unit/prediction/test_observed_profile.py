@@ -74,7 +74,7 @@ def test_busy_fractions_outside_0_1_are_not_kept_and_they_survive_a_restart() ->
     assert restored.utilization("v100", RESNET) == pytest.approx(0.4)
     assert restored.utilization("v100", OTHER) is None
     state = correction.to_dict("m")
-    state["busy"] = [["v100", "resnet18", 128, "fp32", "", 1, 1.5]]
+    state["busy"] = [["v100", "resnet18", 128, "fp32", "", "pytorch", 1, 1.5]]
     with pytest.raises(ValueError, match="busy"):
         Correction().load(state, "m")
 

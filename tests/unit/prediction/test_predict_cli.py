@@ -111,6 +111,27 @@ def test_pairs_bad_precision_names_row_and_value(tmp_path: Path) -> None:
     assert not target.exists()
 
 
+def test_pairs_framework_columns_reach_the_memory_rule_and_are_repeated(tmp_path: Path) -> None:
+    # Two small CNNs share a V100 under PyTorch; under TensorFlow each one's arena takes half of it.
+    body = "v100,resnet50,16,mobilenet_v2,16,,\nv100,resnet50,16,mobilenet_v2,16,tensorflow,tensorflow\n"
+    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",framework_a,framework_b\n")
+    assert code == 0, output
+    with target.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == [*OUTPUT_COLUMNS, "framework_a", "framework_b"]
+    assert [(row["framework_a"], row["feasible"]) for row in rows] == [
+        ("pytorch", "true"),
+        ("tensorflow", "false"),
+    ]
+    target.unlink()
+    code, output, target = _pairs(
+        tmp_path, "v100,resnet50,16,mobilenet_v2,16,jax\n", header=HEADER.strip() + ",framework_a\n"
+    )
+    assert code != 0 and not target.exists()
+    for fragment in ("row 1", "framework_a", "'jax'"):
+        assert fragment in output
+
+
 def test_pairs_host_cpu_columns_reach_the_prior_and_are_repeated(tmp_path: Path) -> None:
     # A saturating CNN beside a co-runner that keeps four cores busy: its host work is contended.
     body = "rtx-3090,resnet18,32,ppo,64,,4\nrtx-3090,resnet18,32,ppo,64,0,0\n"
@@ -171,6 +192,22 @@ def test_job_unknown_precision_is_refused() -> None:
     )
     assert code != 0
     assert "'fp16'" in output and "--precision" in output
+
+
+def test_job_framework_defaults_to_pytorch_and_reaches_the_memory() -> None:
+    args = ["predict", "job", "--model", "resnet50", "--batch-size", "64", "--gpu", "a100", "--json"]
+    code, output = _run(*args)
+    assert code == 0, output
+    pytorch = json.loads(output)
+    code, output = _run(*args, "--framework", "tensorflow")
+    assert code == 0, output
+    tensorflow = json.loads(output)
+    expected = load_predictor().job(Workload("resnet50", 64, framework="tensorflow"), "a100")
+    assert (pytorch["framework"], tensorflow["framework"]) == ("pytorch", "tensorflow")
+    assert tensorflow["memory_mib"] == pytest.approx(expected.memory_mib, abs=0.1)
+    assert tensorflow["memory_mib"] > pytorch["memory_mib"]
+    code, output = _run(*args, "--framework", "jax")
+    assert code != 0 and "'jax'" in output and "--framework" in output
 
 
 def test_job_unknown_gpu() -> None:

@@ -53,7 +53,8 @@ def test_excluding_a_gpu_needs_an_output_directory(monkeypatch: pytest.MonkeyPat
 
 
 def test_the_peaks_without_a_gpu_are_every_other_source_s(tmp_path: Path) -> None:
-    """What `--exclude-gpu a100-80gb` hands the memory fit: milabench's peaks, MIGProfiler's none."""
+    """What `--exclude-gpu a100-80gb` hands the memory fit: milabench's and MISO's peaks, MIGProfiler's
+    none."""
     from horus_operator.prediction import catalog
     from horus_operator.prediction.training import memory_fit
 
@@ -61,4 +62,4 @@ def test_the_peaks_without_a_gpu_are_every_other_source_s(tmp_path: Path) -> Non
     for path in sorted(script.PEAKS_DIR.glob("*.csv")):
         script.without_gpu(path, "a100-80gb", tmp_path).rename(tmp_path / path.name)
     peaks = memory_fit.all_peaks(tmp_path, catalog.lookup)
-    assert set(peaks["source"]) == {"milabench"} and "a100-80gb" not in set(peaks["gpu"])
+    assert set(peaks["source"]) == {"milabench", "miso"} and "a100-80gb" not in set(peaks["gpu"])
