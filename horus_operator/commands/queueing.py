@@ -43,7 +43,8 @@ def queue_options(*, environment: bool) -> Callable[[F], F]:
             "--starvation-multiple",
             type=float,
             envvar=envvar("--starvation-multiple"),
-            help="A job waiting longer than this multiple of its remaining work moves up too [default: off].",
+            help="A job waiting longer than this multiple of its remaining work moves up too, and the "
+            "starved line up by when each was due (queued + this multiple × its length) [default: off].",
         ),
     )
 
