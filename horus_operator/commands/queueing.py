@@ -28,8 +28,8 @@ def queue_options(*, environment: bool) -> Callable[[F], F]:
             show_default=True,
             envvar=envvar("--queue-order"),
             help="The order waiting jobs of one priority are served in: fifo, shortest-remaining (least "
-            "remaining GPU-work first) or las (least attained GPU-service first; it preempts in the "
-            "simulator, not in the operator, where it serves as fifo does).",
+            "remaining GPU-work first) or las (least attained GPU-service first, preempting running "
+            "jobs of more).",
         ),
         click.option(
             "--max-wait-seconds",
