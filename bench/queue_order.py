@@ -4,7 +4,8 @@ Each workload is replayed once per order, with the same jobs, the same policy (h
 shipped predictions, progress from Gavel's measured pairs) and the default starvation bound (a day):
 - `fifo` — the default, first come first served;
 - `srpt-est` — shortest-remaining on the lengths the operator would know: predicted step time × steps
-  (`horus simulate --durations estimated`); jobs whose step time either side lacks have no length;
+  (`horus simulate --durations estimated`; the steps are Muri's iterations where the trace gives them);
+  jobs with no steps or no predicted step time have no length;
 - `srpt-true` — shortest-remaining on the trace's true lengths (an oracle, for scale);
 - `las` — least attained service, which reads no lengths, with preemption (`placement/preemption.py`:
   a waiting job may preempt running jobs of more attained service, which queue again with their
