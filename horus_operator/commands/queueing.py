@@ -28,8 +28,8 @@ def queue_options(*, environment: bool) -> Callable[[F], F]:
             show_default=True,
             envvar=envvar("--queue-order"),
             help="The order waiting jobs of one priority are served in: fifo, shortest-remaining (least "
-            "remaining GPU-work first) or las (least attained GPU-service first; it preempts in the "
-            "simulator, not in the operator, where it serves as fifo does).",
+            "remaining GPU-work first) or las (least attained GPU-service first, preempting running "
+            "jobs of more).",
         ),
         click.option(
             "--max-wait-seconds",
@@ -43,7 +43,8 @@ def queue_options(*, environment: bool) -> Callable[[F], F]:
             "--starvation-multiple",
             type=float,
             envvar=envvar("--starvation-multiple"),
-            help="A job waiting longer than this multiple of its remaining work moves up too [default: off].",
+            help="A job waiting longer than this multiple of its remaining work moves up too, and the "
+            "starved line up by when each was due (queued + this multiple × its length) [default: off].",
         ),
     )
 

@@ -96,6 +96,13 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
 )
 @_number("--migration-max-moves", int, Defaults.migration_max_moves, "Moves per job over its life.")
 @queue_options(environment=True)
+@_number(
+    "--preemption-min-run-seconds",
+    float,
+    Defaults.preemption_min_run_seconds,
+    "Under --queue-order las, a (re)started job runs this long before it may be preempted (and at "
+    "least 4x the grace period plus the migration restart cost).",
+)
 @click.option(
     "--metrics-port",
     type=int,
@@ -147,6 +154,7 @@ def run(
     queue_order: str,
     max_wait_seconds: float,
     starvation_multiple: float | None,
+    preemption_min_run_seconds: float,
     metrics_port: int,
     webhook_port: int | None,
     webhook_addr: str,
@@ -180,6 +188,7 @@ def run(
         queue_order=queue_order,
         max_wait_seconds=max_wait_seconds,
         starvation_multiple=starvation_multiple,
+        preemption_min_run_seconds=preemption_min_run_seconds,
         metrics_port=metrics_port,
         webhook_port=webhook_port,
         webhook_addr=webhook_addr,

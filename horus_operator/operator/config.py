@@ -14,6 +14,7 @@ from datetime import timedelta
 from horus_operator.api.dljob import Binding
 from horus_operator.operator.dra.claims import Sharing
 from horus_operator.placement.moves import MoveSettings
+from horus_operator.placement.preemption import PreemptionSettings
 from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
 
 
@@ -41,6 +42,9 @@ class OperatorConfig:
     queue_order: str = QueueOrder.FIFO.value
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S
     starvation_multiple: float | None = None
+    # Under las, running jobs are preempted for waiting ones (placement/preemption.py): a (re)started
+    # job runs this long first (and at least 4x the grace period plus the migration restart cost).
+    preemption_min_run_seconds: float = PreemptionSettings.min_run_s
     metrics_port: int = 9401  # Prometheus /metrics (operator/metrics.py); 0: none. The agent's is 9400.
     # The pod route (operator/podroute/): pods of other controllers, admitted by the webhook this
     # replica serves on `webhook_port` (None: no webhook, no pod route) with the certificate and key in
@@ -63,6 +67,12 @@ class OperatorConfig:
             cooldown_s=self.migration_cooldown_seconds,
             max_moves_per_job=self.migration_max_moves,
             over_limit_for_s=self.migration_over_limit_seconds,
+        )
+
+    @property
+    def preemption(self) -> PreemptionSettings:
+        return PreemptionSettings(
+            restart_cost_s=self.migration_restart_cost_seconds, min_run_s=self.preemption_min_run_seconds
         )
 
     @property

@@ -35,13 +35,16 @@ from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.messages import placed_message
 from horus_operator.operator.metrics import OperatorMetrics
+from horus_operator.operator.moves import preemption
 from horus_operator.operator.moves.mover import Mover
+from horus_operator.operator.moves.preempter import Preempter
 from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.moves import MoveSettings
-from horus_operator.placement.queueorder import Ordering
+from horus_operator.placement.preemption import PreemptionSettings
+from horus_operator.placement.queueorder import Ordering, QueueOrder
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node
 from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Workload
@@ -77,6 +80,8 @@ class LoopConfig:
     graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/jobs/graphs.py)
     own_namespace: str = OperatorConfig.lease_namespace  # where the operator runs: its tenancy ConfigMap
     ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
+    # under `las`: running jobs preempted for waiting ones (moves/preempter.py)
+    preemption: PreemptionSettings = field(default_factory=PreemptionSettings)
 
 
 @dataclass
@@ -137,6 +142,11 @@ class SchedulingLoop:
         )
         self._mover = Mover(
             kube, cache, self._cycle, self.reports, config.moves, every=config.resync_every, metrics=metrics
+        )
+        self._preempter = (
+            Preempter(cache, self._cycle, self.reports, config.preemption)
+            if config.ordering.order == QueueOrder.LAS
+            else None
         )
         self._claims = (
             ClaimKeeper(kube=kube, cache=cache, sharing=config.sharing) if config.dra_served else None
@@ -236,6 +246,9 @@ class SchedulingLoop:
         # Moves first: each is recorded in its job's status, which marks the job for this cycle's
         # decisions (they delete its pod and hold its target before anything is placed).
         await self._mover.plan(lambda: self._snapshot(now), now, waiting=bool(self._pending))
+        if self._preempter is not None:
+            waiting = (p.request for p in self._pending.values() if not p.moving)
+            await self._preempter.plan(lambda: self._snapshot(now), waiting, now)
         dirty = self._cache.take_dirty()
         routed = self._podroute.take_dirty() if self._podroute is not None else set()
         for key in routed:
@@ -302,6 +315,7 @@ class SchedulingLoop:
                 extra=status.owned_by_others(current),
                 claims=self._cache.claims,
                 foreign=self._foreign,
+                preempts=self._preempter is not None,
             ),
         )
         if decision.avoid_node:
@@ -405,6 +419,8 @@ class SchedulingLoop:
             previous=self._gpu_nodes,
         )
         self._gpu_nodes = snapshot.nodes
+        if self._preempter is not None:
+            snapshot = self._preempter.held(snapshot)
         return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
 
     def _gauges(self) -> metrics.Gauges:
@@ -421,8 +437,16 @@ class SchedulingLoop:
         return metrics.gauges(waiting, phases, self._cache.all_pods(), gpus)
 
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
+        """What the cycle places; its attained service and when it queued again after a preemption
+        are read from its status (`moves/preemption.py`)."""
         request = jobspec.request(job, workload, dljob.created_at(body), self._binding(job))
-        return dataclasses.replace(request, remaining_s=self._length_s(job, workload))
+        current = body.get("status") or {}
+        return dataclasses.replace(
+            request,
+            remaining_s=self._length_s(job, workload),
+            attained_gpu_s=preemption.attained_gpu_s(current),
+            queued_at=preemption.queued_at(current),
+        )
 
     def _length_s(self, job: JobSpec, workload: Workload) -> float | None:
         """The job's work alone, as the queue orders read it: `spec.totalSteps` at the predicted step

@@ -73,18 +73,16 @@ def _wall_clock() -> datetime:
     return datetime.now(UTC)
 
 
-# Said once at start under `--queue-order las`: the operator does not execute the shared cycle's las
-# preemptions (`SchedulingCycle.preemptions`, which the simulator does), so its las is fifo by creation.
-LAS_WITHOUT_PREEMPTION = (
-    "--queue-order las: the operator does not preempt running DLJobs (only the simulator does, "
-    "placement/preemption.py), so no waiting job has attained service and las serves jobs as fifo does, "
-    "by creation time within a priority (docs/operator.md, 'Queue order')"
+# Said once at start under `--queue-order las`: running DLJobs will be stopped and queued again.
+LAS_PREEMPTS = (
+    "--queue-order las: a running DLJob may be preempted for a waiting one of less attained GPU-service "
+    "once it has run %.0f s since its (re)start (docs/operator.md, 'Queue order')"
 )
 
 
 def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -> Runtime:
     if config.queue_order == QueueOrder.LAS:
-        log.warning(LAS_WITHOUT_PREEMPTION)
+        log.info(LAS_PREEMPTS, config.preemption.protected_s)
     metrics = OperatorMetrics()
     kube = Kube(
         load_client(pool_size=config.api_workers), workers=config.api_workers, on_error=metrics.api_error
@@ -127,6 +125,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             moves=config.moves,
             own_namespace=config.lease_namespace,
             ordering=config.ordering,
+            preemption=config.preemption,
         ),
         clock=clock,
         on_resync=learning.restore,

@@ -12,9 +12,15 @@ Priority always comes first (higher first). Within a priority:
   level; the two dimensions (GPUs × time) are in the GPU-seconds. For clusters where lengths are unknown.
 
 Every order has a starvation bound (`Starvation`): a job that has waited longer than a set time, or
-than a multiple of its own length, moves to the front of its priority, where the starved line up first
-come first served. Under `fifo` a bound on the wait alone never changes the order: the starved are the
-oldest of their priority already.
+than a multiple of its own length, moves to the front of its priority. The starved line up by when each
+was *due*: queued + the multiple × its length where both are known, else queued + the set time (earliest
+deadline first, the order that keeps the worst lateness least). With no multiple that is first come
+first served, and under `fifo` a bound on the wait alone never changes the order: the starved are the
+oldest of their priority already. With a multiple it is aging in the spirit of highest-response-ratio-
+next: a job is due once its wait reaches the multiple × its length, so under an overload where every
+job waits past the set time the starved still line up shortest-first among jobs queued close together,
+where lining them up by arrival turned every order into `fifo` (the Muri traces, docs/evaluation.md). A
+job is overtaken only by jobs due before it, so none starves for ever.
 
 The orders that serve short work first keep the makespan guard's longest-work-first at the end of a
 trace: once the caller knows the makespan horizon (all work has arrived: `ClusterSnapshot.horizon_s`),
@@ -122,19 +128,26 @@ ORDERS: dict[QueueOrder, Order] = {
 @dataclass(frozen=True)
 class Starvation:
     """A job starves once it has waited `max_wait_s`, or `length_multiple` × its remaining work alone
-    (where known); None turns either off. The multiple is off by default: it lets a short late job
-    overtake a long early one, which would change `fifo`."""
+    (where known); None turns either off. The starved line up by when each is due (`due_at`). The
+    multiple is off by default: it lets a short late job overtake a long early one, which would change
+    `fifo`."""
 
     max_wait_s: float | None = DEFAULT_MAX_WAIT_S
     length_multiple: float | None = None
 
-    def starves_at(self, submitted_at: float, length_s: float | None) -> float:
-        waits = [math.inf]
-        if self.max_wait_s is not None:
-            waits.append(self.max_wait_s)
+    def starves_at(self, queued_at: float, length_s: float | None) -> float:
+        return min(self._capped_at(queued_at), self.due_at(queued_at, length_s))
+
+    def due_at(self, queued_at: float, length_s: float | None) -> float:
+        """When a job is due: its wait reaches the multiple × its length, or, where either is unknown,
+        `max_wait_s` (inf: never). Not capped by `max_wait_s`: the cap only says when a job moves up,
+        and capping the due time too lines every long or unknown job up by arrival again."""
         if self.length_multiple is not None and length_s is not None:
-            waits.append(self.length_multiple * length_s)
-        return submitted_at + min(waits)
+            return queued_at + self.length_multiple * length_s
+        return self._capped_at(queued_at)
+
+    def _capped_at(self, queued_at: float) -> float:
+        return math.inf if self.max_wait_s is None else queued_at + self.max_wait_s
 
 
 class Ordering:
@@ -160,7 +173,8 @@ class Ordering:
         if standing == Standing.CRITICAL:
             return (*head, -(request.remaining_s or 0.0), request.submitted_at, request.key)
         if standing == Standing.STARVED:
-            return (*head, request.submitted_at, -(request.remaining_s or 0.0), request.key)
+            due = self.starvation.due_at(self._queued_at(request), self.remaining(request))
+            return (*head, due, request.submitted_at, -(request.remaining_s or 0.0), request.key)
         return (*head, *self._key(request), request.key)
 
     def reason(self, request: JobRequest, standing: Standing) -> str:
@@ -169,7 +183,9 @@ class Ordering:
         if standing == Standing.CRITICAL:
             return said + "would set the makespan if started later: longest remaining work first"
         if standing == Standing.STARVED:
-            return said + "waited past the starvation bound: first come first served"
+            if self.starvation.length_multiple is None:
+                return said + "waited past the starvation bound: first come first served"
+            return said + "waited past the starvation bound: the earliest due first"
         if self.order == QueueOrder.FIFO:
             return said + "first come first served"
         if self.order == QueueOrder.LAS:
@@ -181,8 +197,11 @@ class Ordering:
 
     def starves_at(self, request: JobRequest) -> float:
         """When `request` starves (seconds on the caller's clock; inf: never)."""
-        queued_at = request.submitted_at if request.queued_at is None else request.queued_at
-        return self.starvation.starves_at(queued_at, self.remaining(request))
+        return self.starvation.starves_at(self._queued_at(request), self.remaining(request))
+
+    @staticmethod
+    def _queued_at(request: JobRequest) -> float:
+        return request.submitted_at if request.queued_at is None else request.queued_at
 
     def critical_from_s(self, now: float, horizon: float | None) -> float | None:
         """The remaining work at which a waiting job is critical at `now` (None: none is)."""

@@ -96,14 +96,16 @@ def _job(
     duration_s: float,
     max_slowdown: float,
     priority: int = 0,
+    steps: float | None = None,
 ) -> SimJob:
     """A job that runs `duration_s` alone, its progress counted in seconds of isolated work (traces give
     times, and slowdowns are ratios, so steps/s need not be known); clipped to one node keeping its
-    GPU-time."""
+    GPU-time. `steps`: the steps the trace gives, scaled as the clip scales the time."""
     width = min(max(gpus, 1), GPUS_PER_NODE)
     run_s = duration_s * max(gpus, 1) / width
     request = JobRequest(key, workload, width, max_slowdown, priority, arrival_s, remaining_s=run_s)
-    return SimJob(request, total_steps=run_s, steps_per_s_alone=1.0)
+    trace_steps = None if steps is None else steps * max(gpus, 1) / width
+    return SimJob(request, total_steps=run_s, steps_per_s_alone=1.0, trace_steps=trace_steps)
 
 
 def _scenario(name: str, jobs: list[SimJob], site: Site, notes: tuple[str, ...]) -> Scenario:
@@ -179,7 +181,8 @@ def _muri(path: Path, rng: random.Random, site: Site) -> Scenario:
             key = f"muri-{int(row['job_id']):05d}"
             width, priority = int(row["num_gpu"]), int(row.get("priority") or 0)
             max_slowdown = draw_max_slowdown(rng)
-            jobs.append(_job(key, workload, width, arrival_s, duration_s, max_slowdown, priority))
+            steps = float(row["iterations"])
+            jobs.append(_job(key, workload, width, arrival_s, duration_s, max_slowdown, priority, steps))
     notes = ("Muri times read as milliseconds", "Muri priority as given, higher first")
     return _scenario(path.stem, jobs, site, notes)
 

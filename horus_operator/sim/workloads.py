@@ -53,6 +53,9 @@ class SimJob:
     request: JobRequest  # submitted_at is the arrival time
     total_steps: float
     steps_per_s_alone: float  # on its GPU type, with all its GPUs
+    # The steps the trace gives, where its progress is counted in seconds (`total_steps` then holds
+    # seconds): what a DLJob's spec.totalSteps would say, for the operator's estimate (`sim/durations.py`).
+    trace_steps: float | None = None
 
     @property
     def isolated_duration_s(self) -> float:

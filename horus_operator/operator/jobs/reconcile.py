@@ -19,7 +19,7 @@ from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.claims import ClaimId, ClaimView
 from horus_operator.operator.jobs import health
 from horus_operator.operator.jobs.pods import TERMINAL_PHASES, PodView
-from horus_operator.operator.moves import migration
+from horus_operator.operator.moves import migration, preemption
 
 
 class Phase(StrEnum):
@@ -32,6 +32,7 @@ class Phase(StrEnum):
 
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
+PREEMPTED = "Preempted"  # the Scheduled condition's reason while a preempted pod stops
 # Failures the user can fix by editing the spec: a new generation is judged again.
 SPEC_REASONS = frozenset({"InvalidSpec", "Unsatisfiable"})
 
@@ -65,6 +66,7 @@ class Context:
     extra: Mapping[str, Any] = field(default_factory=dict)  # status fields others own (e.g. observed)
     claims: Mapping[ClaimId, ClaimView] = field(default_factory=dict)  # every ResourceClaim (DRA binding)
     foreign: Mapping[str, str] = field(default_factory=dict)  # GPU UUID -> the claim not Horus's holding it
+    preempts: bool = False  # the operator preempts (`--queue-order las`): status.preemptions stop pods
 
 
 def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
@@ -72,13 +74,16 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
         return Decision(status=_final(job, current, ctx))
     if ctx.verdict is not None:
         return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
-    current = migration.settled(current, pods)
-    next_attempt = migration.next_attempt(current, pods)
+    current = preemption.settled(migration.settled(current, pods), pods)
+    next_attempt = max(migration.next_attempt(current, pods), preemption.next_attempt(current))
     moving = migration.in_progress(job, current, pods)
     if moving is not None:
         decided = _moving(job, current, pods, moving, next_attempt, ctx)
         if decided is not None:
             return dataclasses.replace(decided, moving=moving)
+    preempted = _preempting(job, current, pods, next_attempt, ctx) if ctx.preempts else None
+    if preempted is not None:
+        return preempted
     live = [p for p in pods if not p.deleting]
     latest = max(live, key=lambda p: p.attempt, default=None)
     if any(p.phase == "Succeeded" for p in live):
@@ -132,6 +137,29 @@ def _moving(
     return Decision(
         _queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt, move_to=moving
     )
+
+
+def _preempting(
+    job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], next_attempt: int, ctx: Context
+) -> Decision | None:
+    """A recorded preemption (docs: operator/moves/preemption.py): its pod is deleted with the job's
+    grace period, and the job waits for no GPU until every pod of it has stopped. None: nothing of a
+    preemption is left to do; the job waits in the queue as any job."""
+    said = str((current.get("preemptions") or [{}])[-1].get("reason", ""))
+    victim = preemption.in_progress(current, pods)
+    if victim is not None:
+        message = f"preempted: stopping pod {victim.name} ({job.grace_period_s}s to checkpoint): {said}"
+        return Decision(
+            _queued(job, current, ctx, next_attempt, message, reason=PREEMPTED),
+            delete_pods=(victim.name,),
+            delete_reason=f"preempted: {said}",
+            delete_grace_s=job.grace_period_s,
+        )
+    stopping = preemption.stopping(current, pods)
+    if stopping:
+        message = f"preempted: waiting for pod {', '.join(p.name for p in stopping)} to stop"
+        return Decision(_queued(job, current, ctx, next_attempt, message, reason=PREEMPTED))
+    return None
 
 
 def _last_reason(status: Mapping[str, Any]) -> str:
@@ -218,19 +246,27 @@ def _base(
     }
     for name, value in ctx.extra.items():
         status[name] = value
-    if current.get("moves"):
-        status["moves"] = current["moves"]
+    for kept in ("moves", "preemptions", "attainedGpuSeconds"):
+        if current.get(kept):
+            status[kept] = current[kept]
     return status
 
 
 def _queued(
-    job: JobSpec, current: Mapping[str, Any], ctx: Context, attempts: int, message: str
+    job: JobSpec,
+    current: Mapping[str, Any],
+    ctx: Context,
+    attempts: int,
+    message: str,
+    *,
+    reason: str = "Waiting",
 ) -> dict[str, Any]:
+    """`reason`: the Scheduled condition's (Waiting, or Preempted while a preempted pod stops)."""
     status = _base(job, current, ctx, Phase.QUEUED, attempts)
     status["message"] = message
     if ctx.queue:
         status["queue"] = dict(ctx.queue)
-    updates = {"Scheduled": ("False", "Waiting", message)}
+    updates = {"Scheduled": ("False", reason, message)}
     updates.update(health.conditions(Phase.QUEUED, "Queued", message))
     status["conditions"] = _conditions(current, ctx, job, updates)
     return status

@@ -64,7 +64,7 @@ def entry(move: Move, attempt: int, now: datetime) -> dict[str, Any]:
         "to": where(target.node, target.gpu_indices),
         "reason": move.reason,
         "trigger": move.trigger,
-        "at": _stamp(now),
+        "at": stamp(now),
         "attempt": attempt,
         "state": MOVING,
     }
@@ -135,11 +135,11 @@ def mobility(job: JobSpec, status: Mapping[str, Any], pod: PodView, now: datetim
     alone (from `spec.totalSteps` and `status.estimatedCompletionTime`), its moves so far."""
     observed = status.get("observed") or {}
     slowdown = observed.get("slowdown")
-    since = _time(observed.get("stateSince"))
+    since = parse_time(observed.get("stateSince"))
     if since is not None and pod.created_at is not None:
         since = max(since, pod.created_at)
     moves = _moves(status)
-    last = _time(moves[-1].get("at")) if moves else None
+    last = parse_time(moves[-1].get("at")) if moves else None
     current = float(slowdown) if slowdown else float(pod.predicted.get("slowdown") or 1.0)
     return Mobility(
         allowed=job.migration_allowed,
@@ -158,13 +158,13 @@ def _remaining_alone_s(
 ) -> float | None:
     """Seconds of work left alone: the time to the estimated completion, less the current slowdown's
     share of it; None without `spec.totalSteps` or an estimate."""
-    ends = _time(status.get("estimatedCompletionTime"))
+    ends = parse_time(status.get("estimatedCompletionTime"))
     if not job.total_steps or ends is None:
         return None
     return max(timedelta(0), ends - now).total_seconds() / max(slowdown, 1.0)
 
 
-def _time(value: object) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -173,5 +173,5 @@ def _time(value: object) -> datetime | None:
         return None
 
 
-def _stamp(moment: datetime) -> str:
+def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

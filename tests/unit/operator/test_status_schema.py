@@ -15,6 +15,9 @@ from operator_builders import PodBuilder
 
 from horus_operator.api import dljob
 from horus_operator.operator.jobs import pods, reconcile
+from horus_operator.operator.moves import preemption
+from horus_operator.placement.preemption import Preemption
+from horus_operator.placement.types import RunningJob
 from horus_operator.testing.builders import DLJobBuilder
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "dljob.yaml"
@@ -66,19 +69,29 @@ def _statuses() -> dict[str, dict[str, Any]]:
     sources = {"slowdownSource": "observed", "slowdownSamples": 3, "utilizationSource": "observed"}
     running = PodBuilder("cnn").bound().phase("Running").predicted({**predicted, **sources})
 
-    def decide(*builders: PodBuilder, **context: Any) -> dict[str, Any]:
+    def decide(
+        *builders: PodBuilder, current: dict[str, Any] | None = None, **context: Any
+    ) -> dict[str, Any]:
         ctx = reconcile.Context(now=NOW, nodes=("gpu-node-0",), **context)
         views = [pods.view(b.obj()) for b in builders]
-        return reconcile.decide(dljob.parse(job), job.get("status") or {}, views, ctx).status
+        return reconcile.decide(dljob.parse(job), current or job.get("status") or {}, views, ctx).status
+
+    stopped = pods.view(running.obj())
+    assert stopped.request is not None
+    chosen = Preemption(
+        "team-a/cnn", "gpu-node-0", (0,), RunningJob(stopped.request, "gpu-node-0", (0,)), "r"
+    )
+    preempted = preemption.recorded({}, chosen, stopped, NOW)
 
     return {
         "queued": decide(queue=place, waiting_message="waiting: no GPU free"),
         "running": decide(running),
         "succeeded": decide(PodBuilder("cnn").bound().phase("Succeeded")),
         "failed": decide(verdict=dljob.InvalidJob("spec.batchSize", 0, "at least 1")),
+        "preempted": {**decide(running, current=preempted, preempts=True), **preempted},
     }
 
 
-@pytest.mark.parametrize("name", ["queued", "running", "succeeded", "failed"])
+@pytest.mark.parametrize("name", ["queued", "running", "succeeded", "failed", "preempted"])
 def test_each_status_the_loop_writes_fits_the_crd(name: str) -> None:
     assert _problems(_statuses()[name], _status_schema(), "status") == []

@@ -1,5 +1,5 @@
 """Queue orders: each order's key, the starvation bound, critical jobs at the end of a trace, and (a
-property) that a job past its bound gets the next GPU that frees up."""
+property) that a job past its bound gets the next GPU that frees up, the earliest due first."""
 
 from __future__ import annotations
 
@@ -116,6 +116,43 @@ def test_a_job_starves_at_the_earlier_of_its_bounds(
     assert starvation.starves_at(10.0, length) == expected
 
 
+@pytest.mark.parametrize(
+    ("starvation", "length", "expected"),
+    [
+        (Starvation(max_wait_s=100.0), 5.0, 110.0),  # no multiple: due when it starves
+        (Starvation(max_wait_s=100.0, length_multiple=2.0), 30.0, 70.0),
+        (Starvation(max_wait_s=100.0, length_multiple=2.0), 80.0, 170.0),  # starves at 110, not capped
+        (Starvation(max_wait_s=100.0, length_multiple=2.0), None, 110.0),
+        (NO_BOUND, 5.0, math.inf),
+    ],
+)
+def test_a_job_is_due_once_its_wait_reaches_the_multiple_of_its_length(
+    starvation: Starvation, length: float | None, expected: float
+) -> None:
+    assert starvation.due_at(10.0, length) == expected
+
+
+def test_the_starved_line_up_by_when_they_were_due() -> None:
+    """Under an overload where everyone waits past the cap, lining the starved up by arrival is fifo;
+    by due time a short job queued a little later still goes first, and a long one is overtaken only
+    by jobs due before it."""
+    starvation = Starvation(max_wait_s=100.0, length_multiple=2.0)
+    ordering = Ordering(QueueOrder.SHORTEST_REMAINING, starvation=starvation)
+    queue = WaitQueue(
+        [
+            request("long", at=0.0, remaining=500.0),  # starves at 100, due at 1000
+            request("unknown", at=10.0),  # starves and is due at 110
+            request("short", at=20.0, remaining=40.0),  # starves and is due at 100
+            request("short-late", at=990.0, remaining=40.0),  # due at 1070: after "long"
+        ],
+        ordering=ordering,
+    )
+    queue.advance(1100.0)
+    assert [queue.standing(r.key) for r in queue] == [Standing.STARVED] * 4
+    assert [r.key for r in queue] == ["short", "unknown", "long", "short-late"]
+    assert ordering.reason(queue[0], Standing.STARVED).endswith("the earliest due first")
+
+
 def test_a_starved_job_moves_to_the_front_of_its_priority_only() -> None:
     ordering = Ordering(QueueOrder.SHORTEST_REMAINING, starvation=Starvation(max_wait_s=100.0))
     queue = WaitQueue(
@@ -156,26 +193,27 @@ arrivals = st.lists(
 )
 
 
-@given(arrivals, st.sampled_from(list(QueueOrder)), st.integers(1, 30))
+@given(arrivals, st.sampled_from(list(QueueOrder)), st.integers(1, 30), st.sampled_from([None, 0.5, 2.0]))
 @settings(max_examples=150, deadline=None)
 def test_no_job_waits_past_its_bound_while_a_gpu_frees_up(
-    jobs: list[tuple[int, int, int]], order: QueueOrder, max_wait: int
+    jobs: list[tuple[int, int, int]], order: QueueOrder, max_wait: int, multiple: float | None
 ) -> None:
     """Replays the jobs through the cycle (exclusive GPUs): whenever a cycle starts a job that has not
     starved, no job of its priority that has starved is left waiting — a freed GPU goes to the starved
-    first — and every job starts."""
-    ordering = Ordering(order, starvation=Starvation(max_wait_s=float(max_wait)))
+    first — a starved job starts before none due earlier, and every job starts."""
+    starvation = Starvation(max_wait_s=float(max_wait), length_multiple=multiple)
+    ordering = Ordering(order, starvation=starvation)
     cycle = SchedulingCycle(make_policy("exclusive", predictor=predictor()), ordering=ordering)
     requests = [
         request(f"j{i:02d}", at=float(at), remaining=float(length), priority=priority)
         for i, (at, length, priority) in enumerate(jobs)
     ]
-    started = _replay(cycle, requests, {r.key: r.remaining_s or 0.0 for r in requests}, float(max_wait))
+    started = _replay(cycle, requests, {r.key: r.remaining_s or 0.0 for r in requests}, starvation)
     assert started == {r.key for r in requests}
 
 
 def _replay(
-    cycle: SchedulingCycle, requests: list[JobRequest], length: dict[str, float], max_wait: float
+    cycle: SchedulingCycle, requests: list[JobRequest], length: dict[str, float], starvation: Starvation
 ) -> set[str]:
     cluster = nodes(1, gpus=2)
     index = ClusterIndex(cluster)
@@ -199,7 +237,22 @@ def _replay(
             index.add(RunningJob(r, assignment.node, assignment.gpu_indices))
             heapq.heappush(finishing, (now + length[r.key], r.key))
             started.add(r.key)
-        left_starved = {w.priority for w in queue if now - w.submitted_at >= max_wait}
+        left_starved = [w for w in queue if _starved(starvation, w, now)]
         for r in placed:
-            assert now - r.submitted_at >= max_wait or r.priority not in left_starved, (now, r.key)
+            if not _starved(starvation, r, now):
+                assert r.priority not in {w.priority for w in left_starved}, (now, r.key)
+            due_earlier = [
+                w.key
+                for w in left_starved
+                if w.priority == r.priority and _due(starvation, w) < _due(starvation, r)
+            ]
+            assert not due_earlier, (now, r.key, due_earlier)
     return started
+
+
+def _starved(starvation: Starvation, request: JobRequest, now: float) -> bool:
+    return starvation.starves_at(request.submitted_at, request.remaining_s) <= now
+
+
+def _due(starvation: Starvation, request: JobRequest) -> float:
+    return starvation.due_at(request.submitted_at, request.remaining_s)

@@ -45,3 +45,11 @@ def test_truth_reads_the_requests_own_length(tmp_path: Path) -> None:
     table = truth_table(tmp_path)
     assert remaining(Durations.TRUTH, scenario, table, Stepping({"a": 0.2}))(job.request) == 100.0
     assert remaining(Durations.ESTIMATED, scenario, table, Stepping({"a": 0.2}))(job.request) == 200.0
+
+
+def test_a_trace_that_gives_steps_is_estimated_from_them_without_the_truth_table(tmp_path: Path) -> None:
+    """Muri's iterations: what a DLJob's spec.totalSteps would say, whatever the table measured."""
+    table = truth_table(tmp_path)  # measured nothing of model "b"
+    timed = SimJob(JobRequest("j", Workload("b", 1), remaining_s=50.0), 50.0, 1.0, trace_steps=400.0)
+    assert estimate_s(timed, "v100", table, Stepping({"b": 0.5})) == 200.0  # 400 steps x 0.5 s
+    assert estimate_s(timed, "v100", table, Stepping({})) is None

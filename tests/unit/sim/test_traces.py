@@ -40,6 +40,8 @@ def test_muri_times_are_milliseconds_and_wide_jobs_are_clipped_to_a_node(tmp_pat
     assert first.isolated_duration_s == pytest.approx(3.0)
     assert wide.request.gpus == GPUS_PER_NODE
     assert wide.isolated_duration_s == pytest.approx(20.0 * 16 / GPUS_PER_NODE)  # GPU-time kept
+    # the iterations, for the operator's estimate, scaled as the time is
+    assert (first.trace_steps, wide.trace_steps) == (10.0, 10.0 * 16 / GPUS_PER_NODE)
 
 
 def test_trace_priorities_reach_the_requests(tmp_path: Path) -> None:
