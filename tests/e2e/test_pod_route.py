@@ -12,7 +12,9 @@ to the webhook (they are created while no operator runs, under failurePolicy Fai
 in a namespace labelled horus.dev/managed, a pod naming its model is gated and placed and any other is
 left alone; an operator killed during a burst leaves no pod released twice, none moved, none lost
 (the kill is not timed inside a release: tests/unit/operator/test_podroute_loop.py does that); the
-overlay manifests-pod-route/ passes a server-side dry run, and its RBAC is all the operator needs.
+overlay manifests-pod-route/ passes a server-side dry run, and its RBAC is all the operator needs; an
+indexed Job's 4 pods grouped as a gang are placed all or none: with room for 3, none is released; once
+room frees, all 4 are.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dljob_harness import operator_as_its_service_account
+from dljob_harness import only_nodes, operator_as_its_service_account
 
 from horus_operator import devcluster
 from horus_operator.devcluster.webhook import serving_certificate
@@ -382,3 +384,75 @@ def test_the_pod_route_works_with_no_more_than_its_manifest_rbac(
     )
     assert _placed_events(cluster, namespace) == Counter({"placed": 1})
     assert "forbidden" not in operator.log_text().lower(), operator.log_tail()
+
+
+GANG_NODE = devcluster.GpuNodePool(count=1, gpus_per_node=4, name_prefix="gang-node")
+WHOLE_GPU = {**MODEL, "horus.dev/max-slowdown": "1"}  # never shared: one pod per GPU
+
+
+def _gang_job(name: str, size: int) -> dict[str, Any]:
+    """An indexed Job whose `size` pods are one gang (`horus.dev/group`), each on a GPU of its own."""
+    job = _job(name, completions=size, duration="600s")
+    job["spec"]["completionMode"] = "Indexed"
+    template = job["spec"]["template"]["metadata"]
+    template["annotations"].update({**WHOLE_GPU, "horus.dev/group": name, "horus.dev/group-size": str(size)})
+    return job
+
+
+def _condition(pod: dict[str, Any]) -> dict[str, Any]:
+    found = [c for c in pod["status"].get("conditions") or [] if c["type"] == "horus.dev/Placed"]
+    return found[0] if found else {}
+
+
+def test_a_four_pod_gang_is_placed_all_or_none(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    # A node of its own (the session's nodes cordoned first, so the operator has seen that by the time it
+    # sees the new node): 4 GPUs, one held by a pod placed before the gang, leaving room for 3.
+    with only_nodes(cluster, keep=[]):
+        (node,) = cluster.add_nodes(GANG_NODE)
+        try:
+            labels = {"horus.dev/managed": "true"}
+            _create(cluster, namespace, _pod("holder", labels=labels, annotations=WHOLE_GPU))
+
+            def holder() -> dict[str, Any] | None:
+                pod = json.loads(
+                    cluster.kubectl("get", "pod", "holder", "-n", namespace, "-o", "json").stdout
+                )
+                return pod if _released(pod) else None
+
+            assert (
+                wait_for(holder, timeout=60, what="the holder released")["metadata"]["annotations"][
+                    "horus.dev/node"
+                ]
+                == node
+            )
+            _create(cluster, namespace, _gang_job("ring", 4))
+
+            def told_why() -> list[dict[str, Any]] | None:
+                found = _pods(cluster, namespace, "-l", "job-name=ring")
+                waiting = [p for p in found if "3 of the 4 pods" in _condition(p).get("message", "")]
+                return found if len(found) == 4 and len(waiting) == 4 else None
+
+            gang = wait_for(told_why, timeout=90, what="the gang's 4 pods told they wait for room")
+            assert not any(_released(p) for p in gang), "part of the gang was released"
+            assert _condition(gang[0])["message"] == (
+                f"waiting: gang group {namespace}/ring is placed all or none, "
+                "and 3 of the 4 pods it needs fit now"
+            )
+
+            cluster.kubectl("delete", "pod", "holder", "-n", namespace)
+
+            def all_released() -> list[dict[str, Any]] | None:
+                found = _pods(cluster, namespace, "-l", "job-name=ring")
+                ok = len(found) == 4 and all(_released(p) and p["spec"].get("nodeName") for p in found)
+                return found if ok else None
+
+            pods = wait_for(all_released, timeout=90, what="the whole gang released once room freed")
+            where = {(p["spec"]["nodeName"], p["metadata"]["annotations"]["horus.dev/gpus"]) for p in pods}
+            assert where == {(node, str(gpu)) for gpu in range(4)}
+            assert all(count == 1 for count in _placed_events(cluster, namespace).values())
+        finally:
+            cluster.kubectl("delete", "namespace", namespace, "--wait=true", check=False)
+            cluster.kubectl("delete", "node", node, "--wait=true", check=False)
