@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -337,55 +338,6 @@ def test_a_labelled_namespace_sends_pods_naming_their_model_and_leaves_the_rest(
     )
 
 
-def test_the_pod_route_works_with_no_more_than_its_manifest_rbac(
-    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str, tmp_path: Path
-) -> None:
-    """`horus run --webhook-port` with the horus-operator ServiceAccount's token and the RBAC of
-    manifests/ and manifests-pod-route/: it releases a pod (patch pods), sets a waiting pod's condition
-    (patch pods/status), posts Events and reads a ConfigMap, and is never refused."""
-    webhook_operator.stop()  # one operator at a time: this one serves the webhook and places
-    for manifest in (REPO / "manifests" / "serviceaccount.yaml", REPO / "manifests" / "rbac.yaml"):
-        cluster.kubectl("apply", "-f", str(manifest))
-    cluster.kubectl("apply", "-f", str(REPO / "manifests-pod-route" / "rbac.yaml"))
-    cert, key = serving_certificate(tmp_path / "tls")
-    port = _free_port()
-    settings = {
-        **FAST_SETTINGS,
-        "HORUS_WEBHOOK_PORT": str(port),
-        "HORUS_WEBHOOK_ADDR": "127.0.0.1",
-        "HORUS_WEBHOOK_HOST": "127.0.0.1",
-        "HORUS_WEBHOOK_CERT": str(cert),
-        "HORUS_WEBHOOK_KEY": str(key),
-    }
-    operator = operator_as_its_service_account(cluster, tmp_path, "pod-route-rbac", settings=settings)
-    configuration = _configuration(f"https://127.0.0.1:{port}", cert.read_bytes())
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(configuration))
-    operator.start()
-    try:
-        wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
-        _create(cluster, namespace, _pod("placed", labels={"horus.dev/managed": "true"}, annotations=MODEL))
-        missing = {**MODEL, "horus.dev/model": "onnx:absent"}
-        _create(
-            cluster, namespace, _pod("no-graph", labels={"horus.dev/managed": "true"}, annotations=missing)
-        )
-
-        def condition(name: str) -> dict[str, Any] | None:
-            pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
-            found = [c for c in pod["status"].get("conditions") or [] if c["type"] == "horus.dev/Placed"]
-            return found[0] if found else None
-
-        placed = wait_for(lambda: condition("placed"), timeout=60, what="the pod released")
-        refused = wait_for(lambda: condition("no-graph"), timeout=60, what="the pod without its graph told")
-    finally:
-        operator.stop()
-    assert placed["status"] == "True"
-    assert (
-        refused["reason"] == "InvalidSpec" and "metadata.annotations['horus.dev/model']" in refused["message"]
-    )
-    assert _placed_events(cluster, namespace) == Counter({"placed": 1})
-    assert "forbidden" not in operator.log_text().lower(), operator.log_tail()
-
-
 GANG_NODE = devcluster.GpuNodePool(count=1, gpus_per_node=4, name_prefix="gang-node")
 WHOLE_GPU = {**MODEL, "horus.dev/max-slowdown": "1"}  # never shared: one pod per GPU
 
@@ -456,3 +408,125 @@ def test_a_four_pod_gang_is_placed_all_or_none(
         finally:
             cluster.kubectl("delete", "namespace", namespace, "--wait=true", check=False)
             cluster.kubectl("delete", "node", node, "--wait=true", check=False)
+
+
+def _workload_crds(cluster: devcluster.LocalCluster) -> None:
+    """Kubeflow's PyTorchJob and JobSet CRDs, as published (`hack/fetch-workload-crds.sh`); server-side,
+    as CRDs this large do not fit client-side apply's last-applied annotation."""
+    fetched = subprocess.run(
+        ["bash", str(REPO / "hack" / "fetch-workload-crds.sh")], check=True, capture_output=True, text=True
+    )
+    cluster.kubectl("apply", "--server-side", "-f", fetched.stdout.strip())
+    crds = ("crd/pytorchjobs.kubeflow.org", "crd/jobsets.jobset.x-k8s.io")
+
+    def both_established() -> bool:  # polled: `kubectl wait` fails on a CRD with no conditions yet
+        listed = json.loads(cluster.kubectl("get", *crds, "-o", "json").stdout)["items"]
+        conditions = [c for crd in listed for c in (crd.get("status") or {}).get("conditions") or []]
+        return sum(c["type"] == "Established" and c["status"] == "True" for c in conditions) == len(crds)
+
+    wait_for(both_established, timeout=60, what="the PyTorchJob and JobSet CRDs established")
+
+
+def _trainer_pod(job: dict[str, Any], replica: str, index: int) -> dict[str, Any]:
+    """A pod of `job` (the PyTorchJob example) as Kubeflow's training operator makes it: the replica's
+    template, named and labelled as the operator names and labels it (no operator runs on kwok)."""
+    name = job["metadata"]["name"]
+    template = job["spec"]["pytorchReplicaSpecs"][replica]["template"]
+    labels = {
+        **template["metadata"]["labels"],
+        "training.kubeflow.org/job-name": name,
+        "training.kubeflow.org/replica-type": replica.lower(),
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    metadata = {"name": f"{name}-{replica.lower()}-{index}", "labels": labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**metadata, "annotations": template["metadata"]["annotations"]},
+        "spec": {"restartPolicy": "Never", **template["spec"]},
+    }
+
+
+def test_the_pod_route_examples_apply_and_a_pytorchjobs_pods_wait_for_their_whole_gang(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    _workload_crds(cluster)
+    applied = cluster.kubectl(
+        "apply", "-n", namespace, "-f", str(REPO / "examples" / "pod-route"), "--dry-run=server"
+    )
+    for created in (
+        "job.batch/ring-allreduce",
+        "pytorchjob.kubeflow.org/resnet-ddp",
+        "jobset.jobset.x-k8s.io/bert-slices",
+    ):
+        assert created in applied.stdout, applied.stdout
+
+    job = yaml.safe_load((REPO / "examples" / "pod-route" / "pytorchjob.yaml").read_text())
+    members = [_trainer_pod(job, "Master", 0), *(_trainer_pod(job, "Worker", i) for i in range(3))]
+    for pod in members[:3]:
+        _create(cluster, namespace, pod)
+
+    def told(name: str, words: str) -> bool:
+        pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
+        return words in _condition(pod).get("message", "")
+
+    seen = f"3 of 4 pods of gang PyTorchJob {namespace}/resnet-ddp seen"
+    wait_for(lambda: told("resnet-ddp-master-0", seen), timeout=60, what="the master told its gang is short")
+    assert not any(_released(p) for p in _pods(cluster, namespace))
+    _create(cluster, namespace, members[3])
+
+    def all_released() -> bool:
+        found = _pods(cluster, namespace, "-l", "training.kubeflow.org/job-name=resnet-ddp")
+        return len(found) == 4 and all(_released(p) for p in found)
+
+    wait_for(all_released, timeout=90, what="the PyTorchJob's 4 pods released together")
+
+
+def test_the_pod_route_works_with_no_more_than_its_manifest_rbac(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    """`horus run --webhook-port` with the horus-operator ServiceAccount's token and the RBAC of
+    manifests/ and manifests-pod-route/: it releases a pod (patch pods), sets a waiting pod's condition
+    (patch pods/status), posts Events and reads a ConfigMap, and is never refused."""
+    webhook_operator.stop()  # one operator at a time: this one serves the webhook and places
+    for manifest in (REPO / "manifests" / "serviceaccount.yaml", REPO / "manifests" / "rbac.yaml"):
+        cluster.kubectl("apply", "-f", str(manifest))
+    cluster.kubectl("apply", "-f", str(REPO / "manifests-pod-route" / "rbac.yaml"))
+    cert, key = serving_certificate(tmp_path / "tls")
+    port = _free_port()
+    settings = {
+        **FAST_SETTINGS,
+        "HORUS_WEBHOOK_PORT": str(port),
+        "HORUS_WEBHOOK_ADDR": "127.0.0.1",
+        "HORUS_WEBHOOK_HOST": "127.0.0.1",
+        "HORUS_WEBHOOK_CERT": str(cert),
+        "HORUS_WEBHOOK_KEY": str(key),
+    }
+    operator = operator_as_its_service_account(cluster, tmp_path, "pod-route-rbac", settings=settings)
+    configuration = _configuration(f"https://127.0.0.1:{port}", cert.read_bytes())
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(configuration))
+    operator.start()
+    try:
+        wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+        _create(cluster, namespace, _pod("placed", labels={"horus.dev/managed": "true"}, annotations=MODEL))
+        missing = {**MODEL, "horus.dev/model": "onnx:absent"}
+        _create(
+            cluster, namespace, _pod("no-graph", labels={"horus.dev/managed": "true"}, annotations=missing)
+        )
+
+        def condition(name: str) -> dict[str, Any] | None:
+            pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
+            found = [c for c in pod["status"].get("conditions") or [] if c["type"] == "horus.dev/Placed"]
+            return found[0] if found else None
+
+        placed = wait_for(lambda: condition("placed"), timeout=60, what="the pod released")
+        refused = wait_for(lambda: condition("no-graph"), timeout=60, what="the pod without its graph told")
+    finally:
+        operator.stop()
+    assert placed["status"] == "True"
+    assert (
+        refused["reason"] == "InvalidSpec" and "metadata.annotations['horus.dev/model']" in refused["message"]
+    )
+    assert _placed_events(cluster, namespace) == Counter({"placed": 1})
+    assert "forbidden" not in operator.log_text().lower(), operator.log_tail()
