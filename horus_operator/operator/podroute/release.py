@@ -33,7 +33,7 @@ class ManagedPod:
     view: PodView  # as any Horus pod: node, GPUs and request from the placement record
     gated: bool
     placed: bool
-    group: pod_spec.Group | None = None  # its gang; None alone, or where its group annotations are bad
+    group: pod_spec.Group | None  # its gang; None alone, or where its group annotations are bad
 
     @property
     def namespace(self) -> str:
