@@ -46,6 +46,11 @@ ANNOTATION_OPTIMIZER = "horus.dev/optimizer"
 ANNOTATION_LORA_RANK = "horus.dev/lora-rank"
 ANNOTATION_LORA_TARGETS = "horus.dev/lora-target-modules"  # "q_proj,v_proj"
 ANNOTATION_GRADIENT_CHECKPOINTING = "horus.dev/gradient-checkpointing"  # "true"
+# Gangs (`pod_spec.group`): pods placed all or none. A group named by hand, or a workload's own label.
+ANNOTATION_GROUP = "horus.dev/group"
+ANNOTATION_GROUP_SIZE = "horus.dev/group-size"  # its pods in all (a PyTorchJob's or JobSet's too)
+LABEL_PYTORCHJOB = "training.kubeflow.org/job-name"  # Kubeflow's training operator, on its pods
+LABEL_JOBSET = "jobset.sigs.k8s.io/jobset-name"  # JobSet's controller, on its pods
 
 # GPU Feature Discovery node labels.
 LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"

@@ -16,12 +16,14 @@ told what to fix in the words of the pod.
     horus.dev/input-shape: 3x32x32        (with a catalog name)
     horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing
                                           (with huggingface:)
+    horus.dev/group: <name>               horus.dev/group-size: "4"   (a gang: `group`)
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from horus_operator.api import defaults, dljob, keys
@@ -54,7 +56,11 @@ FIELDS: Mapping[str, str] = {
 
 # The owner's annotations (`FIELDS`' keys); every other horus.dev/ annotation on a pod is Horus's record
 # of a placement and may not be written by its owner (`placement_records`).
-SPEC_ANNOTATIONS = frozenset(FIELDS.values())
+SPEC_ANNOTATIONS = frozenset(FIELDS.values()) | {keys.ANNOTATION_GROUP, keys.ANNOTATION_GROUP_SIZE}
+
+# The workloads whose pods are a gang by their own label (or annotation), named as messages name them.
+WORKLOAD_LABELS: Mapping[str, str] = {"PyTorchJob": keys.LABEL_PYTORCHJOB, "JobSet": keys.LABEL_JOBSET}
+GROUP_SIZE_BOUNDS = (1, 10_000)
 
 # The CRD's bounds (crds/dljob.yaml), which the API server checks for a DLJob and this module for a pod.
 BOUNDS: Mapping[str, tuple[float, float]] = {
@@ -115,6 +121,57 @@ def parse(pod: Mapping[str, Any], *, namespace: str = "") -> JobSpec:
     except InvalidJob as invalid:
         raise renamed(invalid, annotations) from None
     return job
+
+
+@dataclass(frozen=True)
+class Group:
+    """The gang a pod belongs to: its pods are placed all or none (`placement/gangs.py`)."""
+
+    name: str  # unique in the cluster: what named it, the namespace, the name ("PyTorchJob ns/mnist")
+    size: int  # its pods in all
+
+
+def group(pod: Mapping[str, Any], *, namespace: str = "") -> Group | None:
+    """The gang `pod` belongs to, None for a pod placed on its own; `InvalidJob` naming the annotation.
+
+    `horus.dev/group` names it where given; otherwise a PyTorchJob's or a JobSet's pods are a gang by
+    their workload's label. Horus reads no owner object: the size is `horus.dev/group-size`, which the
+    workload's pod templates carry (a PyTorchJob's: the sum of its replicaSpecs' replicas; a JobSet's:
+    its replicated jobs' replicas × parallelism)."""
+    meta = pod.get("metadata") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    labels: Mapping[str, str] = meta.get("labels") or {}
+    named = _group_name(labels, annotations)
+    size_field = annotation_field(keys.ANNOTATION_GROUP_SIZE)
+    if named is None:
+        if keys.ANNOTATION_GROUP_SIZE in annotations:
+            reason = f"given without {keys.ANNOTATION_GROUP} (nor a PyTorchJob's or JobSet's pod label)"
+            raise InvalidJob(size_field, annotations[keys.ANNOTATION_GROUP_SIZE], reason)
+        return None
+    kind, name = named
+    if keys.ANNOTATION_GROUP_SIZE not in annotations:
+        raise InvalidJob(size_field, None, f"required for the pods of a {kind}: how many pods it has in all")
+    size = _number(annotations, keys.ANNOTATION_GROUP_SIZE, int)
+    low, high = GROUP_SIZE_BOUNDS
+    if not low <= size <= high:
+        raise InvalidJob(size_field, annotations[keys.ANNOTATION_GROUP_SIZE], f"from {low} to {high}")
+    return Group(f"{kind} {meta.get('namespace') or namespace}/{name}", size)
+
+
+def _group_name(labels: Mapping[str, str], annotations: Mapping[str, str]) -> tuple[str, str] | None:
+    """(what named the group, its name): `horus.dev/group` first, then a workload's label."""
+    if keys.ANNOTATION_GROUP in annotations:
+        name = annotations[keys.ANNOTATION_GROUP].strip()
+        if not name:
+            raise InvalidJob(
+                annotation_field(keys.ANNOTATION_GROUP), annotations[keys.ANNOTATION_GROUP], "a name"
+            )
+        return "group", name
+    for kind, key in WORKLOAD_LABELS.items():
+        name = (labels.get(key) or annotations.get(key) or "").strip()
+        if name:
+            return kind, name
+    return None
 
 
 def check_bounds(job: JobSpec) -> None:

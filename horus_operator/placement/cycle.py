@@ -16,7 +16,9 @@ cycle's queue order) and
 4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
    jobs down the queue, and a burst should not wait a cycle per slice; a question the policy answered
    with nothing is not asked again while the borrowed index, the jobs it read and the predictions stay
-   the same (`_Unanswered`);
+   the same (`_Unanswered`); a gang is placed whole or not at all (`placement/gangs.py`): one placed
+   short takes the cycle's placements back and the policy is asked again without it, and one whose
+   members are not all queued is not offered;
 5. explains, for the waiting jobs the caller asks about, why they still wait, on the cluster as it will
    be once the assignments run.
 
@@ -37,6 +39,7 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator,
 from dataclasses import dataclass, field
 from typing import overload
 
+from horus_operator.placement import gangs
 from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.feasibility import Capacity, Unsatisfiable, unsatisfiable
 from horus_operator.placement.index import ClusterIndex
@@ -155,7 +158,7 @@ class SchedulingCycle:
         horizon = snapshot.horizon_s if index.empty_count() else None
         # No guard without a horizon (`guarded` would hand every request back as it is).
         guard = None if horizon is None else functools.partial(guarded, now=snapshot.now, horizon=horizon)
-        walk = _Walk(queue, self.max_batch, self._verdicts, self._judge, guard)
+        walk = _Walk(queue, self.max_batch, self._verdicts, self._judge, guard, queue.gang_members)
         view = dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
         # A makespan guard re-caps requests as time passes, and a corrected predictor answers anew:
@@ -172,7 +175,7 @@ class SchedulingCycle:
             if borrowed:
                 for key in reversed(list(placed)):
                     index.remove(key)
-        if not borrowed or placed or walk.rejected or horizon is not None:
+        if not borrowed or placed or walk.rejected or walk.held or horizon is not None:
             self._unanswered = None
         elif ask:
             self._unanswered = _Unanswered(index, index.changes, view.nodes, offered, whole_queue, revision)
@@ -222,7 +225,22 @@ class SchedulingCycle:
         self, view: ClusterSnapshot, index: ClusterIndex, walk: _Walk, placed: dict[str, Assignment]
     ) -> None:
         """Ask the policy until it places nothing more, collecting its assignments into `placed` (by job
-        key, in the order made); each answer goes into `index` (the view's) so the next call sees it."""
+        key, in the order made); each answer goes into `index` (the view's) so the next call sees it.
+        A gang placed short takes every placement back (later ones may have been decided beside its
+        members) and is held back (`walk.held`); the policy is asked again without it."""
+        while True:
+            self._settle_once(view, index, walk, placed)
+            short = gangs.short(walk.feasible_by_key[key] for key in placed)
+            if not short:
+                return
+            for key in reversed(list(placed)):
+                index.remove(key)
+            placed.clear()
+            walk.held.update(short)
+
+    def _settle_once(
+        self, view: ClusterSnapshot, index: ClusterIndex, walk: _Walk, placed: dict[str, Assignment]
+    ) -> None:
         while True:
             more = self.policy.schedule(view, _Remaining(walk, frozenset(placed)))
             if not more:
@@ -241,7 +259,27 @@ class SchedulingCycle:
     ) -> dict[str, str]:
         """Why jobs still wait, for those `explain` picks among the first `max_explanations` waiting."""
         head = itertools.islice(walk.waiting(placed), self.max_explanations)
-        return {request.key: self.policy.explain_wait(view, request) for request in head if explain(request)}
+        told = {request.key: self._why(view, walk, request) for request in head if explain(request)}
+        return told | self._explain_gangs(view, walk, explain)
+
+    def _why(self, view: ClusterSnapshot, walk: _Walk, request: JobRequest) -> str:
+        fitted = walk.held.get(request.gang, 0)
+        why = "" if fitted else self.policy.explain_wait(view, request)
+        return gangs.held_back(request, fitted, why) if request.gang else why
+
+    def _explain_gangs(
+        self, view: ClusterSnapshot, walk: _Walk, explain: Callable[[JobRequest], bool]
+    ) -> dict[str, str]:
+        """Why the members of gangs held back (which the walk no longer offers) or not all queued wait,
+        for those `explain` picks."""
+        told: dict[str, str] = {}
+        for request in walk.feasible_by_key.values():
+            if request.gang in walk.held and explain(request):
+                told[request.key] = self._why(view, walk, request)
+        for request, waiting in walk.unarrived:
+            if explain(request):
+                told[request.key] = gangs.not_arrived(request, waiting)
+        return told
 
     def _judge_against(self, snapshot: ClusterSnapshot) -> None:
         """Verdicts stand while the cluster's capacity stays the same: the simulator asks on every event
@@ -290,7 +328,8 @@ class _Walk:
     """One cycle's walk down the queue in order, judging each job's feasibility when the walk first
     reaches it: a cycle costs what the policy reads (`scan_depth` jobs a call), not the queue's length.
     At most `limit` feasible jobs are reached, each as `guard` returns it; unsatisfiable ones met on
-    the way are `rejected`."""
+    the way are `rejected`, members of gangs not all queued (`gang_members` counts the queued ones) are
+    `unarrived`, and members of the gangs `held` back are not offered."""
 
     def __init__(
         self,
@@ -299,6 +338,7 @@ class _Walk:
         known: Mapping[str, tuple[JobRequest, Unsatisfiable | None]],
         judge: Callable[[JobRequest], Unsatisfiable | None],
         guard: Callable[[JobRequest], JobRequest] | None,
+        gang_members: Callable[[str], int],
     ) -> None:
         self._source = iter(queue)
         self._limit = limit
@@ -309,22 +349,28 @@ class _Walk:
         self.feasible_by_key: dict[str, JobRequest] = {}
         self.rejected: dict[str, Unsatisfiable] = {}
         self.exhausted = False  # the walk reached the end of the queue
+        self._gang_members = gang_members
+        self.unarrived: list[tuple[JobRequest, int]] = []  # (member, its gang's members queued)
+        self.held: dict[str, int] = {}  # gangs held back this cycle -> how many members had fitted
 
     def waiting(self, placed: Container[str]) -> Iterator[JobRequest]:
-        """The feasible jobs not in `placed`, in queue order."""
-        feasible, limit = self._feasible, self._limit
+        """The feasible jobs not in `placed` nor in a gang held back, in queue order."""
+        feasible, limit, held = self._feasible, self._limit, self.held
         position = 0
         while position < limit:
             if position == len(feasible) and not self._reach_next():
                 return
             request = feasible[position]
             position += 1
-            if request.key not in placed:
+            if request.key not in placed and not (held and request.gang in held):
                 yield request
 
     def head(self, placed: Collection[str], count: int) -> list[JobRequest]:
         """The first `count` jobs of `waiting(placed)`, reaching exactly as far as it would: `placed` were
-        all reached, so the `count`-th other job lies within `count + len(placed)` positions."""
+        all reached, so the `count`-th other job lies within `count + len(placed)` positions (a gang
+        held back skips jobs too: then the jobs are read one by one)."""
+        if self.held:
+            return list(itertools.islice(self.waiting(placed), count))
         feasible, within = self._feasible, min(count + len(placed), self._limit)
         while len(feasible) < within and self._reach_next():
             pass
@@ -342,6 +388,9 @@ class _Walk:
             verdict = known.get(request.key)
             problem = verdict[1] if verdict is not None and verdict[0] is request else judge(request)
             if problem is None:
+                if request.gang and not gangs.arrived(request, waiting := self._gang_members(request.gang)):
+                    self.unarrived.append((request, waiting))
+                    continue
                 if guard is not None:
                     request = guard(request)
                 self._feasible.append(request)

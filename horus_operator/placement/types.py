@@ -76,6 +76,12 @@ class JobRequest:
     # When it queued again after a preemption (`placement/preemption.py`), on the caller's clock; None:
     # it has queued once, at `submitted_at`. The starvation bound counts its wait from here.
     queued_at: float | None = None
+    # A gang (`placement/gangs.py`): jobs sharing a non-empty `gang` are placed all in one cycle or none
+    # of them. `gang_size` counts its members, `gang_placed` those already holding GPUs (a gang whose
+    # release was cut short: the rest is placed together). "" with size 1: a job of its own.
+    gang: str = ""
+    gang_size: int = 1
+    gang_placed: int = 0
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import heapq
 import itertools
 import math
 import operator
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -43,6 +44,7 @@ class WaitQueue(Sequence[JobRequest]):
         self._starving: list[tuple[float, int, str, JobRequest]] = []  # (starves at, seq, key, request)
         self._sequence = itertools.count()
         self._now = -math.inf
+        self._gang_members: Counter[str] = Counter()  # gang -> its members waiting here
         for request in requests:
             self.add(request)
 
@@ -58,6 +60,8 @@ class WaitQueue(Sequence[JobRequest]):
         self._insert(request, Standing.STARVED if starved else Standing.WAITING)
         if request.remaining_s:
             self._by_work.insert((-request.remaining_s, request.key))
+        if request.gang:
+            self._gang_members[request.gang] += 1
 
     def remove(self, key: str) -> JobRequest:
         request = self._requests.pop(key)
@@ -65,7 +69,15 @@ class WaitQueue(Sequence[JobRequest]):
         del self._standings[key]
         if request.remaining_s:
             self._by_work.delete((-request.remaining_s, key))
+        if request.gang:
+            self._gang_members[request.gang] -= 1
+            if not self._gang_members[request.gang]:
+                del self._gang_members[request.gang]
         return request
+
+    def gang_members(self, gang: str) -> int:
+        """How many members of `gang` wait here."""
+        return self._gang_members[gang]
 
     def advance(self, now: float, horizon: float | None = None) -> None:
         """Moves up the jobs that have starved by `now` (the caller's clock) and, given the makespan

@@ -12,13 +12,16 @@ to the webhook (they are created while no operator runs, under failurePolicy Fai
 in a namespace labelled horus.dev/managed, a pod naming its model is gated and placed and any other is
 left alone; an operator killed during a burst leaves no pod released twice, none moved, none lost
 (the kill is not timed inside a release: tests/unit/operator/test_podroute_loop.py does that); the
-overlay manifests-pod-route/ passes a server-side dry run, and its RBAC is all the operator needs.
+overlay manifests-pod-route/ passes a server-side dry run, and its RBAC is all the operator needs; an
+indexed Job's 4 pods grouped as a gang are placed all or none: with room for 3, none is released; once
+room frees, all 4 are.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +29,7 @@ from typing import Any
 
 import pytest
 import yaml
-from dljob_harness import operator_as_its_service_account
+from dljob_harness import only_nodes, operator_as_its_service_account
 
 from horus_operator import devcluster
 from horus_operator.devcluster.webhook import serving_certificate
@@ -333,6 +336,151 @@ def test_a_labelled_namespace_sends_pods_naming_their_model_and_leaves_the_rest(
         timeout=60,
         what="the namespace's GPU pod released",
     )
+
+
+GANG_NODE = devcluster.GpuNodePool(count=1, gpus_per_node=4, name_prefix="gang-node")
+WHOLE_GPU = {**MODEL, "horus.dev/max-slowdown": "1"}  # never shared: one pod per GPU
+
+
+def _gang_job(name: str, size: int) -> dict[str, Any]:
+    """An indexed Job whose `size` pods are one gang (`horus.dev/group`), each on a GPU of its own."""
+    job = _job(name, completions=size, duration="600s")
+    job["spec"]["completionMode"] = "Indexed"
+    template = job["spec"]["template"]["metadata"]
+    template["annotations"].update({**WHOLE_GPU, "horus.dev/group": name, "horus.dev/group-size": str(size)})
+    return job
+
+
+def _condition(pod: dict[str, Any]) -> dict[str, Any]:
+    found = [c for c in pod["status"].get("conditions") or [] if c["type"] == "horus.dev/Placed"]
+    return found[0] if found else {}
+
+
+def test_a_four_pod_gang_is_placed_all_or_none(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    # A node of its own (the session's nodes cordoned first, so the operator has seen that by the time it
+    # sees the new node): 4 GPUs, one held by a pod placed before the gang, leaving room for 3.
+    with only_nodes(cluster, keep=[]):
+        (node,) = cluster.add_nodes(GANG_NODE)
+        try:
+            labels = {"horus.dev/managed": "true"}
+            _create(cluster, namespace, _pod("holder", labels=labels, annotations=WHOLE_GPU))
+
+            def holder() -> dict[str, Any] | None:
+                pod = json.loads(
+                    cluster.kubectl("get", "pod", "holder", "-n", namespace, "-o", "json").stdout
+                )
+                return pod if _released(pod) else None
+
+            assert (
+                wait_for(holder, timeout=60, what="the holder released")["metadata"]["annotations"][
+                    "horus.dev/node"
+                ]
+                == node
+            )
+            _create(cluster, namespace, _gang_job("ring", 4))
+
+            def told_why() -> list[dict[str, Any]] | None:
+                found = _pods(cluster, namespace, "-l", "job-name=ring")
+                waiting = [p for p in found if "3 of the 4 pods" in _condition(p).get("message", "")]
+                return found if len(found) == 4 and len(waiting) == 4 else None
+
+            gang = wait_for(told_why, timeout=90, what="the gang's 4 pods told they wait for room")
+            assert not any(_released(p) for p in gang), "part of the gang was released"
+            assert _condition(gang[0])["message"] == (
+                f"waiting: gang group {namespace}/ring is placed all or none, "
+                "and 3 of the 4 pods it needs fit now"
+            )
+
+            cluster.kubectl("delete", "pod", "holder", "-n", namespace)
+
+            def all_released() -> list[dict[str, Any]] | None:
+                found = _pods(cluster, namespace, "-l", "job-name=ring")
+                ok = len(found) == 4 and all(_released(p) and p["spec"].get("nodeName") for p in found)
+                return found if ok else None
+
+            pods = wait_for(all_released, timeout=90, what="the whole gang released once room freed")
+            where = {(p["spec"]["nodeName"], p["metadata"]["annotations"]["horus.dev/gpus"]) for p in pods}
+            assert where == {(node, str(gpu)) for gpu in range(4)}
+            assert all(count == 1 for count in _placed_events(cluster, namespace).values())
+        finally:
+            cluster.kubectl("delete", "namespace", namespace, "--wait=true", check=False)
+            cluster.kubectl("delete", "node", node, "--wait=true", check=False)
+
+
+def _workload_crds(cluster: devcluster.LocalCluster) -> None:
+    """Kubeflow's PyTorchJob and JobSet CRDs, as published (`hack/fetch-workload-crds.sh`); server-side,
+    as CRDs this large do not fit client-side apply's last-applied annotation."""
+    fetched = subprocess.run(
+        ["bash", str(REPO / "hack" / "fetch-workload-crds.sh")], check=True, capture_output=True, text=True
+    )
+    cluster.kubectl("apply", "--server-side", "-f", fetched.stdout.strip())
+    crds = ("crd/pytorchjobs.kubeflow.org", "crd/jobsets.jobset.x-k8s.io")
+
+    def both_established() -> bool:  # polled: `kubectl wait` fails on a CRD with no conditions yet
+        listed = json.loads(cluster.kubectl("get", *crds, "-o", "json").stdout)["items"]
+        conditions = [c for crd in listed for c in (crd.get("status") or {}).get("conditions") or []]
+        return sum(c["type"] == "Established" and c["status"] == "True" for c in conditions) == len(crds)
+
+    wait_for(both_established, timeout=60, what="the PyTorchJob and JobSet CRDs established")
+
+
+def _trainer_pod(job: dict[str, Any], replica: str, index: int) -> dict[str, Any]:
+    """A pod of `job` (the PyTorchJob example) as Kubeflow's training operator makes it: the replica's
+    template, named and labelled as the operator names and labels it (no operator runs on kwok)."""
+    name = job["metadata"]["name"]
+    template = job["spec"]["pytorchReplicaSpecs"][replica]["template"]
+    labels = {
+        **template["metadata"]["labels"],
+        "training.kubeflow.org/job-name": name,
+        "training.kubeflow.org/replica-type": replica.lower(),
+        "training.kubeflow.org/replica-index": str(index),
+    }
+    metadata = {"name": f"{name}-{replica.lower()}-{index}", "labels": labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {**metadata, "annotations": template["metadata"]["annotations"]},
+        "spec": {"restartPolicy": "Never", **template["spec"]},
+    }
+
+
+def test_the_pod_route_examples_apply_and_a_pytorchjobs_pods_wait_for_their_whole_gang(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    _workload_crds(cluster)
+    applied = cluster.kubectl(
+        "apply", "-n", namespace, "-f", str(REPO / "examples" / "pod-route"), "--dry-run=server"
+    )
+    for created in (
+        "job.batch/ring-allreduce",
+        "pytorchjob.kubeflow.org/resnet-ddp",
+        "jobset.jobset.x-k8s.io/bert-slices",
+    ):
+        assert created in applied.stdout, applied.stdout
+
+    job = yaml.safe_load((REPO / "examples" / "pod-route" / "pytorchjob.yaml").read_text())
+    members = [_trainer_pod(job, "Master", 0), *(_trainer_pod(job, "Worker", i) for i in range(3))]
+    for pod in members[:3]:
+        _create(cluster, namespace, pod)
+
+    def told(name: str, words: str) -> bool:
+        pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
+        return words in _condition(pod).get("message", "")
+
+    seen = f"3 of 4 pods of gang PyTorchJob {namespace}/resnet-ddp seen"
+    wait_for(lambda: told("resnet-ddp-master-0", seen), timeout=60, what="the master told its gang is short")
+    assert not any(_released(p) for p in _pods(cluster, namespace))
+    _create(cluster, namespace, members[3])
+
+    def all_released() -> bool:
+        found = _pods(cluster, namespace, "-l", "training.kubeflow.org/job-name=resnet-ddp")
+        return len(found) == 4 and all(_released(p) for p in found)
+
+    wait_for(all_released, timeout=90, what="the PyTorchJob's 4 pods released together")
 
 
 def test_the_pod_route_works_with_no_more_than_its_manifest_rbac(

@@ -65,6 +65,7 @@ def check(
         )
     check_spec(pod.get("spec") or {})
     job = pod_spec.parse(pod, namespace=namespace)
+    pod_spec.group(pod, namespace=namespace)  # a gang's annotations, checked here as the spec's are
     if resolve is not None and not job.resolved_off_loop:
         try:
             resolve(job)

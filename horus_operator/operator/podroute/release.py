@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.api import keys, pod_spec
+from horus_operator.api.dljob import InvalidJob
 from horus_operator.operator.jobs import pods
 from horus_operator.operator.jobs.pods import PodView
 
@@ -32,6 +33,7 @@ class ManagedPod:
     view: PodView  # as any Horus pod: node, GPUs and request from the placement record
     gated: bool
     placed: bool
+    group: pod_spec.Group | None  # its gang; None alone, or where its group annotations are bad
 
     @property
     def namespace(self) -> str:
@@ -58,6 +60,10 @@ class ManagedPod:
 
 def read(body: Mapping[str, Any]) -> ManagedPod:
     meta = body["metadata"]
+    try:
+        group = pod_spec.group(body)
+    except InvalidJob:  # the verdict on the pod says so (`route.PodRoute.waiting`)
+        group = None
     gates = (body.get("spec") or {}).get("schedulingGates") or []
     return ManagedPod(
         key=pod_spec.request_key(meta["namespace"], meta["name"]),
@@ -65,6 +71,7 @@ def read(body: Mapping[str, Any]) -> ManagedPod:
         view=pods.view(body),
         gated=any(gate.get("name") == keys.SCHEDULING_GATE for gate in gates),
         placed=keys.ANNOTATION_NODE in (meta.get("annotations") or {}),
+        group=group,
     )
 
 

@@ -7,6 +7,13 @@ patch guarded by the resourceVersion its decision read (`release.release_operati
 released twice nor to two GPUs, whichever replica decided and whenever one died; a released pod holds
 its GPUs in every snapshot (`placed`). Why a pod waits is said by an Event and its `horus.dev/Placed`
 condition, each once per change of reason.
+
+A gang's pods (`pod_spec.group`) are queued as one gang, which the scheduling cycle places all or none
+(`placement/gangs.py`); the loop releases every member the cycle placed, after the cycle. Releases of
+several pods cannot be one write, so a release can be cut short (the operator dies, a pod changed). The
+pods say how far it got: the gang's released members hold their GPUs, and its gated ones are queued as
+the rest of the gang (`JobRequest.gang_placed`), placed together the next cycle that has room for them.
+No member is ever released twice (each release is guarded by its pod's resourceVersion).
 """
 
 from __future__ import annotations
@@ -65,6 +72,7 @@ class PodRoute:
         self._resolving: set[str] = set()  # pod uids whose workload is read off the loop
         self._told: dict[str, str] = {}  # queue key -> the last reason posted (Event and condition)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._gangs: dict[str, set[str]] = {}  # gang name -> the queue keys of its pods as last seen
 
     @staticmethod
     def owns(key: str) -> bool:
@@ -75,14 +83,16 @@ class PodRoute:
         pod = release.read(body)
         if self._watched is not None:
             self._watched[pod.key] = pod.version
+        self._leave_gang(self.pods.get(pod.key))
         self.pods[pod.key] = pod
+        self._join_gang(pod)
         self._mark(pod.key)
 
     def drop(self, body: Mapping[str, Any]) -> None:
         pod = release.read(body)
         if self._watched is not None:
             self._watched[pod.key] = pod.version
-        self.pods.pop(pod.key, None)
+        self._leave_gang(self.pods.pop(pod.key, None))
         self._forget(pod)
         self._mark(pod.key)
 
@@ -105,7 +115,9 @@ class PodRoute:
         finally:
             self._watched = None
         stale = set(self.pods) | set(merged)
-        self.pods = merged
+        self.pods, self._gangs = merged, {}
+        for pod in merged.values():
+            self._join_gang(pod)
         self._told.clear()
         for key in stale:
             self._mark(key)
@@ -132,8 +144,14 @@ class PodRoute:
             self.refuse(key, verdict)
             return None
         job, workload = verdict
-        request = jobspec.request(job, workload, pod.created_at)
-        return Waiting(job, workload, dataclasses.replace(request, key=key))
+        request = dataclasses.replace(jobspec.request(job, workload, pod.created_at), key=key)
+        if pod.group is not None:
+            members = (self.pods[member] for member in self._gangs[pod.group.name])
+            placed = sum(member.placed for member in members)
+            request = dataclasses.replace(
+                request, gang=pod.group.name, gang_size=pod.group.size, gang_placed=placed
+            )
+        return Waiting(job, workload, request)
 
     def _verdict(self, pod: ManagedPod) -> Verdict | None:
         uid = pod.view.uid
@@ -259,6 +277,22 @@ class PodRoute:
     def _mark(self, key: str) -> None:
         self.dirty.add(key)
         self._cache.wake.set()
+
+    def _join_gang(self, pod: ManagedPod) -> None:
+        """Note `pod` in its gang; its fellows are queued again (how many of them are placed changed)."""
+        if pod.group is not None:
+            members = self._gangs.setdefault(pod.group.name, set())
+            members.add(pod.key)
+            self.dirty |= members
+
+    def _leave_gang(self, pod: ManagedPod | None) -> None:
+        if pod is None or pod.group is None:
+            return
+        members = self._gangs.get(pod.group.name, set())
+        members.discard(pod.key)
+        self.dirty |= members
+        if not members:
+            self._gangs.pop(pod.group.name, None)
 
     def _forget(self, pod: ManagedPod) -> None:
         self._told.pop(pod.key, None)

@@ -155,3 +155,59 @@ def test_only_horus_writes_its_placement_record() -> None:
 def test_queue_keys_never_meet_a_dljobs() -> None:
     key = pod_spec.request_key("team", "p")
     assert pod_spec.is_request_key(key) and not pod_spec.is_request_key("team/p")
+
+
+def test_a_group_is_named_by_hand_or_by_its_workloads_label_and_the_annotation_wins() -> None:
+    sized = {**GOOD, keys.ANNOTATION_GROUP_SIZE: "4"}
+    assert pod_spec.group(_pod({**sized, keys.ANNOTATION_GROUP: "ring"})) == pod_spec.Group(
+        "group team/ring", 4
+    )
+    by_label = _pod(sized, **{keys.LABEL_PYTORCHJOB: "mnist"})
+    assert pod_spec.group(by_label) == pod_spec.Group("PyTorchJob team/mnist", 4)
+    assert pod_spec.group(_pod(sized, **{keys.LABEL_JOBSET: "js"})) == pod_spec.Group("JobSet team/js", 4)
+    both = _pod({**sized, keys.ANNOTATION_GROUP: "ring"}, **{keys.LABEL_PYTORCHJOB: "mnist"})
+    assert pod_spec.group(both) == pod_spec.Group("group team/ring", 4)
+    assert pod_spec.group(_pod(GOOD)) is None
+    assert pod_spec.group(_pod({**GOOD, keys.ANNOTATION_GROUP_SIZE: "1", keys.ANNOTATION_GROUP: "a"})) == (
+        pod_spec.Group("group team/a", 1)
+    )
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "named", "reason"),
+    [
+        ({keys.ANNOTATION_GROUP: "ring"}, {}, keys.ANNOTATION_GROUP_SIZE, "required for the pods of a group"),
+        (
+            {},
+            {keys.LABEL_PYTORCHJOB: "m"},
+            keys.ANNOTATION_GROUP_SIZE,
+            "required for the pods of a PyTorchJob",
+        ),
+        ({keys.ANNOTATION_GROUP_SIZE: "4"}, {}, keys.ANNOTATION_GROUP_SIZE, "without horus.dev/group"),
+        (
+            {keys.ANNOTATION_GROUP: "r", keys.ANNOTATION_GROUP_SIZE: "four"},
+            {},
+            keys.ANNOTATION_GROUP_SIZE,
+            "an integer",
+        ),
+        (
+            {keys.ANNOTATION_GROUP: "r", keys.ANNOTATION_GROUP_SIZE: "0"},
+            {},
+            keys.ANNOTATION_GROUP_SIZE,
+            "from 1",
+        ),
+        ({keys.ANNOTATION_GROUP: " ", keys.ANNOTATION_GROUP_SIZE: "2"}, {}, keys.ANNOTATION_GROUP, "a name"),
+    ],
+)
+def test_a_bad_group_is_named(
+    annotations: dict[str, str], labels: dict[str, str], named: str, reason: str
+) -> None:
+    with pytest.raises(InvalidJob) as raised:
+        pod_spec.group(_pod({**GOOD, **annotations}, **labels))
+    assert raised.value.field_path == f"metadata.annotations['{named}']"
+    assert reason in raised.value.reason
+
+
+def test_the_group_annotations_are_the_owners_to_write() -> None:
+    annotations = {**GOOD, keys.ANNOTATION_GROUP: "ring", keys.ANNOTATION_GROUP_SIZE: "2"}
+    assert pod_spec.placement_records(annotations) == []

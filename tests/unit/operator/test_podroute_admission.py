@@ -178,3 +178,13 @@ def test_the_release_is_one_patch_that_keeps_other_gates_and_node_labels() -> No
         with_selector, release.release_operations(release.read(with_selector), record, "h")
     )
     assert released["spec"]["nodeSelector"] == {"zone": "a", keys.LABEL_HOSTNAME: "h"}
+
+
+def test_a_pytorchjobs_pod_without_its_group_size_is_refused_naming_the_annotation() -> None:
+    master = pod(labels={keys.LABEL_MANAGED: "true", keys.LABEL_PYTORCHJOB: "mnist"}, annotations=MODEL)
+    with pytest.raises(
+        InvalidJob, match=r"horus.dev/group-size'\]=None: required for the pods of a PyTorchJob"
+    ):
+        admission.admit(master)
+    master["metadata"]["annotations"][keys.ANNOTATION_GROUP_SIZE] = "3"
+    assert admission.admit(master) is not None

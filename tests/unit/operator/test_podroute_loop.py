@@ -208,3 +208,63 @@ def test_an_operator_dying_between_decision_and_release_loses_and_doubles_nothin
     assert survivor.patches == 2
     gpus = [pod["metadata"]["annotations"][keys.ANNOTATION_GPUS] for pod in survivor.managed.values()]
     assert sorted(gpus) == ["0", "1", "2"]  # each pod on its own GPU, the first one where it was
+
+
+GANG = {keys.ANNOTATION_GROUP: "ring", keys.ANNOTATION_GROUP_SIZE: "4"}
+
+
+def _gang(kube: PodKube, count: int = 4) -> None:
+    for member in range(count):
+        kube.add(f"ring-{member}", GANG)
+
+
+def _released(kube: PodKube) -> list[str]:
+    return sorted(
+        pod["metadata"]["name"] for pod in kube.managed.values() if not pod["spec"]["schedulingGates"]
+    )
+
+
+def test_a_gang_with_room_for_three_of_four_releases_none_until_room_frees() -> None:
+    kube = _cluster(gpus=3)
+    _gang(kube)
+    asyncio.run(_run(_loop(kube)[0]))
+    assert kube.patches == 0
+    assert kube.conditions["ring-0"]["message"] == (
+        "waiting: gang group team/ring is placed all or none, and 3 of the 4 pods it needs fit now"
+    )
+    kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=1)  # room for the fourth
+    asyncio.run(_run(_loop(kube)[0]))
+    assert _released(kube) == [f"ring-{member}" for member in range(4)]
+    placements = {
+        (annotations[keys.ANNOTATION_NODE], annotations[keys.ANNOTATION_GPUS])
+        for annotations in (pod["metadata"]["annotations"] for pod in kube.managed.values())
+    }
+    assert len(placements) == 4
+
+
+def test_a_gang_waits_for_all_its_pods_to_be_seen() -> None:
+    kube = _cluster(gpus=4)
+    _gang(kube, count=3)
+    asyncio.run(_run(_loop(kube)[0]))
+    assert kube.patches == 0
+    assert kube.conditions["ring-2"]["message"] == (
+        "waiting: 3 of 4 pods of gang group team/ring seen; its pods are placed together once all are"
+    )
+    kube.add("ring-3", GANG)
+    asyncio.run(_run(_loop(kube)[0]))
+    assert kube.patches == 4
+
+
+def test_a_gang_whose_release_was_cut_short_is_completed_and_no_member_released_twice() -> None:
+    dying = DyingKube()
+    dying.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=4)
+    _gang(dying)
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(_run(_loop(dying)[0], cycles=1))
+    assert dying.patches == 1  # one member released, three decided but never released
+    survivor = PodKube()  # the next leader, on what the API server holds
+    survivor.nodes, survivor.managed = dying.nodes, dying.managed
+    asyncio.run(_run(_loop(survivor)[0]))
+    assert survivor.patches == 3
+    gpus = [pod["metadata"]["annotations"][keys.ANNOTATION_GPUS] for pod in survivor.managed.values()]
+    assert sorted(gpus) == ["0", "1", "2", "3"]
