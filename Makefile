@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HORUS := $(BIN)/horus
 PYTEST_ARGS ?=
 
-.PHONY: setup control-plane helm image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench chaos clean
+.PHONY: setup control-plane helm kueue image demo test test-unit test-e2e lint cluster-up cluster-down reproduce bench chaos clean
 
 setup: $(VENV)/.installed
 
@@ -24,6 +24,10 @@ control-plane:
 helm:
 	bash hack/build-helm.sh
 
+# Compiles Kueue's manager and copies its CRDs (tests/e2e/test_kueue.py runs them) once; cached.
+kueue:
+	bash hack/build-kueue.sh >/dev/null
+
 # The operator image horus-operator:<version> as out/image/*.oci.tar and *.docker.tar, built without a
 # container engine from Debian packages and the project's wheel (docs/image.md); cached.
 image: setup
@@ -34,14 +38,14 @@ demo: setup control-plane
 
 # Unit tests, then the e2e suite against the real local control plane.
 # pytest exits 5 when it collected nothing: that fails the target like any other failure.
-test: setup control-plane
+test: setup control-plane kueue
 	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)
 	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)
 
-test-e2e: setup control-plane
+test-e2e: setup control-plane kueue
 	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
 
 lint: setup helm

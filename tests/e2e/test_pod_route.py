@@ -1,8 +1,7 @@
 """The pod route end to end on the real local control plane: `horus run --webhook-port` as a subprocess
-serving the pod webhook over HTTPS (a certificate from `devcluster.webhook`), registered by the
-MutatingWebhookConfiguration of manifests-pod-route/webhook.yaml with its selectors and failurePolicy
-as shipped (only the clientConfig points at the local process), and batch/v1 Jobs run by the control
-plane's own Job controller, their pods run by kwok.
+serving the pod webhook as registered by podroute_harness.py (manifests-pod-route/webhook.yaml as
+shipped, calling the local process), and batch/v1 Jobs run by the control plane's own Job controller,
+their pods run by kwok.
 
 What it shows: a labelled Job's pods are gated at creation (with NVIDIA_VISIBLE_DEVICES read from the
 pod's annotation), placed by the scheduling cycle, released by one patch (annotation, node selector,
@@ -20,123 +19,30 @@ room frees, all 4 are.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import podroute_harness as harness
 import pytest
 import yaml
 from dljob_harness import only_nodes, operator_as_its_service_account
+from podroute_harness import GATE, MODEL
 
 from horus_operator import devcluster
-from horus_operator.devcluster.webhook import serving_certificate
-from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, wait_for
+from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
-
-WEBHOOK_MANIFEST = REPO / "manifests-pod-route" / "webhook.yaml"
-GATE = "horus.dev/placement"
-MODEL = {"horus.dev/model": "resnet50", "horus.dev/batch-size": "32", "horus.dev/max-slowdown": "3"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _configuration(url: str, ca_bundle: bytes) -> dict[str, Any]:
-    """The shipped configuration, calling the local operator instead of the in-cluster Service."""
-    import base64
-
-    config = yaml.safe_load(WEBHOOK_MANIFEST.read_text())
-    for webhook in config["webhooks"]:
-        path = webhook["clientConfig"]["service"]["path"]
-        webhook["clientConfig"] = {"url": url + path, "caBundle": base64.b64encode(ca_bundle).decode()}
-    return config
 
 
 @pytest.fixture(scope="module")
 def webhook_operator(
     cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cert, key = serving_certificate(tmp_path_factory.mktemp("webhook-tls"))
-    port = _free_port()
-    settings = {
-        **FAST_SETTINGS,
-        "HORUS_WEBHOOK_PORT": str(port),
-        "HORUS_WEBHOOK_ADDR": "127.0.0.1",
-        "HORUS_WEBHOOK_HOST": "127.0.0.1",
-        "HORUS_WEBHOOK_CERT": str(cert),
-        "HORUS_WEBHOOK_KEY": str(key),
-    }
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    operator = OperatorProcess(cluster, log, identity="e2e-pod-route", settings=settings)
-    configuration = _configuration(f"https://127.0.0.1:{port}", cert.read_bytes())
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(configuration))
-    operator.start()
-    try:
+    with harness.serving_webhook(cluster, tmp_path_factory.mktemp("pod-route"), "e2e-pod-route") as operator:
         yield operator
-    finally:
-        operator.stop()
-        cluster.kubectl("delete", "mutatingwebhookconfiguration", "horus-pods", check=False)
-
-
-def _pod(
-    name: str, *, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
-) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
-        "spec": {"restartPolicy": "Never", "containers": [{"name": "train", "image": "trainer:1"}]},
-    }
-
-
-def _job(name: str, *, completions: int, duration: str = "30s") -> dict[str, Any]:
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completions": completions,
-            "parallelism": completions,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {
-                    "labels": {"horus.dev/managed": "true"},
-                    "annotations": {**MODEL, "pod-complete.stage.kwok.x-k8s.io/delay": duration},
-                },
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "train", "image": "trainer:1"}]},
-            },
-        },
-    }
-
-
-def _create(
-    cluster: devcluster.LocalCluster, namespace: str, obj: dict, *, check: bool = True, dry: bool = False
-):
-    args = ["create", "-n", namespace, "-f", "-", "-o", "json"]
-    if dry:
-        args.append("--dry-run=server")
-    return cluster.kubectl(*args, input=json.dumps(obj), check=check)
-
-
-def _pods(cluster: devcluster.LocalCluster, namespace: str, *selector: str) -> list[dict[str, Any]]:
-    listed = cluster.kubectl("get", "pods", "-n", namespace, *selector, "-o", "json").stdout
-    return json.loads(listed)["items"]
-
-
-def _gates(pod: dict[str, Any]) -> list[str]:
-    return [gate["name"] for gate in pod["spec"].get("schedulingGates") or []]
-
-
-def _released(pod: dict[str, Any]) -> bool:
-    return "horus.dev/node" in (pod["metadata"].get("annotations") or {}) and GATE not in _gates(pod)
 
 
 def _placed_events(cluster: devcluster.LocalCluster, namespace: str) -> Counter[str]:
@@ -148,39 +54,28 @@ def _placed_events(cluster: devcluster.LocalCluster, namespace: str) -> Counter[
     )
 
 
-def _webhook_ready(cluster: devcluster.LocalCluster, namespace: str) -> bool:
-    probe = _create(
-        cluster,
-        namespace,
-        _pod("probe", labels={"horus.dev/managed": "true"}, annotations=MODEL),
-        check=False,
-        dry=True,
-    )
-    return probe.returncode == 0 and GATE in _gates(json.loads(probe.stdout))
-
-
 def test_a_labelled_jobs_pods_are_gated_placed_on_the_chosen_gpu_released_and_bound(
     cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
 ) -> None:
-    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
     # What admission makes of a labelled pod (a server-side dry run shows the mutated pod).
     admitted = json.loads(
-        _create(
+        harness.create(
             cluster,
             namespace,
-            _pod("look", labels={"horus.dev/managed": "true"}, annotations=MODEL),
+            harness.pod("look", labels={"horus.dev/managed": "true"}, annotations=MODEL),
             dry=True,
         ).stdout
     )
-    assert _gates(admitted) == [GATE]
+    assert harness.gates(admitted) == [GATE]
     (env,) = [e for e in admitted["spec"]["containers"][0]["env"] if e["name"] == "NVIDIA_VISIBLE_DEVICES"]
     assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['horus.dev/visible-devices']"
 
-    _create(cluster, namespace, _job("train", completions=3))
+    harness.create(cluster, namespace, harness.job("train", completions=3))
 
     def bound() -> list[dict[str, Any]] | None:
-        found = _pods(cluster, namespace, "-l", "job-name=train")
-        ok = len(found) == 3 and all(_released(p) and p["spec"].get("nodeName") for p in found)
+        found = harness.pods(cluster, namespace, "-l", "job-name=train")
+        ok = len(found) == 3 and all(harness.released(p) and p["spec"].get("nodeName") for p in found)
         return found if ok else None
 
     pods = wait_for(bound, timeout=90, what="the Job's 3 pods released and bound")
@@ -199,7 +94,7 @@ def test_a_labelled_jobs_pods_are_gated_placed_on_the_chosen_gpu_released_and_bo
     wait_for(
         lambda: all(
             p["status"].get("phase") in ("Running", "Succeeded")
-            for p in _pods(cluster, namespace, "-l", "job-name=train")
+            for p in harness.pods(cluster, namespace, "-l", "job-name=train")
         ),
         timeout=60,
         what="kwok to run the pods",
@@ -210,67 +105,69 @@ def test_a_labelled_jobs_pods_are_gated_placed_on_the_chosen_gpu_released_and_bo
 def test_a_bad_annotation_is_refused_at_admission_naming_it_and_nothing_is_created(
     cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
 ) -> None:
-    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
-    bad = _pod(
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    bad = harness.pod(
         "bad", labels={"horus.dev/managed": "true"}, annotations={**MODEL, "horus.dev/batch-size": "0"}
     )
-    refused = _create(cluster, namespace, bad, check=False)
+    refused = harness.create(cluster, namespace, bad, check=False)
     assert refused.returncode != 0
     assert "metadata.annotations['horus.dev/batch-size']='0'" in refused.stderr, refused.stderr
-    unknown = _pod(
+    unknown = harness.pod(
         "unknown", labels={"horus.dev/managed": "true"}, annotations={**MODEL, "horus.dev/model": "nosuchnet"}
     )
-    refused = _create(cluster, namespace, unknown, check=False)
+    refused = harness.create(cluster, namespace, unknown, check=False)
     assert "metadata.annotations['horus.dev/model']='nosuchnet'" in refused.stderr, refused.stderr
-    gpu = _pod("asks-gpu", labels={"horus.dev/managed": "true"}, annotations=MODEL)
+    gpu = harness.pod("asks-gpu", labels={"horus.dev/managed": "true"}, annotations=MODEL)
     gpu["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"}}
-    refused = _create(cluster, namespace, gpu, check=False)
+    refused = harness.create(cluster, namespace, gpu, check=False)
     # (the API server has defaulted the request from the limit before admission: the request is named)
     assert "spec.containers[0].resources.requests='nvidia.com/gpu'" in refused.stderr, refused.stderr
-    assert _pods(cluster, namespace) == []
+    assert harness.pods(cluster, namespace) == []
 
 
 def test_pods_the_selectors_do_not_pick_never_reach_the_webhook_and_a_kill_loses_and_doubles_nothing(
     cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
 ) -> None:
-    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
-    _create(cluster, namespace, _job("burst", completions=12, duration="120s"))
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    harness.create(cluster, namespace, harness.job("burst", completions=12, duration="120s"))
 
     def some_released() -> bool:
-        return any(_released(p) for p in _pods(cluster, namespace, "-l", "job-name=burst"))
+        return any(harness.released(p) for p in harness.pods(cluster, namespace, "-l", "job-name=burst"))
 
     wait_for(some_released, timeout=90, what="the first release", every=0.1)
     webhook_operator.kill()  # SIGKILL, with the rest of the burst being decided or released
     first_seen = {
         p["metadata"]["name"]: p["metadata"]["annotations"]["horus.dev/gpus"]
-        for p in _pods(cluster, namespace, "-l", "job-name=burst")
-        if _released(p)
+        for p in harness.pods(cluster, namespace, "-l", "job-name=burst")
+        if harness.released(p)
     }
 
     # No operator runs: under failurePolicy Fail a labelled pod is refused, while pods the selectors do
     # not pick (unlabelled, in a namespace without the label; or labelled "false") are created as usual,
     # without the gate: the API server never called the webhook for them.
-    refused = _create(
+    refused = harness.create(
         cluster,
         namespace,
-        _pod("while-down", labels={"horus.dev/managed": "true"}, annotations=MODEL),
+        harness.pod("while-down", labels={"horus.dev/managed": "true"}, annotations=MODEL),
         check=False,
     )
     assert refused.returncode != 0 and "horus.dev" in refused.stderr, refused.stderr
-    plain = json.loads(_create(cluster, namespace, _pod("plain", annotations=MODEL)).stdout)
+    plain = json.loads(harness.create(cluster, namespace, harness.pod("plain", annotations=MODEL)).stdout)
     opted_out = json.loads(
-        _create(
-            cluster, namespace, _pod("opted-out", labels={"horus.dev/managed": "false"}, annotations=MODEL)
+        harness.create(
+            cluster,
+            namespace,
+            harness.pod("opted-out", labels={"horus.dev/managed": "false"}, annotations=MODEL),
         ).stdout
     )
     for pod in (plain, opted_out):
-        assert _gates(pod) == [] and "env" not in pod["spec"]["containers"][0]
+        assert harness.gates(pod) == [] and "env" not in pod["spec"]["containers"][0]
 
     webhook_operator.start()
 
     def all_bound() -> list[dict[str, Any]] | None:
-        found = _pods(cluster, namespace, "-l", "job-name=burst")
-        ok = len(found) == 12 and all(_released(p) and p["spec"].get("nodeName") for p in found)
+        found = harness.pods(cluster, namespace, "-l", "job-name=burst")
+        ok = len(found) == 12 and all(harness.released(p) and p["spec"].get("nodeName") for p in found)
         return found if ok else None
 
     pods = wait_for(all_bound, timeout=120, what="every pod of the burst released and bound")
@@ -322,15 +219,17 @@ def test_the_pod_route_overlay_passes_a_server_side_dry_run(cluster: devcluster.
 def test_a_labelled_namespace_sends_pods_naming_their_model_and_leaves_the_rest(
     cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
 ) -> None:
-    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
     cluster.kubectl("label", "namespace", namespace, "horus.dev/managed=true")
-    named = json.loads(_create(cluster, namespace, _pod("names-its-model", annotations=MODEL)).stdout)
+    named = json.loads(
+        harness.create(cluster, namespace, harness.pod("names-its-model", annotations=MODEL)).stdout
+    )
     assert named["metadata"]["labels"]["horus.dev/managed"] == "true"  # so the operator's watch sees it
-    assert _gates(named) == [GATE]
-    other = json.loads(_create(cluster, namespace, _pod("web-server")).stdout)
-    assert _gates(other) == [] and "env" not in other["spec"]["containers"][0]
+    assert harness.gates(named) == [GATE]
+    other = json.loads(harness.create(cluster, namespace, harness.pod("web-server")).stdout)
+    assert harness.gates(other) == [] and "env" not in other["spec"]["containers"][0]
     wait_for(
-        lambda: _released(
+        lambda: harness.released(
             json.loads(cluster.kubectl("get", "pod", "names-its-model", "-n", namespace, "-o", "json").stdout)
         ),
         timeout=60,
@@ -344,7 +243,7 @@ WHOLE_GPU = {**MODEL, "horus.dev/max-slowdown": "1"}  # never shared: one pod pe
 
 def _gang_job(name: str, size: int) -> dict[str, Any]:
     """An indexed Job whose `size` pods are one gang (`horus.dev/group`), each on a GPU of its own."""
-    job = _job(name, completions=size, duration="600s")
+    job = harness.job(name, completions=size, duration="600s")
     job["spec"]["completionMode"] = "Indexed"
     template = job["spec"]["template"]["metadata"]
     template["annotations"].update({**WHOLE_GPU, "horus.dev/group": name, "horus.dev/group-size": str(size)})
@@ -359,20 +258,20 @@ def _condition(pod: dict[str, Any]) -> dict[str, Any]:
 def test_a_four_pod_gang_is_placed_all_or_none(
     cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
 ) -> None:
-    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
     # A node of its own (the session's nodes cordoned first, so the operator has seen that by the time it
     # sees the new node): 4 GPUs, one held by a pod placed before the gang, leaving room for 3.
     with only_nodes(cluster, keep=[]):
         (node,) = cluster.add_nodes(GANG_NODE)
         try:
             labels = {"horus.dev/managed": "true"}
-            _create(cluster, namespace, _pod("holder", labels=labels, annotations=WHOLE_GPU))
+            harness.create(cluster, namespace, harness.pod("holder", labels=labels, annotations=WHOLE_GPU))
 
             def holder() -> dict[str, Any] | None:
                 pod = json.loads(
                     cluster.kubectl("get", "pod", "holder", "-n", namespace, "-o", "json").stdout
                 )
-                return pod if _released(pod) else None
+                return pod if harness.released(pod) else None
 
             assert (
                 wait_for(holder, timeout=60, what="the holder released")["metadata"]["annotations"][
@@ -380,15 +279,15 @@ def test_a_four_pod_gang_is_placed_all_or_none(
                 ]
                 == node
             )
-            _create(cluster, namespace, _gang_job("ring", 4))
+            harness.create(cluster, namespace, _gang_job("ring", 4))
 
             def told_why() -> list[dict[str, Any]] | None:
-                found = _pods(cluster, namespace, "-l", "job-name=ring")
+                found = harness.pods(cluster, namespace, "-l", "job-name=ring")
                 waiting = [p for p in found if "3 of the 4 pods" in _condition(p).get("message", "")]
                 return found if len(found) == 4 and len(waiting) == 4 else None
 
             gang = wait_for(told_why, timeout=90, what="the gang's 4 pods told they wait for room")
-            assert not any(_released(p) for p in gang), "part of the gang was released"
+            assert not any(harness.released(p) for p in gang), "part of the gang was released"
             assert _condition(gang[0])["message"] == (
                 f"waiting: gang group {namespace}/ring is placed all or none, "
                 "and 3 of the 4 pods it needs fit now"
@@ -397,8 +296,8 @@ def test_a_four_pod_gang_is_placed_all_or_none(
             cluster.kubectl("delete", "pod", "holder", "-n", namespace)
 
             def all_released() -> list[dict[str, Any]] | None:
-                found = _pods(cluster, namespace, "-l", "job-name=ring")
-                ok = len(found) == 4 and all(_released(p) and p["spec"].get("nodeName") for p in found)
+                found = harness.pods(cluster, namespace, "-l", "job-name=ring")
+                ok = len(found) == 4 and all(harness.released(p) and p["spec"].get("nodeName") for p in found)
                 return found if ok else None
 
             pods = wait_for(all_released, timeout=90, what="the whole gang released once room freed")
@@ -450,7 +349,7 @@ def _trainer_pod(job: dict[str, Any], replica: str, index: int) -> dict[str, Any
 def test_the_pod_route_examples_apply_and_a_pytorchjobs_pods_wait_for_their_whole_gang(
     cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
 ) -> None:
-    wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
     _workload_crds(cluster)
     applied = cluster.kubectl(
         "apply", "-n", namespace, "-f", str(REPO / "examples" / "pod-route"), "--dry-run=server"
@@ -465,7 +364,7 @@ def test_the_pod_route_examples_apply_and_a_pytorchjobs_pods_wait_for_their_whol
     job = yaml.safe_load((REPO / "examples" / "pod-route" / "pytorchjob.yaml").read_text())
     members = [_trainer_pod(job, "Master", 0), *(_trainer_pod(job, "Worker", i) for i in range(3))]
     for pod in members[:3]:
-        _create(cluster, namespace, pod)
+        harness.create(cluster, namespace, pod)
 
     def told(name: str, words: str) -> bool:
         pod = json.loads(cluster.kubectl("get", "pod", name, "-n", namespace, "-o", "json").stdout)
@@ -473,12 +372,12 @@ def test_the_pod_route_examples_apply_and_a_pytorchjobs_pods_wait_for_their_whol
 
     seen = f"3 of 4 pods of gang PyTorchJob {namespace}/resnet-ddp seen"
     wait_for(lambda: told("resnet-ddp-master-0", seen), timeout=60, what="the master told its gang is short")
-    assert not any(_released(p) for p in _pods(cluster, namespace))
-    _create(cluster, namespace, members[3])
+    assert not any(harness.released(p) for p in harness.pods(cluster, namespace))
+    harness.create(cluster, namespace, members[3])
 
     def all_released() -> bool:
-        found = _pods(cluster, namespace, "-l", "training.kubeflow.org/job-name=resnet-ddp")
-        return len(found) == 4 and all(_released(p) for p in found)
+        found = harness.pods(cluster, namespace, "-l", "training.kubeflow.org/job-name=resnet-ddp")
+        return len(found) == 4 and all(harness.released(p) for p in found)
 
     wait_for(all_released, timeout=90, what="the PyTorchJob's 4 pods released together")
 
@@ -493,26 +392,20 @@ def test_the_pod_route_works_with_no_more_than_its_manifest_rbac(
     for manifest in (REPO / "manifests" / "serviceaccount.yaml", REPO / "manifests" / "rbac.yaml"):
         cluster.kubectl("apply", "-f", str(manifest))
     cluster.kubectl("apply", "-f", str(REPO / "manifests-pod-route" / "rbac.yaml"))
-    cert, key = serving_certificate(tmp_path / "tls")
-    port = _free_port()
-    settings = {
-        **FAST_SETTINGS,
-        "HORUS_WEBHOOK_PORT": str(port),
-        "HORUS_WEBHOOK_ADDR": "127.0.0.1",
-        "HORUS_WEBHOOK_HOST": "127.0.0.1",
-        "HORUS_WEBHOOK_CERT": str(cert),
-        "HORUS_WEBHOOK_KEY": str(key),
-    }
+    settings, configuration = harness.webhook_settings(tmp_path / "tls")
     operator = operator_as_its_service_account(cluster, tmp_path, "pod-route-rbac", settings=settings)
-    configuration = _configuration(f"https://127.0.0.1:{port}", cert.read_bytes())
     cluster.kubectl("apply", "-f", "-", input=json.dumps(configuration))
     operator.start()
     try:
-        wait_for(lambda: _webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
-        _create(cluster, namespace, _pod("placed", labels={"horus.dev/managed": "true"}, annotations=MODEL))
+        wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+        harness.create(
+            cluster, namespace, harness.pod("placed", labels={"horus.dev/managed": "true"}, annotations=MODEL)
+        )
         missing = {**MODEL, "horus.dev/model": "onnx:absent"}
-        _create(
-            cluster, namespace, _pod("no-graph", labels={"horus.dev/managed": "true"}, annotations=missing)
+        harness.create(
+            cluster,
+            namespace,
+            harness.pod("no-graph", labels={"horus.dev/managed": "true"}, annotations=missing),
         )
 
         def condition(name: str) -> dict[str, Any] | None:
