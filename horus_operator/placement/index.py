@@ -1,10 +1,10 @@
 """An index of GPUs by occupancy, so a policy finds candidates without rescanning the cluster per job.
 
 `ClusterIndex.build(snapshot)` indexes a snapshot once (O(GPUs + running jobs)); callers that see every
-change (the simulator) keep one index alive and call `add` / `remove` (and `follow` for changed nodes)
-instead, then hand it to policies in `ClusterSnapshot.index`. A policy places its tentative assignments
-into the index and takes them out again before it returns, so the index a caller passes in comes back
-unchanged.
+change keep one index alive and call `add` / `remove` (and `follow` for changed nodes) instead, then hand
+it to policies in `ClusterSnapshot.index`: the simulator, and the operator through
+`placement.keeper.IndexKeeper`. A policy places its tentative assignments into the index and takes them
+out again before it returns, so the index a caller passes in comes back unchanged.
 
 Three views are kept current:
 - empty usable GPUs per node, and nodes bucketed by how many empty usable GPUs they have (best fit:

@@ -1,6 +1,6 @@
 """A kept `ClusterIndex` is a fresh one: after any sequence of changes (jobs starting, ending and moving,
 nodes changing state) it answers every query exactly as `ClusterIndex.build` of the resulting
-snapshot does, in the same order.
+snapshot does, in the same order. So are the indexes `IndexKeeper` keeps from changes told by source.
 """
 
 from __future__ import annotations
@@ -8,10 +8,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from horus_operator.placement.index import ClusterIndex
+from horus_operator.placement.keeper import IndexKeeper
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.indexes import views
@@ -141,3 +143,85 @@ def test_nodes_added_removed_or_reshaped_are_not_followed() -> None:
     assert not index.follow(nodes[::-1])
     assert not index.follow(build_nodes([(2, "v100", True), (2, "v100", True)]))
     assert index.nodes is nodes and index.changes == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    shapes=node_shapes,
+    history=st.lists(events, max_size=30),
+    told=st.lists(st.booleans(), min_size=30, max_size=30),
+    reshape=st.booleans(),
+)
+def test_the_keeper_keeps_the_index_of_what_its_sources_hold(
+    shapes: list[tuple[int, str, bool]], history: list, told: list[bool], reshape: bool
+) -> None:
+    """Sources are jobs (one each, as the operator's DLJobs with one pod); a change is told once, or
+    also again later (level-triggered); the odd ones are fleeting, read whole every call."""
+    cluster = Cluster(build_nodes(shapes))
+    keeper = IndexKeeper()
+    untold: set[str] = set()
+    index = keeper.index(cluster.nodes, {}, every=dict)
+    for event, tell_twice in zip(history, told, strict=False):
+        change, detail = cluster.apply(event)
+        if change in ("add", "move"):
+            untold.add(detail.request.key)
+        elif change == "remove":
+            untold.add(detail)
+        holders = {key: (cluster.running[key],) if key in cluster.running else () for key in untold}
+        steady = {key: jobs for key, jobs in holders.items() if not _fleeting(key)}
+        fleeting = {key: (job,) for key, job in cluster.running.items() if _fleeting(key)}
+        index = keeper.index(
+            cluster.nodes,
+            steady,
+            every=lambda: {k: (j,) for k, j in cluster.running.items() if not _fleeting(k)},
+            fleeting=fleeting,
+        )
+        if not tell_twice:
+            untold.clear()
+    if reshape:  # a node added: the keeper builds afresh
+        cluster.nodes = (*cluster.nodes, *build_nodes([(2, "v100", True)] * (len(cluster.nodes) + 1))[-1:])
+        index = keeper.index(
+            cluster.nodes,
+            {},
+            every=lambda: {k: (j,) for k, j in cluster.running.items() if not _fleeting(k)},
+            fleeting={key: (job,) for key, job in cluster.running.items() if _fleeting(key)},
+        )
+    fresh = ClusterIndex.build(cluster.snapshot())
+    assert views(index, job_order=False) == views(fresh, job_order=False)
+
+
+def _fleeting(key: str) -> bool:
+    return int(key.rsplit("-", 1)[1]) % 2 == 1
+
+
+def test_the_keeper_builds_afresh_while_two_jobs_share_a_key() -> None:
+    nodes = build_nodes([(2, "v100", True)])
+    first = running_job("ns/a", ("resnet50", 2.0, 0, [0]), nodes)
+    second = running_job("ns/a", ("vgg16", 2.0, 0, [1]), nodes)
+    keeper = IndexKeeper()
+    twice = {"pod-1": (first,), "pod-2": (second,)}
+    index = keeper.index(nodes, {}, every=lambda: twice)
+    assert [len(slot.tenants) for slot in index.slots.values()] == [1, 1]
+    again = keeper.index(nodes, {}, every=lambda: twice)
+    assert again is not index  # not kept: a fresh index of the same state
+    once = {"pod-2": (second,)}
+    kept = keeper.index(nodes, {}, every=lambda: once)
+    assert keeper.index(nodes, {"pod-2": (second,)}, every=lambda: once) is kept
+    assert [len(slot.tenants) for slot in kept.slots.values()] == [0, 1]
+
+
+def test_the_keeper_rebuilds_after_forget_and_after_a_failed_call() -> None:
+    nodes = build_nodes([(1, "v100", True)])
+    job = running_job("ns/a", ("resnet50", 2.0, 0, [0]), nodes)
+    keeper = IndexKeeper()
+    first = keeper.index(nodes, {}, every=dict)
+    keeper.forget()
+    rebuilt = keeper.index(nodes, {}, every=lambda: {"ns/a": (job,)})
+    assert rebuilt is not first and list(rebuilt.jobs) == ["ns/a"]
+
+    def broken() -> dict:
+        raise RuntimeError("cache gone")
+
+    with pytest.raises(RuntimeError):  # a node reshaped: a rebuild, whose listing fails
+        keeper.index(build_nodes([(2, "v100", True)]), {}, every=broken)
+    assert keeper.index(nodes, {}, every=lambda: {"ns/a": (job,)}) is not rebuilt
