@@ -485,9 +485,13 @@ class SchedulingLoop:
             pending.request for key, pending in self._pending.items() if key not in moved
         )
         # Off the event loop: a cycle over a long queue takes long enough to delay watch events.
-        result = await asyncio.to_thread(
-            self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
-        )
+        try:
+            result = await asyncio.to_thread(
+                self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
+            )
+        except Exception:  # a policy that failed half-way may have left its tentative jobs in the index
+            self._kept.forget()
+            raise
         decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
         self._metrics.decided(decided_ms / 1000)
         for key, problem in result.unsatisfiable.items():

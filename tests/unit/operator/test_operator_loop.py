@@ -20,7 +20,7 @@ from horus_operator.placement.base import Limits, PredictingPolicy
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import JobPrediction, Predictor, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.indexes import views
@@ -454,3 +454,34 @@ def test_the_kept_index_follows_watch_events_as_a_fresh_snapshot_would() -> None
         assert {job.node for job in kept.jobs.values() if job.request.key == deleted_key} == {"gpu-node-0"}
 
     asyncio.run(scenario())
+
+
+class FailsHalfWay(FirstFreeGpu):
+    """Places its first job into the borrowed index, then fails, once: a policy bug mid-call."""
+
+    failed = False
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        if not self.failed and isinstance(snapshot.index, ClusterIndex):
+            self.failed = True
+            snapshot.index.add(RunningJob(queue[0], "gpu-node-0", (0,)))
+            raise RuntimeError("policy failed half-way")
+        return super().schedule(snapshot, queue)
+
+
+def test_a_cycle_that_failed_half_way_leaves_no_tentative_job_in_the_kept_index() -> None:
+    kube = _cluster(jobs=2, gpus=4)
+    cache = ClusterCache()
+    loop = _loop(kube, cache, policy=FailsHalfWay())
+
+    async def scenario() -> None:
+        await loop.resync()
+        with pytest.raises(RuntimeError, match="half-way"):
+            await loop.cycle()
+        assert loop._view(NOW).index.jobs == {}  # type: ignore[union-attr]
+        cache.mark(cache.jobs)  # the periodic re-decision
+        await loop.cycle()
+        await loop.settle()
+
+    asyncio.run(scenario())
+    assert kube.creates == 2
