@@ -153,7 +153,7 @@ class SchedulingLoop:
         self._pending: dict[str, _Pending] = {}  # the jobs to place: cleared on resync, re-decided
         self._records: dict[str, _JobRecord] = {}  # job key -> what the loop holds for it
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
-        self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
+        self._gpu_nodes: tuple[Node, ...] = ()  # the last view's nodes (`gpu_nodes`'s `previous`)
         self._kept = IndexKeeper()  # the cluster's index, by the cache's changes (`_view`)
         self._tenancy = tenancy.Tenancy()
         self._tenancy_read_at: datetime | None = None

@@ -78,8 +78,10 @@ class Group:
         slots = self._slots
         last = next(reversed(slots.values()), None)
         slots[slot.key] = slot
-        if last is None or slot.rank > last.rank:
-            return last is None
+        if last is None:  # a new group
+            return True
+        if slot.rank > last.rank:  # in order: the first stays first
+            return False
         self._in_order = False
         return True
 
