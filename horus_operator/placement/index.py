@@ -154,24 +154,17 @@ class ClusterIndex:
         self.jobs: dict[str, RunningJob] = {}
         self._empty: dict[str, dict[GpuKey, GpuSlot]] = {}
         self._node_rank: dict[str, int] = {}
-        width = max((len(node.gpus) for node in nodes), default=0)
+        self._node_names: list[str] = []  # by rank; a node `follow` dropped keeps its place unused
+        self._next_rank = 0  # of the next GPU: ranks only grow, so a node added later comes last
         # empty GPUs -> the ranks of the nodes with that many, sorted
-        self._nodes_by_empty: list[list[int]] = [[] for _ in range(width + 1)]
+        self._nodes_by_empty: list[list[int]] = [[]]
         # tenant count -> group key -> group; by first GPU once the count is out of `_unsorted`
         self._shared: dict[int, dict[GroupKey, Group]] = {}
         self._unsorted: set[int] = set()
         self._empty_total = 0
         self.changes = 0  # add/remove/follow changes so far: equal counts on one index mean the same state
-        rank = 0
         for node in nodes:
-            slots = []
-            for gpu in node.gpus:
-                slots.append(GpuSlot(gpu, node.schedulable, rank))
-                rank += 1
-            self._node_rank[node.name] = len(self._node_rank)
-            self.node_slots[node.name] = slots
-            for slot in slots:
-                self.slots[slot.key] = slot
+            self._list(node)
         # Bulk load: place every tenant first, then file each GPU once (not once per tenant).
         for job in running:
             self.jobs[job.request.key] = job
@@ -188,7 +181,6 @@ class ClusterIndex:
                     self._file_shared(slot)
             self._nodes_by_empty[len(empty)].append(self._node_rank[name])
             self._empty_total += len(empty)
-        self._node_names = list(self._node_rank)
 
     @classmethod
     def build(cls, snapshot: ClusterSnapshot) -> ClusterIndex:
@@ -221,16 +213,25 @@ class ClusterIndex:
         return job
 
     def follow(self, nodes: tuple[Node, ...]) -> bool:
-        """Shows the GPUs of `nodes` (health, telemetry, claims, schedulable) where they are the indexed
-        nodes, changed in place; False, and nothing changed, where only a fresh index can show them:
-        nodes added, removed or reordered, or a node's GPUs added or removed."""
+        """Brings the index to `nodes` in place: nodes gone are dropped, nodes new at the end added
+        (with the indexed jobs that run on them), changed ones shown (health, telemetry, claims,
+        schedulable). False, and nothing changed, where only a fresh index keeps the order canonical:
+        nodes reordered, a new node before an indexed one, a node's GPUs added or removed."""
         if nodes is self.nodes:
             return True
-        if len(nodes) != len(self.nodes) or not all(map(_same_gpus, nodes, self.nodes)):
+        listed = {node.name for node in nodes}
+        staying = [node for node in self.nodes if node.name in listed]
+        # The staying nodes first, in their order (so the rest are all new), each with its GPUs.
+        if len(listed) != len(nodes) or not all(map(_same_gpus, nodes[: len(staying)], staying)):
             return False
-        for node, indexed in zip(nodes, self.nodes, strict=True):
-            if node is not indexed and node != indexed:
+        for node in self.nodes:
+            if node.name not in listed:
+                self._drop(node.name)
+        for node, before in zip(nodes, staying, strict=False):
+            if node is not before and node != before:
                 self._show(node)
+        for node in nodes[len(staying) :]:
+            self._add_node(node)
         self.nodes = nodes
         return True
 
@@ -270,6 +271,40 @@ class ClusterIndex:
             slot = self.slots.get((job.node, gpu_index))
             if slot is not None:  # a job on a GPU the snapshot no longer lists has nothing to index
                 yield slot
+
+    def _list(self, node: Node) -> list[GpuSlot]:
+        """Ranks `node` after every node listed so far, and its GPUs after theirs."""
+        slots = [GpuSlot(gpu, node.schedulable, self._next_rank + i) for i, gpu in enumerate(node.gpus)]
+        self._next_rank += len(slots)
+        self._node_rank[node.name] = len(self._node_names)
+        self._node_names.append(node.name)
+        self.node_slots[node.name] = slots
+        self.slots.update((slot.key, slot) for slot in slots)
+        while len(self._nodes_by_empty) <= len(slots):
+            self._nodes_by_empty.append([])
+        return slots
+
+    def _add_node(self, node: Node) -> None:
+        self.changes += 1
+        slots = self._list(node)
+        self._empty[node.name] = {}
+        self._nodes_by_empty[0].append(self._node_rank[node.name])  # the highest rank: sorted
+        for job in self.jobs.values():  # jobs the index holds already on GPUs it did not list
+            if job.node == node.name:
+                for slot in self._slots_of(job):
+                    slot.tenants.append(job)
+        for slot in slots:
+            self._attach(slot)
+
+    def _drop(self, name: str) -> None:
+        """Forgets node `name`; the jobs on it stay (a fresh index keeps them, on no GPU)."""
+        self.changes += 1
+        for slot in self.node_slots.pop(name):
+            self._detach(slot)
+            del self.slots[slot.key]
+        del self._empty[name]
+        bucket = self._nodes_by_empty[0]  # every GPU detached: it has no empty GPU left
+        del bucket[bisect.bisect_left(bucket, self._node_rank.pop(name))]
 
     def _show(self, node: Node) -> None:
         self.changes += 1

@@ -25,7 +25,7 @@ def views(index: ClusterIndex, *, job_order: bool = True) -> dict[str, Any]:
         ],
         "has_shared": [index.has_shared(below) for below in range(1, MAX_TENANTS + 1)],
         "empty_count": index.empty_count(),
-        "slots": [(key, slot.gpu, slot.usable, slot.rank) for key, slot in index.slots.items()],
+        "slots": [(key, slot.gpu, slot.usable) for key, slot in index.slots.items()],
         "node_slots": {node: [slot.key for slot in slots] for node, slots in index.node_slots.items()},
         "tenants": tenants if job_order else {key: sorted(keys) for key, keys in tenants.items()},
         "jobs": list(index.jobs.items()) if job_order else sorted(index.jobs.items()),

@@ -423,7 +423,8 @@ def test_waiting_jobs_at_the_head_are_told_their_place_and_why() -> None:
 
 def test_the_kept_index_follows_watch_events_as_a_fresh_snapshot_would() -> None:
     """Between resyncs the loop's index is kept from the cache's changes (pods bound, ended, deleted;
-    a node cordoned), never rebuilt; it answers as an index built from a fresh snapshot does."""
+    a node cordoned, added, removed), never rebuilt; it answers as an index built from a fresh
+    snapshot does."""
     kube = _cluster(jobs=6, gpus=4)
     kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=4)
     cache = ClusterCache()
@@ -452,6 +453,10 @@ def test_the_kept_index_follows_watch_events_as_a_fresh_snapshot_would() -> None
         assert kept_is_fresh() is kept
         assert len(kept.jobs) == 5  # the job whose pod was deleted runs again, on the node not cordoned
         assert {job.node for job in kept.jobs.values() if job.request.key == deleted_key} == {"gpu-node-0"}
+        cache.put_node(gpu_node("gpu-node-2", count=2))  # a node joins, another leaves
+        cache.drop_node(gpu_node("gpu-node-0"))
+        assert kept_is_fresh() is kept
+        assert [node.name for node in kept.nodes] == ["gpu-node-1", "gpu-node-2"]
 
     asyncio.run(scenario())
 
