@@ -1,8 +1,8 @@
 """An index of GPUs by occupancy, so a policy finds candidates without rescanning the cluster per job.
 
 `ClusterIndex.build(snapshot)` indexes a snapshot once (O(GPUs + running jobs)); callers that see every
-change keep one index alive and call `add` / `remove` (and `follow` for changed nodes) instead, then hand
-it to policies in `ClusterSnapshot.index`: the simulator, and the operator through
+change keep one index alive and call `add` / `remove` (and `follow` when nodes change) instead, then
+hand it to policies in `ClusterSnapshot.index`: the simulator, and the operator through
 `placement.keeper.IndexKeeper`. A policy places its tentative assignments into the index and takes them
 out again before it returns, so the index a caller passes in comes back unchanged.
 
@@ -369,9 +369,9 @@ def _put_ranked(slots: dict[GpuKey, GpuSlot], slot: GpuSlot) -> None:
     last = next(reversed(slots.values()), None)
     slots[slot.key] = slot
     if last is not None and slot.rank < last.rank:
-        ordered = sorted(slots.values(), key=lambda each: each.rank)
+        ordered = sorted(slots.items(), key=_by_rank)
         slots.clear()
-        slots.update((each.key, each) for each in ordered)
+        slots.update(ordered)
 
 
 def _same_gpus(node: Node, indexed: Node) -> bool:
