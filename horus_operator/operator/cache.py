@@ -69,6 +69,9 @@ class ClusterCache:
         self._claim_jobs: dict[ClaimId, set[str]] = defaultdict(set)  # claim -> jobs whose pods use it
         self.claims_changed = False
         self.dirty: set[str] = set()
+        # The DLJobs whose GPU-holding pods may have changed since `take_holders_changed` (the kept index
+        # re-reads them); None: any may have (a resync, or never taken).
+        self._holders_changed: set[str] | None = None
         self.nodes_changed = False
         self.wake = asyncio.Event()
         self._redecide_at = 0.0  # time.monotonic() when `changed` next marks every job
@@ -111,6 +114,16 @@ class ClusterCache:
         self.wake.clear()
         return taken
 
+    def take_holders_changed(self) -> set[str] | None:
+        """The DLJobs whose pods may hold other GPUs than when last taken (`job_pods` then reads them);
+        None: any may, every job is to be read."""
+        taken, self._holders_changed = self._holders_changed, set()
+        return taken
+
+    def _holders_change(self, key: str) -> None:
+        if self._holders_changed is not None:
+            self._holders_changed.add(key)
+
     def put_job(self, body: Mapping[str, Any]) -> None:
         self.store_job(body)
         self.mark([job_key(body)])
@@ -120,12 +133,14 @@ class ClusterCache:
         key = job_key(body)
         self._note("job", key, body)
         self.jobs[key] = dict(body)
+        self._holders_change(key)  # its uid decides which pods are its own (`job_pods`)
 
     def drop_job(self, body: Mapping[str, Any]) -> None:
         """Marked, so the loop forgets the job: a queued one has no pod whose deletion would say so."""
         key = job_key(body)
         self._note("job", key, body)
         self.jobs.pop(key, None)
+        self._holders_change(key)
         self.mark([key])
 
     def put_pod(self, body: Mapping[str, Any]) -> PodView:
@@ -133,6 +148,7 @@ class ClusterCache:
         self._note("pod", job_key(body), body)
         self.pods[pod.job_key][pod.name] = pod
         self._index_claims(pod)
+        self._holders_change(pod.job_key)
         self.mark([pod.job_key])
         return pod
 
@@ -147,6 +163,7 @@ class ClusterCache:
         job_pods.pop(pod.name, None)
         if not job_pods:
             self.pods.pop(pod.job_key, None)
+        self._holders_change(pod.job_key)
         self.mark([pod.job_key])
 
     def put_node(self, body: Mapping[str, Any]) -> None:
@@ -274,6 +291,7 @@ class ClusterCache:
         self.claims = {claim.id: claim for claim in merged_claims.values()}
         self.slices = merged_slices
         self.nodes_changed = self.claims_changed = True
+        self._holders_changed = None
         self.mark(stale_jobs | set(self.jobs) | set(self.pods))
 
     def all_pods(self) -> list[PodView]:

@@ -1,13 +1,15 @@
 """The cluster as a placement policy sees it, built only from what the API server shows.
 
-One function, `build_snapshot`, turns Node objects (GPU Feature Discovery labels, or the ResourceSlices
-of NVIDIA's DRA driver where it runs: `slices.py`) and the pods Horus placed (their GPU-assignment
-annotations) into a `ClusterSnapshot`. Node-agent telemetry (UUIDs, health, observed memory) is merged
-here too, and GPUs that someone else's ResourceClaim holds are marked, so every decision sees one
-consistent view.
+`gpu_nodes` turns Node objects (GPU Feature Discovery labels, or the ResourceSlices of NVIDIA's DRA
+driver where it runs: `slices.py`) into the nodes a policy sees, with node-agent telemetry (UUIDs,
+health, observed memory) merged and GPUs that someone else's ResourceClaim holds marked, so every
+decision sees one consistent view; `running_jobs` turns the pods Horus placed (their GPU-assignment
+annotations) into running jobs; `build_snapshot` is both in one `ClusterSnapshot`. The scheduling
+loop keeps its index of the running jobs across decisions (`placement.keeper`), reading only the
+pods that changed.
 
-Each Node object is read once per change, into a `NodeView` (the cache keeps one per node): a snapshot
-is built every scheduling cycle, and at 1,000 nodes parsing every node's labels into GPUs each time was
+Each Node object is read once per change, into a `NodeView` (the cache keeps one per node): the nodes
+are read every scheduling cycle, and at 1,000 nodes parsing every node's labels into GPUs each time was
 most of a cycle.
 """
 
@@ -89,26 +91,53 @@ def build_snapshot(
     claimed: Mapping[str, str] | None = None,
     previous: tuple[Node, ...] = (),
 ) -> ClusterSnapshot:
+    """The snapshot of `gpu_nodes` (the same arguments) with the jobs `pods` run (`running_jobs`)."""
+    listed = gpu_nodes(
+        nodes,
+        now=now,
+        gpunodes=gpunodes,
+        telemetry_ttl=telemetry_ttl,
+        slice_gpus=slice_gpus,
+        claimed=claimed,
+        previous=previous,
+    )
+    return ClusterSnapshot(nodes=listed, running=running_jobs(pods), now=now)
+
+
+def gpu_nodes(
+    nodes: Iterable[NodeView],
+    *,
+    now: float,
+    gpunodes: Iterable[NodeTelemetry] = (),
+    telemetry_ttl: float = DEFAULT_TTL_SECONDS,
+    slice_gpus: Iterable[SliceGpu] = (),
+    claimed: Mapping[str, str] | None = None,
+    previous: tuple[Node, ...] = (),
+) -> tuple[Node, ...]:
     """`nodes`: the Node objects (`view`); `gpunodes`: the agents' GPUNodes (parsed: `merge`); `now`:
     epoch seconds on the operator's clock, the one the GPUNodes were heard on; `slice_gpus`: the GPUs
     ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
     (`claims.foreign_holders`); `previous`: the nodes of the last snapshot, handed out again when these
     are the very same (the scheduling cycle judges which jobs fit anywhere once per tuple of nodes, a
-    walk over every GPU)."""
+    walk over every GPU, and a kept index follows them without a look)."""
     listed = slices.by_node(slice_gpus)
     inventory = (_inventory(node, listed.get(node.name)) for node in nodes)
     known = (node for node in inventory if node is not None)
-    gpu_nodes = merge(known, gpunodes, now=now, ttl=telemetry_ttl)
+    merged = merge(known, gpunodes, now=now, ttl=telemetry_ttl)
     if claimed:
-        gpu_nodes = tuple(_mark_claimed(node, claimed) for node in gpu_nodes)
-    if len(gpu_nodes) == len(previous) and all(map(operator.is_, gpu_nodes, previous)):
-        gpu_nodes = previous
-    running = tuple(
+        merged = tuple(_mark_claimed(node, claimed) for node in merged)
+    if len(merged) == len(previous) and all(map(operator.is_, merged, previous)):
+        return previous
+    return merged
+
+
+def running_jobs(pods: Iterable[PodView]) -> tuple[RunningJob, ...]:
+    """The jobs of the pods that hold GPUs."""
+    return tuple(
         RunningJob(request=pod.request, node=pod.node, gpu_indices=pod.gpu_indices)
         for pod in pods
         if pod.holds_gpus and pod.request is not None
     )
-    return ClusterSnapshot(nodes=gpu_nodes, running=running, now=now)
 
 
 def _inventory(node: NodeView, listed: list[SliceGpu] | None) -> Node | None:

@@ -2,10 +2,12 @@
 
 Each cycle (1) re-decides every job whose DLJob or pods changed (`reconcile.decide`), writing only the
 statuses that differ, (2) runs the scheduling cycle (`placement.cycle`, the one the simulator runs)
-on a fresh `ClusterSnapshot` with every job waiting for a pod, then creates the pods concurrently
-(DRA-bound ones after their ResourceClaims), and (3) brings Horus's claims in line with its pods
-(`binding.ClaimKeeper`). Creation is idempotent (deterministic names, 409 = done), so a crash between
-any two steps is repaired by the next cycle of any replica. Status writes and Events: `reports.Reporter`.
+with every job waiting for a pod, on the cluster's `ClusterIndex`, kept across cycles from the cache's
+changes as the simulator keeps its own (`placement.keeper`; rebuilt on a resync), then creates the
+pods concurrently (DRA-bound ones after their ResourceClaims), and (3) brings Horus's claims in line
+with its pods (`binding.ClaimKeeper`). Creation is idempotent (deterministic names, 409 = done), so a
+crash between any two steps is repaired by the next cycle of any replica. Status writes and Events:
+`reports.Reporter`.
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.operator.reports import Reporter, needs_write
 from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.cycle import SchedulingCycle
+from horus_operator.placement.keeper import Holders, IndexKeeper
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.preemption import PreemptionSettings
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, RunningJob
 from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.prediction.api import Workload
 
@@ -160,7 +163,8 @@ class SchedulingLoop:
         self._pending: dict[str, _Pending] = {}  # the jobs to place: cleared on resync, re-decided
         self._records: dict[str, _JobRecord] = {}  # job key -> what the loop holds for it
         self._workloads: dict[tuple[str, int], Workload | InvalidJob] = {}  # (uid, generation) -> verdict
-        self._gpu_nodes: tuple[Node, ...] = ()  # the last snapshot's (`build_snapshot`'s `previous`)
+        self._gpu_nodes: tuple[Node, ...] = ()  # the last view's nodes (`gpu_nodes`'s `previous`)
+        self._kept = IndexKeeper()  # the cluster's index, by the cache's changes (`_view`)
         self._tenancy = tenancy.Tenancy()
         self._tenancy_read_at: datetime | None = None
 
@@ -407,10 +411,34 @@ class SchedulingLoop:
         self._records.pop(key, None)
 
     def _snapshot(self, now: datetime) -> ClusterSnapshot:
-        """The cluster as the API server shows it, with the targets of jobs between pods held."""
-        snapshot = cluster_view.build_snapshot(
+        """The cluster as the API server shows it, with the targets of jobs between pods and the GPUs of
+        preempted pods still stopping held."""
+        stopping = tuple(job for jobs in self._stopping().values() for job in jobs)
+        snapshot = ClusterSnapshot(
+            nodes=self._nodes_now(now),
+            running=cluster_view.running_jobs([*self._cache.all_pods(), *self._routed()]) + stopping,
+            now=now.timestamp(),
+        )
+        return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
+
+    def _view(self, now: datetime) -> ClusterSnapshot:
+        """The cluster as the API server shows it, with the targets of all jobs between pods held, on
+        the kept index: only the jobs whose pods changed since the last view are read again."""
+        changed = self._cache.take_holders_changed()
+        if changed is None:  # a resync: the cache was replaced
+            self._kept.forget()
+        nodes = self._nodes_now(now)
+        holders = self._kept.index(
+            nodes,
+            {key: self._holding(key) for key in changed or ()},
+            every=lambda: {key: self._holding(key) for key in self._cache.pods},
+            fleeting=self._fleeting_holders(),
+        )
+        return ClusterSnapshot(nodes=nodes, now=now.timestamp(), index=holders)
+
+    def _nodes_now(self, now: datetime) -> tuple[Node, ...]:
+        self._gpu_nodes = cluster_view.gpu_nodes(
             self._cache.node_views.values(),
-            [*self._cache.all_pods(), *(self._podroute.placed() if self._podroute is not None else ())],
             now=now.timestamp(),
             gpunodes=self._cache.gpunodes.values(),
             telemetry_ttl=self._config.telemetry_ttl,
@@ -418,10 +446,28 @@ class SchedulingLoop:
             claimed=self._foreign,
             previous=self._gpu_nodes,
         )
-        self._gpu_nodes = snapshot.nodes
-        if self._preempter is not None:
-            snapshot = self._preempter.held(snapshot)
-        return self._mover.reserved(snapshot, but=[k for k, p in self._pending.items() if p.moving])
+        return self._gpu_nodes
+
+    def _holding(self, key: str) -> tuple[RunningJob, ...]:
+        return cluster_view.running_jobs(self._cache.job_pods(key))
+
+    def _routed(self) -> list[pods.PodView]:
+        return self._podroute.placed() if self._podroute is not None else []
+
+    def _fleeting_holders(self) -> Holders:
+        """The holders read whole for every view (few): the pods the pod route released, the targets
+        held for jobs between pods, and preempted pods still stopping."""
+        routed = {f"pod-route {pod.namespace}/{pod.name}": pod for pod in self._routed()}
+        holders: dict[str, tuple[RunningJob, ...]] = {
+            source: cluster_view.running_jobs([pod]) for source, pod in routed.items()
+        }
+        holders.update((f"move {job.request.key}", (job,)) for job in self._mover.held())
+        holders.update((f"preempted {key}", jobs) for key, jobs in self._stopping().items())
+        return holders
+
+    def _stopping(self) -> dict[str, tuple[RunningJob, ...]]:
+        """The GPUs that preempted pods still being deleted hold, by job key."""
+        return self._preempter.held() if self._preempter is not None else {}
 
     def _gauges(self) -> metrics.Gauges:
         """The cluster's gauges (`metrics.refresh`): why jobs wait, phases, GPUs in use and shared."""
@@ -461,16 +507,20 @@ class SchedulingLoop:
         """Place waiting jobs (a moved one on its target where it still fits); returns the keys whose
         pods (or verdicts) changed."""
         started = time.perf_counter()
-        snapshot = self._snapshot(now)
-        moved = self._mover.retarget(snapshot, [k for k, p in self._pending.items() if p.moving])
-        view = self._mover.reserved(snapshot)
+        moving = [k for k, p in self._pending.items() if p.moving]
+        moved = self._mover.retarget(self._snapshot(now), moving) if moving else {}
+        view = self._view(now)
         queue = self._cycle.queue(
             pending.request for key, pending in self._pending.items() if key not in moved
         )
         # Off the event loop: a cycle over a long queue takes long enough to delay watch events.
-        result = await asyncio.to_thread(
-            self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
-        )
+        try:
+            result = await asyncio.to_thread(
+                self._cycle.run, view, queue, explain=lambda request: self._explanation_due(request, now)
+            )
+        except Exception:  # a policy that failed half-way may have left its tentative jobs in the index
+            self._kept.forget()
+            raise
         decided_ms = 1000 * (time.perf_counter() - started)  # the snapshot and the cycle, before any pod
         self._metrics.decided(decided_ms / 1000)
         for key, problem in result.unsatisfiable.items():

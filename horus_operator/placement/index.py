@@ -1,9 +1,10 @@
 """An index of GPUs by occupancy, so a policy finds candidates without rescanning the cluster per job.
 
 `ClusterIndex.build(snapshot)` indexes a snapshot once (O(GPUs + running jobs)); callers that see every
-change (the simulator) keep one index alive and call `add` / `remove` instead, then hand it to policies
-in `ClusterSnapshot.index`. A policy places its tentative assignments into the index and takes them out
-again before it returns, so the index a caller passes in comes back unchanged.
+change keep one index alive and call `add` / `remove` (and `follow` when nodes change) instead, then
+hand it to policies in `ClusterSnapshot.index`: the simulator, and the operator through
+`placement.keeper.IndexKeeper`. A policy places its tentative assignments into the index and takes them
+out again before it returns, so the index a caller passes in comes back unchanged.
 
 Three views are kept current:
 - empty usable GPUs per node, and nodes bucketed by how many empty usable GPUs they have (best fit:
@@ -14,11 +15,19 @@ Three views are kept current:
   once per GPU;
 - running jobs by key.
 
-Iteration order is insertion order (dicts, never sets), so the same history gives the same answers.
+Every order a policy can break a tie by is canonical, a function of the indexed state and never of the
+history of changes that led to it, so a kept index and a fresh `build` of the same snapshot give the same
+answers: GPUs come in the snapshot's node order, then each node's GPU order (their `rank`); nodes of one
+bucket by that order; groups by their first GPU. Only the orders of jobs (`jobs`, a GPU's `tenants`)
+follow the order they were added, as a snapshot's `running` lists them; those orders decide no tie
+between GPUs. Buckets and a node's empty GPUs stay sorted as GPUs come and go; a group's GPUs and the
+groups of one tenant count are re-sorted lazily, on the first read after a change that may have put
+them out of order.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator
 
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
@@ -43,14 +52,48 @@ def group_token(key: GroupKey) -> int:
 
 
 class Group:
-    """Shareable GPUs with equal `GroupKey`s."""
+    """Shareable GPUs with equal `GroupKey`s, in rank order."""
 
-    __slots__ = ("key", "slots", "token")
+    __slots__ = ("_in_order", "_slots", "key", "token")
 
     def __init__(self, key: GroupKey) -> None:
         self.key = key
         self.token = group_token(key)
-        self.slots: dict[GpuKey, GpuSlot] = {}
+        self._slots: dict[GpuKey, GpuSlot] = {}
+        self._in_order = True
+
+    @property
+    def slots(self) -> dict[GpuKey, GpuSlot]:
+        """Its GPUs by rank (sorted here, after a GPU joined out of order)."""
+        if not self._in_order:
+            self._slots = dict(sorted(self._slots.items(), key=_by_rank))
+            self._in_order = True
+        return self._slots
+
+    def first_rank(self) -> int:
+        return next(iter(self.slots.values())).rank
+
+    def join(self, slot: GpuSlot) -> bool:
+        """True when `slot` may now come first (the group's order among others may change)."""
+        slots = self._slots
+        last = next(reversed(slots.values()), None)
+        slots[slot.key] = slot
+        if last is None:  # a new group
+            return True
+        if slot.rank > last.rank:  # in order: the first stays first
+            return False
+        self._in_order = False
+        return True
+
+    def leave(self, slot: GpuSlot) -> bool:
+        """True when `slot` may have come first."""
+        slots = self._slots
+        first = not self._in_order or next(iter(slots)) == slot.key
+        del slots[slot.key]
+        return first
+
+    def __bool__(self) -> bool:
+        return bool(self._slots)
 
 
 def wants_whole_gpus(request: JobRequest) -> bool:
@@ -66,15 +109,20 @@ def workload_order(workload: Workload) -> tuple[str, int, str, str]:
 class GpuSlot:
     """One GPU and the jobs on it. Mutable; owned by its `ClusterIndex`."""
 
-    __slots__ = ("gpu", "group", "key", "node", "tenants", "usable")
+    __slots__ = ("gpu", "group", "key", "node", "rank", "tenants", "usable")
 
-    def __init__(self, gpu: Gpu, schedulable: bool) -> None:
-        self.gpu = gpu
+    def __init__(self, gpu: Gpu, schedulable: bool, rank: int) -> None:
         self.key: GpuKey = gpu.key
         self.node = gpu.node
-        self.usable = gpu.healthy and schedulable and not gpu.claimed_by
+        self.rank = rank  # its place in the snapshot's order of GPUs (node order, then the node's order)
         self.tenants: list[RunningJob] = []
         self.group: Group | None = None  # the index's group it is filed in, while it is shareable
+        self.show(gpu, schedulable)
+
+    def show(self, gpu: Gpu, schedulable: bool) -> None:
+        """The GPU as its node now reports it (health, telemetry, claims)."""
+        self.gpu = gpu
+        self.usable = gpu.healthy and schedulable and not gpu.claimed_by
 
     @property
     def product(self) -> str:
@@ -100,21 +148,23 @@ class GpuSlot:
 
 class ClusterIndex:
     def __init__(self, nodes: tuple[Node, ...], running: tuple[RunningJob, ...] = ()) -> None:
+        self.nodes = nodes  # as indexed, and as `follow` last brought them
         self.slots: dict[GpuKey, GpuSlot] = {}
         self.node_slots: dict[str, list[GpuSlot]] = {}
         self.jobs: dict[str, RunningJob] = {}
         self._empty: dict[str, dict[GpuKey, GpuSlot]] = {}
-        width = max((len(node.gpus) for node in nodes), default=0)
-        self._nodes_by_empty: list[dict[str, None]] = [{} for _ in range(width + 1)]
-        # tenant count -> group key -> group
+        self._node_rank: dict[str, int] = {}
+        self._node_names: list[str] = []  # by rank; a node `follow` dropped keeps its place unused
+        self._next_rank = 0  # of the next GPU: ranks only grow, so a node added later comes last
+        # empty GPUs -> the ranks of the nodes with that many, sorted
+        self._nodes_by_empty: list[list[int]] = [[]]
+        # tenant count -> group key -> group; by first GPU once the count is out of `_unsorted`
         self._shared: dict[int, dict[GroupKey, Group]] = {}
+        self._unsorted: set[int] = set()
         self._empty_total = 0
-        self.changes = 0  # add/remove calls so far: equal counts on one index mean the same state
+        self.changes = 0  # add/remove/follow changes so far: equal counts on one index mean the same state
         for node in nodes:
-            slots = [GpuSlot(gpu, node.schedulable) for gpu in node.gpus]
-            self.node_slots[node.name] = slots
-            for slot in slots:
-                self.slots[slot.key] = slot
+            self._list(node)
         # Bulk load: place every tenant first, then file each GPU once (not once per tenant).
         for job in running:
             self.jobs[job.request.key] = job
@@ -129,7 +179,7 @@ class ClusterIndex:
                     empty[slot.key] = slot
                 elif slot.shareable():
                     self._file_shared(slot)
-            self._nodes_by_empty[len(empty)][name] = None
+            self._nodes_by_empty[len(empty)].append(self._node_rank[name])
             self._empty_total += len(empty)
 
     @classmethod
@@ -162,17 +212,42 @@ class ClusterIndex:
             self._attach(slot)
         return job
 
+    def follow(self, nodes: tuple[Node, ...]) -> bool:
+        """Brings the index to `nodes` in place: nodes gone are dropped, nodes new at the end added
+        (with the indexed jobs that run on them), changed ones shown (health, telemetry, claims,
+        schedulable). False, and nothing changed, where only a fresh index keeps the order canonical:
+        nodes reordered, a new node before an indexed one, a node's GPUs added or removed."""
+        if nodes is self.nodes:
+            return True
+        listed = {node.name for node in nodes}
+        staying = [node for node in self.nodes if node.name in listed]
+        # The staying nodes first, in their order (so the rest are all new), each with its GPUs.
+        if len(listed) != len(nodes) or not all(map(_same_gpus, nodes[: len(staying)], staying)):
+            return False
+        for node in self.nodes:
+            if node.name not in listed:
+                self._drop(node.name)
+        for node, before in zip(nodes, staying, strict=False):
+            if node is not before and node != before:
+                self._show(node)
+        for node in nodes[len(staying) :]:
+            self._add_node(node)
+        self.nodes = nodes
+        return True
+
     # -- queries ---------------------------------------------------------------------------------
     def nodes_with_empty(self, at_least: int) -> Iterator[tuple[str, list[GpuSlot]]]:
         """(node, its empty usable GPUs) for nodes with at least `at_least` of them, best fit first."""
+        names = self._node_names
         for bucket in self._nodes_by_empty[max(at_least, 1) :]:
-            for node in bucket:
+            for rank in bucket:
+                node = names[rank]
                 yield node, list(self._empty[node].values())
 
     def shared_groups(self, below: int) -> Iterator[Group]:
         """Usable GPUs running 1 .. `below`-1 jobs that all share, grouped (see `GroupKey`)."""
         for count in range(1, below):
-            yield from self._shared.get(count, {}).values()
+            yield from self._groups(count).values()
 
     def has_shared(self, below: int) -> bool:
         """Some GPU is in `shared_groups(below)` (a group is dropped with its last GPU)."""
@@ -184,11 +259,59 @@ class ClusterIndex:
         return self._empty_total
 
     # -- bookkeeping -----------------------------------------------------------------------------
+    def _groups(self, count: int) -> dict[GroupKey, Group]:
+        groups = self._shared.get(count, {})
+        if count in self._unsorted:
+            self._unsorted.discard(count)
+            groups = self._shared[count] = dict(sorted(groups.items(), key=_by_first_rank))
+        return groups
+
     def _slots_of(self, job: RunningJob) -> Iterator[GpuSlot]:
         for gpu_index in job.gpu_indices:
             slot = self.slots.get((job.node, gpu_index))
             if slot is not None:  # a job on a GPU the snapshot no longer lists has nothing to index
                 yield slot
+
+    def _list(self, node: Node) -> list[GpuSlot]:
+        """Ranks `node` after every node listed so far, and its GPUs after theirs."""
+        slots = [GpuSlot(gpu, node.schedulable, self._next_rank + i) for i, gpu in enumerate(node.gpus)]
+        self._next_rank += len(slots)
+        self._node_rank[node.name] = len(self._node_names)
+        self._node_names.append(node.name)
+        self.node_slots[node.name] = slots
+        self.slots.update((slot.key, slot) for slot in slots)
+        while len(self._nodes_by_empty) <= len(slots):
+            self._nodes_by_empty.append([])
+        return slots
+
+    def _add_node(self, node: Node) -> None:
+        self.changes += 1
+        slots = self._list(node)
+        self._empty[node.name] = {}
+        self._nodes_by_empty[0].append(self._node_rank[node.name])  # the highest rank: sorted
+        for job in self.jobs.values():  # jobs the index holds already on GPUs it did not list
+            if job.node == node.name:
+                for slot in self._slots_of(job):
+                    slot.tenants.append(job)
+        for slot in slots:
+            self._attach(slot)
+
+    def _drop(self, name: str) -> None:
+        """Forgets node `name`; the jobs on it stay (a fresh index keeps them, on no GPU)."""
+        self.changes += 1
+        for slot in self.node_slots.pop(name):
+            self._detach(slot)
+            del self.slots[slot.key]
+        del self._empty[name]
+        bucket = self._nodes_by_empty[0]  # every GPU detached: it has no empty GPU left
+        del bucket[bisect.bisect_left(bucket, self._node_rank.pop(name))]
+
+    def _show(self, node: Node) -> None:
+        self.changes += 1
+        for slot, gpu in zip(self.node_slots[node.name], node.gpus, strict=True):
+            self._detach(slot)
+            slot.show(gpu, node.schedulable)
+            self._attach(slot)
 
     def _detach(self, slot: GpuSlot) -> None:
         if not slot.usable:
@@ -197,31 +320,64 @@ class ClusterIndex:
             self._move_node(slot.node, lambda empty: empty.pop(slot.key))
         elif slot.group is not None:  # filed as shareable: its group is known, no key to work out
             group, slot.group = slot.group, None
-            del group.slots[slot.key]
-            if not group.slots:
-                del self._shared[len(slot.tenants)][group.key]
+            count = len(slot.tenants)
+            if group.leave(slot):
+                self._unsorted.add(count)
+            if not group:
+                del self._shared[count][group.key]
 
     def _attach(self, slot: GpuSlot) -> None:
         if not slot.usable:
             return
         if not slot.tenants:
-            self._move_node(slot.node, lambda empty: empty.__setitem__(slot.key, slot))
+            self._move_node(slot.node, lambda empty: _put_ranked(empty, slot))
         elif slot.shareable():
             self._file_shared(slot)
 
     def _file_shared(self, slot: GpuSlot) -> None:
-        groups = self._shared.setdefault(len(slot.tenants), {})
+        count = len(slot.tenants)
+        groups = self._shared.setdefault(count, {})
         key = slot.group_key()
         group = groups.get(key)
         if group is None:
             group = groups[key] = Group(key)
-        group.slots[slot.key] = slot
+        if group.join(slot):
+            self._unsorted.add(count)
         slot.group = group
 
     def _move_node(self, node: str, change: Callable[[dict[GpuKey, GpuSlot]], object]) -> None:
         empty = self._empty[node]
         before = len(empty)
-        self._nodes_by_empty[before].pop(node, None)
+        rank = self._node_rank[node]
+        bucket = self._nodes_by_empty[before]
+        del bucket[bisect.bisect_left(bucket, rank)]
         change(empty)
-        self._nodes_by_empty[len(empty)][node] = None
+        bisect.insort(self._nodes_by_empty[len(empty)], rank)
         self._empty_total += len(empty) - before
+
+
+def _by_rank(item: tuple[GpuKey, GpuSlot]) -> int:
+    return item[1].rank
+
+
+def _by_first_rank(item: tuple[GroupKey, Group]) -> int:
+    return item[1].first_rank()
+
+
+def _put_ranked(slots: dict[GpuKey, GpuSlot], slot: GpuSlot) -> None:
+    """Files `slot` in `slots` (a node's few empty GPUs), keeping them in rank order."""
+    last = next(reversed(slots.values()), None)
+    slots[slot.key] = slot
+    if last is not None and slot.rank < last.rank:
+        ordered = sorted(slots.items(), key=_by_rank)
+        slots.clear()
+        slots.update(ordered)
+
+
+def _same_gpus(node: Node, indexed: Node) -> bool:
+    """The same node with the same GPUs (by index), whatever their state."""
+    if node is indexed:
+        return True
+    if node.name != indexed.name or len(node.gpus) != len(indexed.gpus):
+        return False
+    return all(gpu.index == old.index for gpu, old in zip(node.gpus, indexed.gpus, strict=True))

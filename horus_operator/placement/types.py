@@ -107,9 +107,9 @@ class ClusterSnapshot:
     running: tuple[RunningJob, ...] = ()
     now: float = 0.0
     # Optional `placement.index.ClusterIndex` of exactly this state, kept current by callers that see
-    # every change (the simulator) so a policy need not re-index the cluster on every call. When given
-    # it is authoritative and `running` may be left empty; policies return it unchanged
-    # (`ClusterIndex.of` borrows it, or builds one where none is given).
+    # every change (the simulator; the operator, `placement.keeper`) so a policy need not re-index the
+    # cluster on every call. When given it is authoritative and `running` may be left empty; policies
+    # return it unchanged (`ClusterIndex.of` borrows it, or builds one where none is given).
     index: KeptIndex | None = field(default=None, compare=False, repr=False)
     # The earliest time all known work could be done (`placement.makespan.horizon_s`), where the caller
     # knows the jobs' remaining work; None: unknown, and no makespan guard applies.

@@ -130,9 +130,13 @@ class Mover:
 
     def reserved(self, snapshot: ClusterSnapshot, *, but: Iterable[str] = ()) -> ClusterSnapshot:
         """`snapshot` with the targets of jobs between pods held (all but `but`'s)."""
-        skip = set(but)
-        held = tuple(job for key, job in sorted(self._reserved.items()) if key not in skip)
+        held = self.held(but=but)
         return dataclasses.replace(snapshot, running=snapshot.running + held) if held else snapshot
+
+    def held(self, *, but: Iterable[str] = ()) -> tuple[RunningJob, ...]:
+        """The targets of jobs between pods (all but `but`'s), by job key."""
+        skip = set(but)
+        return tuple(job for key, job in sorted(self._reserved.items()) if key not in skip)
 
     def retarget(self, snapshot: ClusterSnapshot, keys: Iterable[str]) -> dict[str, Assignment]:
         """The jobs among `keys` whose old pod is gone, placed on their targets where those still fit

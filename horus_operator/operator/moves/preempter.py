@@ -19,7 +19,6 @@ queue (the least attained service), but no GPU is held for it as a move's target
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
@@ -58,24 +57,24 @@ class Preempter:
         for chosen in planned:
             await self._record(chosen, running[chosen.job], now)
 
-    def held(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
-        """`snapshot` with the GPUs of preempted pods still stopping held."""
-        held = tuple(
-            RunningJob(pod.request, pod.node, pod.gpu_indices)
-            for pod in self._stopping_pods()
-            if pod.deleting and pod.request is not None
-        )
-        return dataclasses.replace(snapshot, running=snapshot.running + held) if held else snapshot
+    def held(self) -> dict[str, tuple[RunningJob, ...]]:
+        """The GPUs of preempted pods still being deleted (their pods no longer count as running, yet
+        their processes may still hold the GPU), by job key."""
+        held: dict[str, tuple[RunningJob, ...]] = {}
+        for key, pod in self._stopping_pods():
+            if pod.deleting and pod.request is not None:
+                held[key] = (*held.get(key, ()), RunningJob(pod.request, pod.node, pod.gpu_indices))
+        return held
 
     def _stopping(self) -> bool:
         return next(self._stopping_pods(), None) is not None
 
-    def _stopping_pods(self) -> Iterator[PodView]:
-        """The pods of recorded preemptions that still run or are being deleted."""
+    def _stopping_pods(self) -> Iterator[tuple[str, PodView]]:
+        """The pods of recorded preemptions that still run or are being deleted, with their job's key."""
         for key, body in self._cache.jobs.items():
             current = body.get("status") or {}
             if current.get("preemptions"):
-                yield from preemption.stopping(current, self._cache.job_pods(key))
+                yield from ((key, pod) for pod in preemption.stopping(current, self._cache.job_pods(key)))
 
     def _status(self, key: str) -> Mapping[str, Any]:
         return (self._cache.jobs.get(key) or {}).get("status") or {}

@@ -14,15 +14,16 @@ from operator_builders import FakeKube, PodBuilder, gpu_node
 
 from horus_operator.api import keys
 from horus_operator.operator.cache import ClusterCache, job_key
-from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.base import Limits, PredictingPolicy
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import JobPrediction, Predictor, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
+from horus_operator.testing.indexes import views
 
 NOW = datetime(2026, 12, 2, 10, 0, tzinfo=UTC)
 
@@ -418,3 +419,74 @@ def test_waiting_jobs_at_the_head_are_told_their_place_and_why() -> None:
     }
     assert places["team-a/unknown"]["position"] == 2
     assert places["team-a/unknown"]["reason"].startswith("length unknown")
+
+
+def test_the_kept_index_follows_watch_events_as_a_fresh_snapshot_would() -> None:
+    """Between resyncs the loop's index is kept from the cache's changes (pods bound, ended, deleted;
+    a node cordoned, added, removed), never rebuilt; it answers as an index built from a fresh
+    snapshot does."""
+    kube = _cluster(jobs=6, gpus=4)
+    kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=4)
+    cache = ClusterCache()
+    loop = _loop(kube, cache)
+
+    def kept_is_fresh() -> ClusterIndex:
+        kept = loop._view(NOW).index
+        assert isinstance(kept, ClusterIndex)
+        fresh = ClusterIndex.build(loop._snapshot(NOW))
+        assert views(kept, job_order=False) == views(fresh, job_order=False)
+        return kept
+
+    async def scenario() -> None:
+        await _settle(loop, cycles=2)
+        kept = kept_is_fresh()
+        ended, deleted, *_ = kube.pods.values()
+        cache.put_pod({**ended, "status": {**ended["status"], "phase": "Succeeded"}})
+        cache.drop_pod(deleted)
+        deleted_key = pods.view(deleted).job_key
+        cordoned = gpu_node("gpu-node-1")
+        cordoned["spec"]["unschedulable"] = True
+        cache.put_node(cordoned)
+        assert kept_is_fresh() is kept
+        await loop.cycle()
+        await loop.settle()
+        assert kept_is_fresh() is kept
+        assert len(kept.jobs) == 5  # the job whose pod was deleted runs again, on the node not cordoned
+        assert {job.node for job in kept.jobs.values() if job.request.key == deleted_key} == {"gpu-node-0"}
+        cache.put_node(gpu_node("gpu-node-2", count=2))  # a node joins, another leaves
+        cache.drop_node(gpu_node("gpu-node-0"))
+        assert kept_is_fresh() is kept
+        assert [node.name for node in kept.nodes] == ["gpu-node-1", "gpu-node-2"]
+
+    asyncio.run(scenario())
+
+
+class FailsHalfWay(FirstFreeGpu):
+    """Places its first job into the borrowed index, then fails, once: a policy bug mid-call."""
+
+    failed = False
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        if not self.failed and isinstance(snapshot.index, ClusterIndex):
+            self.failed = True
+            snapshot.index.add(RunningJob(queue[0], "gpu-node-0", (0,)))
+            raise RuntimeError("policy failed half-way")
+        return super().schedule(snapshot, queue)
+
+
+def test_a_cycle_that_failed_half_way_leaves_no_tentative_job_in_the_kept_index() -> None:
+    kube = _cluster(jobs=2, gpus=4)
+    cache = ClusterCache()
+    loop = _loop(kube, cache, policy=FailsHalfWay())
+
+    async def scenario() -> None:
+        await loop.resync()
+        with pytest.raises(RuntimeError, match="half-way"):
+            await loop.cycle()
+        assert loop._view(NOW).index.jobs == {}  # type: ignore[union-attr]
+        cache.mark(cache.jobs)  # the periodic re-decision
+        await loop.cycle()
+        await loop.settle()
+
+    asyncio.run(scenario())
+    assert kube.creates == 2
