@@ -102,8 +102,20 @@ def wants_whole_gpus(request: JobRequest) -> bool:
     return request.gpus > 1 or request.max_slowdown <= 1.0
 
 
-def workload_order(workload: Workload) -> tuple[str, int, str, str]:
-    return (workload.model, workload.batch_size, workload.features_key, workload.precision)
+def workload_order(workload: Workload) -> tuple[str, int, str, str, str, float, float, float]:
+    """A total order over what tells workloads apart (every field `Workload` compares), so that a set of
+    co-tenants has one canonical order: one group and one cached answer per set, whatever the order the
+    jobs came in. An unobserved busy fraction or peak sorts before every observed one."""
+    return (
+        workload.model,
+        workload.batch_size,
+        workload.features_key,
+        workload.precision,
+        workload.framework,
+        workload.host_cpus,
+        -1.0 if workload.busy is None else workload.busy,
+        -1.0 if workload.peak_memory_mib is None else workload.peak_memory_mib,
+    )
 
 
 class GpuSlot:

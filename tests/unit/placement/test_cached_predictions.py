@@ -45,3 +45,26 @@ def test_job_answers_are_cached_until_the_predictor_learns() -> None:
     learner.revision = 1
     assert cached.job(workload, "v100").utilization == 0.1
     assert learner.calls == 2
+
+
+class Counting(Learner):
+    """Records the order each group was asked in; answers a slowdown per framework."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, ...]] = []
+
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        self.asked.append(tuple(w.framework for w in workloads))
+        return tuple(1.5 if w.framework == "tensorflow" else 1.2 for w in workloads)
+
+
+def test_a_group_that_differs_only_in_framework_is_asked_once_whatever_its_order() -> None:
+    learner = Counting()
+    cached = CachedPredictions(learner)
+    torch, tf = Workload("resnet50", 64), Workload("resnet50", 64, framework="tensorflow")
+    assert cached.slowdowns("v100", [torch, tf], 16000.0) == (1.2, 1.5)
+    assert cached.slowdowns("v100", [tf, torch], 16000.0) == (1.5, 1.2)
+    assert learner.asked == [("pytorch", "tensorflow")]
