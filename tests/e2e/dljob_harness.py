@@ -25,6 +25,9 @@ def only_nodes(cluster: devcluster.LocalCluster, keep: list[str]) -> Iterator[No
     """Cordon every other node for the duration (the session's nodes are shared, so always uncordon)."""
     names = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
     others = [n for n in names if n not in keep]
+    if not others:  # kubectl cordon refuses an empty list
+        yield
+        return
     cluster.kubectl("cordon", *others)
     try:
         yield

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dljob_harness import apply, dljobs, get_json, horus_pods, wait_phases
+from dljob_harness import apply, dljobs, get_json, horus_pods, only_nodes, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
@@ -24,6 +24,8 @@ from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, Operato
 pytestmark = pytest.mark.e2e
 
 # The session's nodes: two with 4 V100s, one with 8 A100s (conftest.E2E_POOLS): three jobs fill them.
+# Nodes other tests added are cordoned for the test.
+SESSION_NODES = ["gpu-node-0", "gpu-node-1", "a100-node-0"]
 FILLERS = {"long-run": 4, "short-run": 4, "wide": 8}
 # A (re)started job runs 4x (grace period 30 s + restart cost 0) before it may be preempted.
 PROTECTED_S = 120
@@ -60,6 +62,11 @@ def job(name: str, gpus: int) -> dict[str, Any]:
 def test_the_job_of_most_attained_service_is_preempted_for_a_new_one(
     cluster: devcluster.LocalCluster, namespace: str, operator: OperatorProcess
 ) -> None:
+    with only_nodes(cluster, SESSION_NODES):
+        _preempted_for_a_new_one(cluster, namespace)
+
+
+def _preempted_for_a_new_one(cluster: devcluster.LocalCluster, namespace: str) -> None:
     apply(cluster, namespace, *(job(name, gpus) for name, gpus in FILLERS.items()))
     wait_phases(cluster, namespace, list(FILLERS), {"Running"}, timeout=120)
     attained = json.dumps({"status": {"attainedGpuSeconds": 100000}})  # level 2: past ten GPU-hours
