@@ -96,7 +96,9 @@ def claim_names(meta: Mapping[str, Any], gpus: int, token: str) -> tuple[str, ..
 
 def own_claims(spec: Mapping[str, Any]) -> tuple[str, ...]:
     """The ResourceClaims the webhook made the pod reference, in GPU order: the leading entries of
-    `spec.resourceClaims` named `gpu-0`, `gpu-1`, … (an owner's own entries are refused at admission)."""
+    `spec.resourceClaims` named `gpu-0`, `gpu-1`, … Any other entry is refused at admission; entries an
+    owner writes in this shape are taken as the webhook's, which gives them nothing: Horus creates
+    claims of those names for the GPUs it chooses, and never uses one it does not own."""
     names: list[str] = []
     for position, reference in enumerate(spec.get("resourceClaims") or []):
         if reference.get("name") != pods.claim_reference(position) or not reference.get("resourceClaimName"):
