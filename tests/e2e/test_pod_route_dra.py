@@ -7,7 +7,9 @@ ResourceClaim of its own (named at admission: the pod's spec.resourceClaims cann
 no GPU variable; Horus creates the claim for the GPU it chose, owned by the pod, releases the pod, and
 kube-scheduler binds it there and allocates the claim exactly that GPU; a claim left for another GPU
 by an earlier decision (a restart between creating a claim and releasing its pod) is made again for
-the GPU chosen now, never doubled; the claims go with their pods. kwok nodes have no kubelet: what a
+the GPU chosen now, never doubled; the claims go with their pods; an operator SIGKILLed once a 10-pod
+burst's first claim exists leaves, after its restart, exactly one claim per pod, each allocated the
+GPU its pod's record names, no pod released twice. kwok nodes have no kubelet: what a
 container then sees is not tested (as in test_dra.py).
 """
 
@@ -137,3 +139,39 @@ def test_a_dra_bound_pod_gets_its_own_claim_for_the_gpu_horus_chose_and_is_bound
     wait_for(
         lambda: not stored_claims(cluster, namespace), timeout=120, what="the claims to go with the pods"
     )
+
+
+def test_an_operator_killed_while_claims_are_made_leaves_each_pod_one_claim_for_its_gpu(
+    cluster: devcluster.LocalCluster, webhook_operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    harness.create(cluster, namespace, _dra_job("burst", completions=10, duration="300s"))
+    wait_for(lambda: stored_claims(cluster, namespace), timeout=90, what="the first claim", every=0.1)
+    webhook_operator.kill()  # SIGKILL, with the rest of the burst being decided, claimed or released
+    first_seen = {
+        p["metadata"]["name"]: p["metadata"]["annotations"]["horus.dev/gpu-uuids"]
+        for p in harness.pods(cluster, namespace, "-l", "job-name=burst")
+        if harness.released(p)
+    }
+    webhook_operator.start()
+
+    pods = wait_for(
+        lambda: (found := _bound(cluster, namespace, "-l", "job-name=burst")) and len(found) == 10 and found,
+        timeout=180,
+        what="every pod of the burst released and bound",
+    )
+    uuids = device_uuids(cluster)
+    wanted = {_claim_of(pod): pod for pod in pods}
+    stored = wait_for(
+        lambda: (
+            all(_allocated(cluster, namespace, name) for name in wanted) and stored_claims(cluster, namespace)
+        ),
+        timeout=60,
+        what="every claim allocated",
+    )
+    assert set(stored) == set(wanted)  # one claim per pod: none doubled, none left over
+    for name, pod in wanted.items():
+        gpu = pod["metadata"]["annotations"]["horus.dev/gpu-uuids"]
+        assert allocated_uuid(stored[name], uuids) == gpu, name
+        assert first_seen.get(pod["metadata"]["name"], gpu) == gpu, "released twice"
+    assert len({allocated_uuid(claim, uuids) for claim in stored.values()}) == 10  # a GPU each
