@@ -77,7 +77,7 @@ LABEL_CLAIM_NODE = "horus.dev/node"  # on the ResourceClaims Horus owns: the nod
 ANNOTATION_CLAIM_UUID = "horus.dev/gpu-uuid"  # on Horus's claims: the GPU they select
 ANNOTATION_SHARING = "horus.dev/sharing"  # on Horus's claims: the sharing config they were created with
 ANNOTATION_DESIRED_SHARING = "horus.dev/desired-sharing"  # the config the claim's tenants now call for
-ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env or dra
+ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env or dra (a routed pod asks; Horus records)
 ANNOTATION_CLAIMS = "horus.dev/claims"  # on dra pods: the claims they reference, in GPU order
 
 # Written by a training job on its own pod: its progress in steps per second (float), read by the agent.

@@ -17,6 +17,7 @@ told what to fix in the words of the pod.
     horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing
                                           (with huggingface:)
     horus.dev/group: <name>               horus.dev/group-size: "4"   (a gang: `group`)
+    horus.dev/binding: env|dra            (default: the operator's `--binding`)
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ FIELDS: Mapping[str, str] = {
     "spec.gpus": keys.ANNOTATION_GPU_COUNT,
     "spec.priority": keys.ANNOTATION_PRIORITY,
     "spec.totalSteps": keys.ANNOTATION_TOTAL_STEPS,
+    # Also Horus's record of the binding it gave (`jobs/pods.placement_annotations`): the same word.
+    "spec.binding": keys.ANNOTATION_BINDING,
 }
 
 # The owner's annotations (`FIELDS`' keys); every other horus.dev/ annotation on a pod is Horus's record
@@ -84,6 +87,14 @@ def request_key(namespace: str, name: str) -> str:
 
 def is_request_key(key: str) -> bool:
     return key.startswith("pod:")
+
+
+def own_claims_scope(key: str) -> str:
+    """`JobRequest.share_scope` of a DRA-bound pod of the pod route (queue key `key`): a scope of its own,
+    so it shares its GPUs with nobody. Its ResourceClaims are named at admission, before any GPU is
+    chosen, so they are its own, and two claims cannot hold one device (unlike a DLJob's pods, which
+    Horus creates after placing, referencing the one claim of each GPU their co-tenants share)."""
+    return f"{dljob.Binding.DRA}/{key}"
 
 
 def wants_horus(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bool:
@@ -225,6 +236,8 @@ def _spec(annotations: Mapping[str, str]) -> dict[str, Any]:
             spec[field] = _number(annotations, key, kind)
     spec["precision"] = annotations.get(keys.ANNOTATION_PRECISION, defaults.DEFAULT_PRECISION).strip()
     spec["framework"] = annotations.get(keys.ANNOTATION_FRAMEWORK, defaults.DEFAULT_FRAMEWORK).strip()
+    if keys.ANNOTATION_BINDING in annotations:  # checked by `dljob.binding_of`, as spec.binding is
+        spec["binding"] = annotations[keys.ANNOTATION_BINDING].strip()
     return spec
 
 

@@ -345,7 +345,7 @@ class SchedulingLoop:
             self._pending.pop(key, None)
             self._records.pop(key, None)
             return
-        self._pending[key] = _Pending(0, waiting.job, waiting.workload, dljob.Binding.ENV, waiting.request)
+        self._pending[key] = _Pending(0, waiting.job, waiting.workload, waiting.binding, waiting.request)
 
     async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         """Delete the pods a decision names: a stuck pod at once (its node may never confirm), a moved one
@@ -554,6 +554,8 @@ class SchedulingLoop:
             uuids = cluster_view.gpu_uuids(nodes, assignment)
             if pending is None or pending.binding != dljob.Binding.DRA or not all(uuids):
                 continue
+            if self._podroute is not None and self._podroute.owns(assignment.job):
+                continue  # its own claims, which the pod route makes as it releases the pod
             request = pending.request
             namespace, predicted = pending.job.namespace, pods.predicted(assignment)
             holders.append(
@@ -568,12 +570,7 @@ class SchedulingLoop:
         placed on its move's target), which the pod records."""
         pending = self._pending.pop(assignment.job, None)
         uuids = cluster_view.gpu_uuids(nodes, assignment)
-        if pending is not None and self._podroute is not None and self._podroute.owns(assignment.job):
-            hostname = self._cache.node_views[assignment.node].hostname
-            await self._podroute.release(assignment, placed or pending.request, hostname, uuids)
-            return
-        body = self._cache.jobs.get(assignment.job)
-        if pending is None or body is None:
+        if pending is None:
             return
         if pending.binding == dljob.Binding.DRA and not all(uuids):  # a GPU no ResourceSlice lists (yet)
             self._pending[assignment.job] = pending
@@ -581,6 +578,13 @@ class SchedulingLoop:
             self._note_waiting(
                 assignment.job, f"waiting: {where} is in no ResourceSlice of {GPU_DRIVER}", now
             )
+            return
+        if self._podroute is not None and self._podroute.owns(assignment.job):
+            hostname = self._cache.node_views[assignment.node].hostname
+            await self._podroute.release(assignment, placed or pending.request, hostname, uuids)
+            return
+        body = self._cache.jobs.get(assignment.job)
+        if body is None:
             return
         placement = pods.Placement(
             job=pending.job,

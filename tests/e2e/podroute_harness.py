@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +53,15 @@ def webhook_settings(directory: Path) -> tuple[dict[str, str], dict[str, Any]]:
 
 @contextlib.contextmanager
 def serving_webhook(
-    cluster: devcluster.LocalCluster, directory: Path, identity: str
+    cluster: devcluster.LocalCluster, directory: Path, identity: str, extra: Mapping[str, str] | None = None
 ) -> Iterator[OperatorProcess]:
-    """The operator serving the pod webhook, registered for the duration (logs and TLS in `directory`)."""
+    """The operator serving the pod webhook, registered for the duration (logs and TLS in `directory`;
+    `extra`: more of its settings)."""
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
     settings, config = webhook_settings(directory / "tls")
-    operator = OperatorProcess(cluster, directory / "operator.log", identity=identity, settings=settings)
+    operator = OperatorProcess(
+        cluster, directory / "operator.log", identity=identity, settings={**settings, **(extra or {})}
+    )
     cluster.kubectl("apply", "-f", "-", input=json.dumps(config))
     operator.start()
     try:

@@ -9,13 +9,11 @@ allocation (which device kube-scheduler gives each claim), never what a containe
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+import dra_harness
 import pytest
 from dljob_harness import (
     apply,
@@ -27,23 +25,19 @@ from dljob_harness import (
     predicted_pairs,
     wait_phases,
 )
+from dra_harness import allocated_uuid, device_uuids, stored_claims
 
 from horus_operator import devcluster
 from horus_operator.operator.dra import claims
 from horus_operator.testing.builders import DLJobBuilder
-from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, terminate, wait_for
+from horus_operator.testing.operator_process import FAST_SETTINGS, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
-
-DRA_NODE_PREFIX = "dra-node"  # this module's own nodes: 1 × 2 V100 16 GiB
 
 
 @pytest.fixture(scope="module")
 def dra_node(cluster: devcluster.LocalCluster) -> str:
-    existing = cluster.kubectl("get", "nodes", "-o", "jsonpath={.items[*].metadata.name}").stdout.split()
-    mine = [n for n in existing if n.startswith(DRA_NODE_PREFIX)]
-    pool = devcluster.GpuNodePool(count=1, gpus_per_node=2, name_prefix=DRA_NODE_PREFIX)
-    return mine[0] if mine else cluster.add_nodes(pool)[0]
+    return dra_harness.dra_node(cluster)
 
 
 @pytest.fixture(scope="module")
@@ -52,59 +46,17 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """The fake agents of every GPU node (ResourceSlices, GPUNodes) and `horus run --binding dra`."""
     logs = tmp_path_factory.mktemp("dra")
-    cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
-    argv = [sys.executable, "-c", "from horus_operator.cli import main; main()", "agent", "--backend", "fake"]
-    argv += ["--all-nodes", "--metrics-port", "0", "--sample-interval", "0.5", "--publish-interval", "1"]
-    with (logs / "agents.log").open("ab") as log:
-        agents = subprocess.Popen(
-            argv,
-            env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
     process = OperatorProcess(
         cluster,
         logs / "operator.log",
         settings={**FAST_SETTINGS, "HORUS_BINDING": "dra", "HORUS_SHARING": "mps"},
     )
-    try:
-        nodes = cluster.kubectl(
-            "get", "nodes", "-l", "nvidia.com/gpu.present=true", "-o", "name"
-        ).stdout.split()
-        wait_for(lambda: len(slices(cluster)) == len(nodes), timeout=60, what="a ResourceSlice per GPU node")
+    with dra_harness.publishing_slices(cluster, logs):
         process.start()
-        yield process
-    finally:
-        process.stop()
-        terminate(agents)
-        # Later modules read GPUs from GFD labels and want no silent agents' telemetry.
-        cluster.kubectl("delete", "gpunodes,resourceslices", "--all", check=False)
-
-
-def slices(cluster: devcluster.LocalCluster) -> list[dict[str, Any]]:
-    listing = json.loads(cluster.kubectl("get", "resourceslices", "-o", "json").stdout)
-    return [s for s in listing["items"] if s["spec"]["driver"] == "gpu.nvidia.com"]
-
-
-def device_uuids(cluster: devcluster.LocalCluster) -> dict[tuple[str, str], str]:
-    """(pool, device) -> GPU UUID, as the ResourceSlices list them."""
-    return {
-        (s["spec"]["pool"]["name"], d["name"]): d["attributes"]["uuid"]["string"]
-        for s in slices(cluster)
-        for d in s["spec"]["devices"]
-    }
-
-
-def stored_claims(cluster: devcluster.LocalCluster, namespace: str) -> dict[str, dict[str, Any]]:
-    return {c["metadata"]["name"]: c for c in get_json(cluster, namespace, "resourceclaims")["items"]}
-
-
-def allocated_uuid(claim: dict[str, Any], uuids: dict[tuple[str, str], str]) -> str | None:
-    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-        "results"
-    ) or []
-    return uuids.get((results[0]["pool"], results[0]["device"])) if results else None
+        try:
+            yield process
+        finally:
+            process.stop()
 
 
 def horus_claims_allocated(

@@ -47,7 +47,13 @@ ClaimId = tuple[str, str]  # (namespace, name)
 
 def claim_name(node: str, uuid: str) -> str:
     """Deterministic, so creating it twice is a harmless 409; a DNS subdomain (hashed when too long)."""
-    name = _NOT_DNS.sub("-", f"horus-{node}-{uuid}".lower()).strip("-.")
+    return dns_name(f"horus-{node}-{uuid}")
+
+
+def dns_name(text: str) -> str:
+    """`text` as a DNS subdomain, an object's name: other characters become "-", and a name too long
+    keeps its start and ends in a hash of the whole (so two long names stay apart)."""
+    name = _NOT_DNS.sub("-", text.lower()).strip("-.")
     if len(name) <= _MAX_NAME:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:12]
@@ -170,8 +176,7 @@ def desired(
 
 
 def claim_body(claim: DesiredClaim) -> dict[str, Any]:
-    request = "gpu"
-    body: dict[str, Any] = {
+    return {
         "apiVersion": keys.DRA_API_VERSION,
         "kind": "ResourceClaim",
         "metadata": {
@@ -183,30 +188,45 @@ def claim_body(claim: DesiredClaim) -> dict[str, Any]:
                 keys.ANNOTATION_SHARING: claim.sharing_text,
             },
         },
-        "spec": {
-            "devices": {
-                "requests": [
-                    {
-                        "name": request,
-                        "exactly": {
-                            "deviceClassName": keys.GPU_DEVICE_CLASS,
-                            "selectors": [{"cel": {"expression": uuid_selector(claim.uuid)}}],
-                        },
-                    }
-                ]
-            }
-        },
+        "spec": _selecting(claim.uuid, claim.sharing),
     }
-    if claim.sharing is not None:
+
+
+def pod_claim_body(namespace: str, name: str, uuid: str, pod_name: str, pod_uid: str) -> dict[str, Any]:
+    """The claim of one GPU of one pod of the pod route, named at the pod's admission: the same device
+    selection as a DLJob's claim, no sharing config (nobody joins it: `pod_spec.own_claims_scope`), and
+    owned by the pod, so the garbage collector deletes it with the pod. Not labelled as Horus's: the
+    keeper keeps only claims its DLJobs' pods share, and would delete this one as unwanted."""
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": pod_name, "uid": pod_uid, "controller": True}
+    return {
+        "apiVersion": keys.DRA_API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": {keys.ANNOTATION_CLAIM_UUID: uuid},
+            "ownerReferences": [owner],
+        },
+        "spec": _selecting(uuid, None),
+    }
+
+
+def _selecting(uuid: str, sharing: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A claim's spec: exactly the GPU `uuid`, with the driver's sharing config when there is one."""
+    request = "gpu"
+    selector = {"cel": {"expression": uuid_selector(uuid)}}
+    exactly = {"deviceClassName": keys.GPU_DEVICE_CLASS, "selectors": [selector]}
+    devices: dict[str, Any] = {"requests": [{"name": request, "exactly": exactly}]}
+    if sharing is not None:
         parameters = {
             "apiVersion": keys.GPU_CONFIG_API_VERSION,
             "kind": keys.GPU_CONFIG_KIND,
-            "sharing": claim.sharing,
+            "sharing": sharing,
         }
-        body["spec"]["devices"]["config"] = [
+        devices["config"] = [
             {"requests": [request], "opaque": {"driver": keys.GPU_DRIVER, "parameters": parameters}}
         ]
-    return body
+    return {"devices": devices}
 
 
 def uuid_selector(uuid: str) -> str:
@@ -243,6 +263,12 @@ class ClaimView:
     allocated: tuple[Device, ...]
     reserved: int  # pods (or other consumers) it is reserved for
     deleting: bool
+    selectors: tuple[str, ...] = ()  # the CEL expressions of its requests: which devices it may have
+    owner_uid: str = ""  # the uid of its controller (a pod of the pod route, for that pod's claims)
+
+    def selects(self, uuid: str) -> bool:
+        """Whether it asks for exactly the GPU `uuid`, as Horus's claims do."""
+        return self.selectors == (uuid_selector(uuid),)
 
     @property
     def id(self) -> ClaimId:
@@ -266,6 +292,19 @@ def view(body: Mapping[str, Any]) -> ClaimView:
         allocated=tuple(Device(r.get("driver", ""), r.get("pool", ""), r.get("device", "")) for r in results),
         reserved=len(status.get("reservedFor") or []),
         deleting=bool(meta.get("deletionTimestamp")),
+        selectors=_selectors(body.get("spec") or {}),
+        owner_uid=next(
+            (o.get("uid", "") for o in meta.get("ownerReferences") or [] if o.get("controller")), ""
+        ),
+    )
+
+
+def _selectors(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    requests = (spec.get("devices") or {}).get("requests") or []
+    return tuple(
+        (selector.get("cel") or {}).get("expression", "")
+        for request in requests
+        for selector in (request.get("exactly") or {}).get("selectors") or []
     )
 
 

@@ -58,14 +58,14 @@ def build_pod(placement: Placement) -> dict[str, Any]:
     template = copy.deepcopy(dict(job.template))
     spec: dict[str, Any] = template.get("spec", {})
     if placement.claims:
-        _reference_claims(spec, placement.claims)
+        reference_claims(spec, placement.claims)
         # Init containers and sidecars are outside the claims: they see no GPU, whatever their image's
         # ENV or an envFrom says (an explicit `env` entry wins over both).
-        _set_visible_devices(spec.get("initContainers", []), NO_GPU)
+        set_visible_devices(spec.get("initContainers", []), NO_GPU)
     else:
         devices = visible_devices(assignment.gpu_indices, placement.gpu_uuids)
         for kind in ("initContainers", "containers"):
-            _set_visible_devices(spec.get(kind, []), devices)
+            set_visible_devices(spec.get(kind, []), devices)
     spec["nodeSelector"] = {**spec.get("nodeSelector", {}), keys.LABEL_HOSTNAME: placement.hostname}
     spec.setdefault("restartPolicy", "Never")  # Horus counts attempts; "OnFailure" would hide failures
     return {
@@ -85,7 +85,7 @@ def build_pod(placement: Placement) -> dict[str, Any]:
     }
 
 
-def _set_visible_devices(containers: Sequence[dict[str, Any]], devices: str) -> None:
+def set_visible_devices(containers: Sequence[dict[str, Any]], devices: str) -> None:
     """Every container of the pod, init containers and sidecars too, sees exactly `devices`: under env
     binding a container without the variable would see every GPU of its node (the NVIDIA runtime's
     default for a CUDA image)."""
@@ -105,7 +105,7 @@ def owner_reference(job_name: str, uid: str) -> dict[str, Any]:
     }
 
 
-def _reference_claims(spec: dict[str, Any], claims: Sequence[str]) -> None:
+def reference_claims(spec: dict[str, Any], claims: Sequence[str]) -> None:
     """DRA binding: the pod references its GPUs' claims and every container gets them all, as every
     container gets NVIDIA_VISIBLE_DEVICES under env binding. The driver, not an environment variable,
     then decides what the containers see."""

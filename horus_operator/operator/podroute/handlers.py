@@ -11,6 +11,7 @@ route's store (`route.PodRoute`), as the DLJob handlers feed the cache.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from typing import Any
 
 import kopf
@@ -42,11 +43,17 @@ async def serve_webhook(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: A
 async def admit_pod(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, dryrun: bool, **_: Any) -> None:
     """Gate a pod that asks for Horus, or refuse it naming the field at fault (422)."""
     namespace = body.get("metadata", {}).get("namespace") or ""
-    resolver = memo.runtime.resolver
+    resolver, config = memo.runtime.resolver, memo.config
+    bindings = admission.Bindings(default=config.binding, dra_served=config.dra_served)
     try:
         # The catalog and the predictor's checks: in a thread, off the event loop the watches share.
         changes = await asyncio.to_thread(
-            admission.admit, body, namespace=namespace, resolve=resolver.workload
+            admission.admit,
+            body,
+            namespace=namespace,
+            resolve=resolver.workload,
+            bindings=bindings,
+            token=secrets.token_hex(4),  # names a DRA-bound pod's claims while it has no name yet
         )
     except InvalidJob as invalid:
         raise kopf.AdmissionError(f"Horus: {invalid}", code=422) from None

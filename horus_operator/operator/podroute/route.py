@@ -14,6 +14,11 @@ several pods cannot be one write, so a release can be cut short (the operator di
 pods say how far it got: the gang's released members hold their GPUs, and its gated ones are queued as
 the rest of the gang (`JobRequest.gang_placed`), placed together the next cycle that has room for them.
 No member is ever released twice (each release is guarded by its pod's resourceVersion).
+
+A DRA-bound pod (it references the claims the webhook named, `admission.own_claims`) gets its claims
+created for the chosen GPUs before its release, owned by the pod. A claim found already made (a restart
+between creating it and releasing the pod) is kept where it selects the chosen GPU, and deleted and made
+again where the new decision chose another: the pod is gated, so nothing has been allocated for it.
 """
 
 from __future__ import annotations
@@ -26,9 +31,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from horus_operator.api import keys, pod_spec
-from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.api.dljob import Binding, InvalidJob, JobSpec
 from horus_operator.operator import apierrors
 from horus_operator.operator.cache import ClusterCache, newer
+from horus_operator.operator.dra import claims
 from horus_operator.operator.jobs import jobspec, pods, template
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.jobs.pods import PodView
@@ -51,6 +57,7 @@ class Waiting:
     job: JobSpec
     workload: Workload
     request: JobRequest
+    binding: Binding  # as the webhook bound it: dra where it references its own claims
 
 
 class PodRoute:
@@ -145,13 +152,16 @@ class PodRoute:
             return None
         job, workload = verdict
         request = dataclasses.replace(jobspec.request(job, workload, pod.created_at), key=key)
+        binding = Binding.DRA if admission.own_claims(pod.body.get("spec") or {}) else Binding.ENV
+        if binding is Binding.DRA:
+            request = dataclasses.replace(request, share_scope=pod_spec.own_claims_scope(key))
         if pod.group is not None:
             members = (self.pods[member] for member in self._gangs[pod.group.name])
             placed = sum(member.placed for member in members)
             request = dataclasses.replace(
                 request, gang=pod.group.name, gang_size=pod.group.size, gang_placed=placed
             )
-        return Waiting(job, workload, request)
+        return Waiting(job, workload, request, binding)
 
     def _verdict(self, pod: ManagedPod) -> Verdict | None:
         uid = pod.view.uid
@@ -203,6 +213,9 @@ class PodRoute:
         if pod is None or not pod.waiting or not isinstance(verdict, tuple):
             return False
         job, _ = verdict
+        own = admission.own_claims(pod.body.get("spec") or {})
+        if own and not await self._claim(pod, own, uuids):
+            return False
         placement = pods.Placement(
             job=job,
             request=request,
@@ -210,11 +223,12 @@ class PodRoute:
             attempt=0,
             hostname=hostname,
             gpu_uuids=tuple(uuids),
+            claims=own,
         )
-        annotations = {
-            **pods.placement_annotations(placement),
-            keys.ANNOTATION_VISIBLE_DEVICES: pods.visible_devices(assignment.gpu_indices, tuple(uuids)),
-        }
+        annotations = pods.placement_annotations(placement)
+        if not own:  # env binding: what the containers read through the downward API
+            devices = pods.visible_devices(assignment.gpu_indices, tuple(uuids))
+            annotations[keys.ANNOTATION_VISIBLE_DEVICES] = devices
         operations = release.release_operations(pod, annotations, hostname)
         try:
             stored = await self._kube.json_patch_pod(pod.namespace, pod.name, operations)
@@ -230,6 +244,35 @@ class PodRoute:
         message = placed_message(assignment)
         self._tell(pod, "Normal", "Placed", message, placed=True)
         log.info("pod %s/%s released: %s", pod.namespace, pod.name, message)
+        return True
+
+    async def _claim(self, pod: ManagedPod, names: Sequence[str], uuids: Sequence[str | None]) -> bool:
+        """The pod's claims, each selecting its GPU of the placement, created or kept; False while one
+        is not so yet (the pod is decided again)."""
+        for position, (name, uuid) in enumerate(zip(names, uuids, strict=True)):
+            if not await self._claim_one(pod, position, name, uuid or ""):
+                return False
+        return True
+
+    async def _claim_one(self, pod: ManagedPod, position: int, name: str, uuid: str) -> bool:
+        stored = self._cache.claims.get((pod.namespace, name))
+        if stored is not None and stored.owner_uid != pod.view.uid:
+            field = f"spec.resourceClaims[{position}].resourceClaimName"
+            reason = "a ResourceClaim of that name exists and is not this pod's; delete it or the pod"
+            self.refuse(pod.key, InvalidJob(field, name, reason))
+            return False
+        if stored is not None and stored.selects(uuid) and not stored.deleting:
+            return True
+        body = claims.pod_claim_body(pod.namespace, name, uuid, pod.name, pod.view.uid)
+        if stored is not None:  # made for another GPU by an earlier decision; its spec is immutable
+            log.info("pod %s/%s: claim %s selects another GPU; made again", pod.namespace, pod.name, name)
+            await self._kube.delete_claim(pod.namespace, name)
+            self._cache.drop_claim(body)
+        created = await self._kube.create_claim(body)
+        if created is None:  # there, and not seen yet (or still going): decided again once it is seen
+            self._mark(pod.key)
+            return False
+        self._cache.put_claim(created)
         return True
 
     # Telling why.

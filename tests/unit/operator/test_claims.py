@@ -76,6 +76,18 @@ def test_a_claim_selects_exactly_its_gpu_by_uuid_and_carries_the_drivers_gpu_con
     }
 
 
+def test_a_routed_pods_claim_selects_its_gpu_as_a_dljobs_does_and_is_the_pods_not_the_keepers() -> None:
+    body = claims.pod_claim_body("team-a", "train-0-5eed-gpu-0", "GPU-x", "train-0-abcde", "uid-1")
+    shared = claims.claim_body(DesiredClaim("team-a", "gpu-node-0", "GPU-x"))
+    assert body["spec"] == shared["spec"]  # the same device selection, no sharing config
+    assert body["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": "train-0-abcde", "uid": "uid-1", "controller": True}
+    ]
+    stored = claims.view(body)
+    assert not stored.managed  # the keeper deletes the managed claims no DLJob pod wants
+    assert stored.owner_uid == "uid-1" and stored.selects("GPU-x") and not stored.selects("GPU-y")
+
+
 def _holder(job: str, uuid: str, *, namespace: str = "team-a", node: str = "gpu-node-0") -> claims.Holder:
     return claims.Holder(namespace, node, (uuid,), tenant(f"{namespace}/{job}", 0.5, 4000))
 

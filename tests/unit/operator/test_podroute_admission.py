@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from horus_operator.api import keys
-from horus_operator.api.dljob import InvalidJob, JobSpec
+from horus_operator.api.dljob import Binding, InvalidJob, JobSpec
 from horus_operator.operator.podroute import admission, release
 
 MODEL = {keys.ANNOTATION_MODEL: "resnet50", keys.ANNOTATION_BATCH_SIZE: "32"}
@@ -188,3 +188,84 @@ def test_a_pytorchjobs_pod_without_its_group_size_is_refused_naming_the_annotati
         admission.admit(master)
     master["metadata"]["annotations"][keys.ANNOTATION_GROUP_SIZE] = "3"
     assert admission.admit(master) is not None
+
+
+DRA = admission.Bindings(default=Binding.ENV, dra_served=True)
+CLAIMED = {**MODEL, keys.ANNOTATION_BINDING: "dra"}
+
+
+def admitted(body: dict[str, Any], **options: Any) -> dict[str, Any]:
+    """`body` as the API server stores it after the webhook's merge patch."""
+    changes = admission.admit(body, **options)
+    assert changes is not None
+    stored = copy.deepcopy(body)
+    stored["metadata"]["labels"].update(changes["metadata"]["labels"])
+    stored["spec"].update(changes["spec"])
+    return stored
+
+
+def test_a_dra_bound_pod_references_a_claim_per_gpu_named_after_it_and_reads_no_gpu_variable() -> None:
+    body = pod(
+        labels={keys.LABEL_MANAGED: "true"},
+        annotations={**CLAIMED, keys.ANNOTATION_GPU_COUNT: "2"},
+        initContainers=[{"name": "fetch", "image": "i"}],
+    )
+    stored = admitted(body, bindings=DRA, token="t0k3n")
+    assert stored["spec"]["schedulingGates"] == [{"name": keys.SCHEDULING_GATE}]
+    assert stored["spec"]["resourceClaims"] == [
+        {"name": "gpu-0", "resourceClaimName": "p-gpu-0"},
+        {"name": "gpu-1", "resourceClaimName": "p-gpu-1"},
+    ]
+    (train,) = stored["spec"]["containers"]
+    assert train["resources"]["claims"] == [{"name": "gpu-0"}, {"name": "gpu-1"}]
+    assert train["env"] == [{"name": "A", "value": "1"}]  # the driver gives the device, no variable
+    assert stored["spec"]["initContainers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert admission.own_claims(stored["spec"]) == ("p-gpu-0", "p-gpu-1")
+
+
+def test_a_controllers_pod_without_a_name_yet_gets_claims_named_by_the_admissions_token() -> None:
+    body = pod(labels={keys.LABEL_MANAGED: "true"}, annotations=CLAIMED)
+    del body["metadata"]["name"]
+    body["metadata"]["generateName"] = "train-0-"
+    stored = admitted(body, bindings=DRA, token="5eed")
+    assert admission.own_claims(stored["spec"]) == ("train-0-5eed-gpu-0",)
+
+
+def test_a_dra_bound_pod_is_judged_again_and_admitted_again_alike() -> None:
+    stored = admitted(pod(labels={keys.LABEL_MANAGED: "true"}, annotations=CLAIMED), bindings=DRA, token="a")
+    assert admission.check(stored).binding == "dra"  # what the route judges when it places the pod
+    again = admitted(stored, bindings=DRA, token="b")  # another token: the names already chosen stay
+    assert again["spec"] == stored["spec"]
+
+
+def test_the_binding_follows_the_dljobs_rule_and_its_errors_name_the_annotation() -> None:
+    labelled = {keys.LABEL_MANAGED: "true"}
+    by_default = admitted(
+        pod(labels=labelled, annotations=MODEL), bindings=admission.Bindings(Binding.DRA, dra_served=True)
+    )
+    assert admission.own_claims(by_default["spec"]) == ("p-gpu-0",)
+    env = admitted(
+        pod(labels=labelled, annotations={**MODEL, keys.ANNOTATION_BINDING: "env"}),
+        bindings=admission.Bindings(Binding.DRA, dra_served=True),
+    )
+    assert "resourceClaims" not in env["spec"]
+    assert env["spec"]["containers"][0]["env"][-1] == DEVICES_FROM_ANNOTATION
+    with pytest.raises(
+        InvalidJob, match=r"annotations\['horus.dev/binding'\]='gpu': expected one of env, dra"
+    ):
+        admission.admit(pod(labels=labelled, annotations={**MODEL, keys.ANNOTATION_BINDING: "gpu"}))
+    with pytest.raises(InvalidJob, match=r"horus.dev/binding'\]='dra': the API server does not serve"):
+        admission.admit(pod(labels=labelled, annotations=CLAIMED))
+
+
+def test_an_owners_own_claims_are_still_refused_and_a_gpu_count_changed_since_admission_too() -> None:
+    labelled = {keys.LABEL_MANAGED: "true"}
+    own = pod(
+        labels=labelled, annotations=CLAIMED, resourceClaims=[{"name": "mine", "resourceClaimName": "x"}]
+    )
+    with pytest.raises(InvalidJob, match=r"spec.resourceClaims"):
+        admission.admit(own, bindings=DRA)
+    stored = admitted(pod(labels=labelled, annotations=CLAIMED), bindings=DRA)
+    stored["metadata"]["annotations"][keys.ANNOTATION_GPU_COUNT] = "2"
+    with pytest.raises(InvalidJob, match=r"horus.dev/gpu-count'\]='2': the pod references 1 ResourceClaims"):
+        admission.check(stored)

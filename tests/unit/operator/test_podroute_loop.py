@@ -14,9 +14,12 @@ from operator_builders import FakeKube, gpu_node
 from test_operator_loop import NOW, FirstFreeGpu, _catalog
 from test_podroute_admission import MODEL, apply_json_patch
 
+from horus_operator.agent import resourceslice
+from horus_operator.agent.fake import FakeInventory
 from horus_operator.api import keys
 from horus_operator.operator import apierrors
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.dra import claims
 from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.operator.podroute import admission
@@ -27,8 +30,9 @@ class PodKube(FakeKube):
     """FakeKube with the pod route's calls; a patch is refused (409) unless its resourceVersion is the
     stored pod's, as the API server does."""
 
-    def __init__(self) -> None:
+    def __init__(self, bindings: admission.Bindings | None = None) -> None:
         super().__init__()
+        self.bindings = bindings or admission.Bindings()  # what the webhook admitted the pods with
         self.managed: dict[str, dict[str, Any]] = {}
         self.patches = 0
         self.conditions: dict[str, dict[str, Any]] = {}
@@ -47,7 +51,7 @@ class PodKube(FakeKube):
             },
             "spec": {"containers": [{"name": "train", "image": "t"}]},
         }
-        changes = admission.admit(body)
+        changes = admission.admit(body, bindings=self.bindings)
         assert changes is not None
         body["spec"].update(changes["spec"])
         body["metadata"]["resourceVersion"] = str(next(self._versions))
@@ -80,7 +84,7 @@ class PodKube(FakeKube):
         self.pod_events.append((involved["metadata"]["name"], reason, message))
 
 
-def _loop(kube: PodKube) -> tuple[SchedulingLoop, PodRoute]:
+def _loop(kube: PodKube, *, dra_served: bool = False) -> tuple[SchedulingLoop, PodRoute]:
     cache = ClusterCache()
     resolver = jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {})
     route = PodRoute(kube=kube, cache=cache, resolver=resolver, clock=lambda: NOW)  # type: ignore[arg-type]
@@ -89,7 +93,7 @@ def _loop(kube: PodKube) -> tuple[SchedulingLoop, PodRoute]:
         cache=cache,
         policy=FirstFreeGpu(),
         resolver=resolver,
-        config=LoopConfig(),
+        config=LoopConfig(dra_served=dra_served),
         clock=lambda: NOW,
         podroute=route,
     )
@@ -268,3 +272,67 @@ def test_a_gang_whose_release_was_cut_short_is_completed_and_no_member_released_
     assert survivor.patches == 3
     gpus = [pod["metadata"]["annotations"][keys.ANNOTATION_GPUS] for pod in survivor.managed.values()]
     assert sorted(gpus) == ["0", "1", "2", "3"]
+
+
+UUIDS = [FakeInventory("gpu-node-0", 2, "", 0).uuid(i) for i in range(2)]
+DRA = {keys.ANNOTATION_BINDING: "dra"}
+
+
+def _dra_cluster() -> PodKube:
+    """One node of 2 GPUs, published as a ResourceSlice by a fake agent."""
+    kube = PodKube(admission.Bindings(dra_served=True))
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
+    labels = kube.nodes["gpu-node-0"]["metadata"]["labels"]
+    kube.slices = [resourceslice.fake_slice(FakeInventory.from_node_labels("gpu-node-0", labels), "uid")]
+    return kube
+
+
+def _selected(claim: dict[str, Any]) -> str:
+    return claim["spec"]["devices"]["requests"][0]["exactly"]["selectors"][0]["cel"]["expression"]
+
+
+def test_a_dra_bound_pod_is_released_once_its_claim_selects_the_gpu_the_cycle_chose() -> None:
+    kube = _dra_cluster()
+    kube.add("a", DRA)
+    asyncio.run(_run(_loop(kube, dra_served=True)[0]))
+    assert kube.patches == 1 and list(kube.claims) == ["team/a-gpu-0"]  # no GPU's shared claim
+    claim = kube.claims["team/a-gpu-0"]
+    assert _selected(claim) == claims.uuid_selector(UUIDS[0])
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == "uid-a"  # deleted with the pod
+    assert keys.LABEL_MANAGED_BY not in (claim["metadata"].get("labels") or {})  # not the keeper's
+    annotations = kube.managed["team/a"]["metadata"]["annotations"]
+    assert annotations[keys.ANNOTATION_BINDING] == "dra" and annotations[keys.ANNOTATION_CLAIMS] == "a-gpu-0"
+    assert keys.ANNOTATION_VISIBLE_DEVICES not in annotations
+    assert kube.managed["team/a"]["spec"]["schedulingGates"] == []
+
+
+def test_a_claim_a_restart_left_is_kept_for_the_same_gpu_and_made_again_for_another() -> None:
+    for left_for, creates in ((UUIDS[0], 0), (UUIDS[1], 1)):
+        kube = _dra_cluster()
+        kube.add("a", DRA)
+        left = claims.pod_claim_body("team", "a-gpu-0", left_for, "a", "uid-a")
+        kube.claims["team/a-gpu-0"] = left
+        asyncio.run(_run(_loop(kube, dra_served=True)[0]))
+        assert kube.patches == 1 and kube.claim_creates == creates
+        assert list(kube.claims) == ["team/a-gpu-0"]
+        assert _selected(kube.claims["team/a-gpu-0"]) == claims.uuid_selector(UUIDS[0])
+
+
+def test_a_claim_of_that_name_that_is_not_the_pods_keeps_it_gated_naming_the_claim() -> None:
+    kube = _dra_cluster()
+    kube.add("a", DRA)
+    kube.claims["team/a-gpu-0"] = claims.pod_claim_body("team", "a-gpu-0", UUIDS[0], "a", "uid-of-another")
+    asyncio.run(_run(_loop(kube, dra_served=True)[0]))
+    assert kube.patches == 0 and kube.claim_creates == 0
+    assert kube.conditions["a"]["reason"] == "InvalidSpec"
+    assert "spec.resourceClaims[0].resourceClaimName='a-gpu-0'" in kube.conditions["a"]["message"]
+
+
+def test_dra_bound_pods_of_the_route_share_a_gpu_with_nobody() -> None:
+    kube = _dra_cluster()
+    kube.add("a", DRA)
+    kube.add("b", DRA)
+    _, route = _loop(kube, dra_served=True)
+    asyncio.run(route.resync())
+    scopes = {route.waiting(f"pod:team/{name}").request.share_scope for name in "ab"}  # type: ignore[union-attr]
+    assert len(scopes) == 2 and "" not in scopes
