@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kueue_harness
 import podroute_harness as harness
 import pytest
 import yaml
@@ -351,6 +352,7 @@ def test_the_pod_route_examples_apply_and_a_pytorchjobs_pods_wait_for_their_whol
 ) -> None:
     wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
     _workload_crds(cluster)
+    kueue_harness.install_crds(cluster)  # kueue-job.yaml's queues, whether or not test_kueue.py ran first
     applied = cluster.kubectl(
         "apply", "-n", namespace, "-f", str(REPO / "examples" / "pod-route"), "--dry-run=server"
     )
