@@ -59,7 +59,7 @@ PRIOR_INPUTS: tuple[str, ...] = ("own_busy", "other_busy", "own_host_cpus", "oth
 # The trees' inputs without neighbour columns (a model trained without them), and with them.
 GRAPH_COLUMNS: tuple[str, ...] = design.PAIR_COLUMNS + PRIOR_INPUTS + ("prior_log_slowdown",)
 COLUMNS: tuple[str, ...] = GRAPH_COLUMNS + neighbours.NEIGHBOUR_COLUMNS
-_FIXED_POINT_ITERATIONS = 60  # the stretch map contracts (k ≤ 0.9); 60 rounds settle to < 1e-9
+_FIXED_POINT_ITERATIONS = 60  # the stretch map contracts (k < 1); 60 rounds settle to < 1e-9
 _SETTLED = 1e-12  # a stretch that moves less than this between rounds has settled
 
 
