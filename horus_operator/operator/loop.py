@@ -147,7 +147,7 @@ class SchedulingLoop:
             kube, cache, self._cycle, self.reports, config.moves, every=config.resync_every, metrics=metrics
         )
         self._preempter = (
-            Preempter(cache, self._cycle, self.reports, config.preemption)
+            Preempter(cache, self._cycle, self.reports, config.preemption, metrics=metrics)
             if config.ordering.order == QueueOrder.LAS
             else None
         )

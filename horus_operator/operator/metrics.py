@@ -121,6 +121,9 @@ class OperatorMetrics:
             "horus_refusals", "DLJobs or their pods refused, by reason", ["reason"], registry=r
         )
         self.moves = PromCounter("horus_moves", "Moves recorded, by trigger", ["trigger"], registry=r)
+        self.preemptions = PromCounter(
+            "horus_preemptions", "Running DLJobs preempted for a waiting one (queue order las)", registry=r
+        )
         self.log_ratio = Histogram(
             "horus_slowdown_log_ratio",
             "ln(observed / predicted slowdown) of each new co-location observed, per GPU type",
@@ -163,6 +166,9 @@ class OperatorMetrics:
 
     def moved(self, trigger: str) -> None:
         self.moves.labels(trigger=trigger).inc()
+
+    def preempted(self) -> None:
+        self.preemptions.inc()
 
     def api_error(self, error: Exception) -> None:
         code = str(error.status) if isinstance(error, ApiError) else "unavailable"

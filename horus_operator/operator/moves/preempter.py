@@ -27,6 +27,7 @@ from typing import Any
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.jobs.pods import PodView
+from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves import preemption
 from horus_operator.operator.reports import Reporter
 from horus_operator.placement.cycle import SchedulingCycle
@@ -38,9 +39,15 @@ log = logging.getLogger(__name__)
 
 class Preempter:
     def __init__(
-        self, cache: ClusterCache, cycle: SchedulingCycle, reports: Reporter, settings: PreemptionSettings
+        self,
+        cache: ClusterCache,
+        cycle: SchedulingCycle,
+        reports: Reporter,
+        settings: PreemptionSettings,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self._cache, self._cycle, self._reports, self.settings = cache, cycle, reports, settings
+        self._metrics = metrics or OperatorMetrics()
 
     async def plan(
         self, snapshot: Callable[[], ClusterSnapshot], waiting: Iterable[JobRequest], now: datetime
@@ -93,6 +100,7 @@ class Preempter:
         if stored is None:
             return
         log.info("preempting %s for %s: %s", chosen.job, chosen.for_job, chosen.reason)
+        self._metrics.preempted()
         self._reports.post_later(
             stored,
             kind="Normal",

@@ -17,6 +17,7 @@ from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.jobs.pods import view
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
+from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves import preemption
 from horus_operator.placement.preemption import Preemption, PreemptionSettings
 from horus_operator.placement.queueorder import Ordering, QueueOrder
@@ -26,7 +27,9 @@ from horus_operator.testing.builders import DLJobBuilder
 TWO_HOURS_AGO = "2026-12-02T08:00:00Z"
 
 
-def _loop(kube: FakeKube, order: QueueOrder = QueueOrder.LAS) -> SchedulingLoop:
+def _loop(
+    kube: FakeKube, order: QueueOrder = QueueOrder.LAS, metrics: OperatorMetrics | None = None
+) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
@@ -34,6 +37,7 @@ def _loop(kube: FakeKube, order: QueueOrder = QueueOrder.LAS) -> SchedulingLoop:
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
         config=LoopConfig(ordering=Ordering(order), preemption=PreemptionSettings()),
         clock=lambda: NOW,
+        metrics=metrics,
     )
 
 
@@ -62,9 +66,11 @@ def _status(kube: FakeKube, name: str) -> dict[str, Any]:
 
 def test_a_job_of_more_attained_service_is_preempted_for_a_new_one_and_queues_behind_it() -> None:
     kube = _one_gpu_taken()
-    loop = _loop(kube)
+    metrics = OperatorMetrics()
+    loop = _loop(kube, metrics=metrics)
     asyncio.run(_cycles(loop))
 
+    assert metrics.registry.get_sample_value("horus_preemptions_total") == 1.0
     old = _status(kube, "old")
     (entry,) = old["preemptions"]
     assert {k: entry[k] for k in ("for", "attempt", "state")} == {
