@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import yaml
 
 from horus_operator import devcluster
+from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import FAST_SETTINGS, OperatorProcess, wait_for
 
 
@@ -66,6 +68,36 @@ def wait_phases(
         return jobs if done else None
 
     return wait_for(reached, timeout=timeout, what=f"{names} to reach {phases}")
+
+
+def closed_field_is_defaulted_and_checked(
+    cluster: devcluster.LocalCluster,
+    namespace: str,
+    field: str,
+    *,
+    default: str,
+    bad: str,
+    listed: tuple[str, ...],
+) -> None:
+    """`spec.<field>`, a closed set of values: a server-side dry run of a DLJob without it gets `default`;
+    one with `bad` is refused naming the field and the value; `kubectl explain` lists `listed`; nothing is
+    created."""
+
+    def dry_run(body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(
+            "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
+            input=json.dumps(body), check=False,
+        )  # fmt: skip
+
+    defaulted = dry_run(DLJobBuilder("plain").runs_for("3s").obj())
+    assert defaulted.returncode == 0, defaulted.stderr
+    assert json.loads(defaulted.stdout)["spec"][field] == default
+    refused = dry_run(DLJobBuilder("refused").runs_for("3s").spec(**{field: bad}).obj())
+    assert refused.returncode != 0
+    assert f"spec.{field}" in refused.stderr and f'"{bad}"' in refused.stderr, refused.stderr
+    explained = cluster.kubectl("explain", f"dljob.spec.{field}").stdout
+    assert all(value in explained for value in listed), explained
+    assert dljobs(cluster, namespace) == {}
 
 
 def service_account_kubeconfig(

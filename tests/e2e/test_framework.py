@@ -5,11 +5,10 @@ the operator predicts a TensorFlow DLJob's memory with TensorFlow's allocator (d
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
-from dljob_harness import apply, dljobs, wait_phases
+from dljob_harness import apply, closed_field_is_defaulted_and_checked, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.api import keys
@@ -53,18 +52,6 @@ def test_each_job_is_predicted_with_its_frameworks_allocator(
 def test_framework_defaults_to_pytorch_and_the_schema_refuses_others(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
-    def dry_run(body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-        return cluster.kubectl(
-            "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
-            input=json.dumps(body), check=False,
-        )  # fmt: skip
-
-    defaulted = dry_run(DLJobBuilder("plain").runs_for("3s").obj())
-    assert defaulted.returncode == 0, defaulted.stderr
-    assert json.loads(defaulted.stdout)["spec"]["framework"] == "pytorch"
-    refused = dry_run(DLJobBuilder("jax").runs_for("3s").spec(framework="jax").obj())
-    assert refused.returncode != 0
-    assert "spec.framework" in refused.stderr and '"jax"' in refused.stderr, refused.stderr
-    explained = cluster.kubectl("explain", "dljob.spec.framework").stdout
-    assert "pytorch" in explained and "tensorflow" in explained, explained
-    assert dljobs(cluster, namespace) == {}
+    closed_field_is_defaulted_and_checked(
+        cluster, namespace, "framework", default="pytorch", bad="jax", listed=("pytorch", "tensorflow")
+    )

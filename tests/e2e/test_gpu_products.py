@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import subprocess
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from dljob_harness import apply, dljobs, horus_pods, wait_phases
+from dljob_harness import apply, closed_field_is_defaulted_and_checked, horus_pods, wait_phases
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import DLJobBuilder
@@ -147,18 +146,6 @@ def test_jobs_share_an_h100_using_its_80_gib(
 def test_precision_defaults_to_fp32_and_the_schema_refuses_others(
     cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str
 ) -> None:
-    def dry_run(body: dict[str, Any]) -> subprocess.CompletedProcess[str]:
-        return cluster.kubectl(
-            "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-",
-            input=json.dumps(body), check=False,
-        )  # fmt: skip
-
-    defaulted = dry_run(DLJobBuilder("plain").runs_for("3s").obj())
-    assert defaulted.returncode == 0, defaulted.stderr
-    assert json.loads(defaulted.stdout)["spec"]["precision"] == "fp32"
-    refused = dry_run(DLJobBuilder("half").runs_for("3s").spec(precision="fp16").obj())
-    assert refused.returncode != 0
-    assert "spec.precision" in refused.stderr and '"fp16"' in refused.stderr, refused.stderr
-    explained = cluster.kubectl("explain", "dljob.spec.precision").stdout
-    assert "fp32" in explained and "bf16" in explained, explained
-    assert dljobs(cluster, namespace) == {}
+    closed_field_is_defaulted_and_checked(
+        cluster, namespace, "precision", default="fp32", bad="fp16", listed=("fp32", "bf16")
+    )

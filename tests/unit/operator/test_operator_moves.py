@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from operator_builders import FakeKube, PodBuilder, gpu_node
-from test_operator_loop import NOW, _catalog
+from test_operator_loop import NOW, _catalog, _settle
 
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.jobs import jobspec
@@ -47,13 +47,6 @@ def _paired(allowed: bool = True) -> FakeKube:
     return kube
 
 
-async def _cycles(loop: SchedulingLoop, count: int = 3) -> None:
-    await loop.resync()
-    for _ in range(count):
-        await loop.cycle()
-        await loop.settle()
-
-
 def _status(kube: FakeKube, name: str) -> dict[str, Any]:
     return kube.jobs[f"team-a/{name}"]["status"]
 
@@ -61,7 +54,7 @@ def _status(kube: FakeKube, name: str) -> dict[str, Any]:
 def test_a_job_over_its_limit_is_moved_once_its_old_pod_is_gone() -> None:
     kube = _paired()
     loop = _loop(kube)
-    asyncio.run(_cycles(loop))
+    asyncio.run(_settle(loop))
 
     (move,) = _status(kube, "a")["moves"]
     assert {k: move[k] for k in ("from", "to", "trigger", "attempt", "state")} == {
@@ -77,7 +70,7 @@ def test_a_job_over_its_limit_is_moved_once_its_old_pod_is_gone() -> None:
     assert _status(kube, "a")["phase"] == "Queued"
 
     kube.stop_deleting()
-    asyncio.run(_cycles(loop))
+    asyncio.run(_settle(loop))
     new = kube.pods["team-a/a-1"]
     assert new["metadata"]["annotations"]["horus.dev/gpus"] == "1"
     (move,) = _status(kube, "a")["moves"]
@@ -88,7 +81,7 @@ def test_a_job_over_its_limit_is_moved_once_its_old_pod_is_gone() -> None:
 
 def test_jobs_that_do_not_allow_moving_stay_however_slow() -> None:
     kube = _paired(allowed=False)
-    asyncio.run(_cycles(_loop(kube)))
+    asyncio.run(_settle(_loop(kube)))
     assert kube.graceful == [] and len(kube.pods) == 2
     assert "moves" not in _status(kube, "a")
 
@@ -101,10 +94,10 @@ def test_a_restarted_operator_finishes_a_move_it_recorded_but_had_not_begun() ->
     moving = {**recorded, "at": "2026-12-02T09:59:00Z", "attempt": 0, "state": "Moving"}
     kube.jobs["team-a/a"]["status"]["moves"] = [moving]
     loop = _loop(kube)
-    asyncio.run(_cycles(loop, count=1))
+    asyncio.run(_settle(loop, cycles=1))
     assert kube.graceful == [("a-0", 45)]
     kube.stop_deleting()
-    asyncio.run(_cycles(_loop(kube)))  # and another restart while it was stopping
+    asyncio.run(_settle(_loop(kube)))  # and another restart while it was stopping
 
     assert sorted(kube.pods) == ["team-a/a-1", "team-a/b-0"]
     assert kube.pods["team-a/a-1"]["metadata"]["annotations"]["horus.dev/gpus"] == "1"

@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from operator_builders import FakeKube, PodBuilder, gpu_node
-from test_operator_loop import NOW, FirstFreeGpu, _catalog
+from test_operator_loop import NOW, FirstFreeGpu, _catalog, _settle
 
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.jobs import jobspec
@@ -53,13 +53,6 @@ def _one_gpu_taken() -> FakeKube:
     return kube
 
 
-async def _cycles(loop: SchedulingLoop, count: int = 3) -> None:
-    await loop.resync()
-    for _ in range(count):
-        await loop.cycle()
-        await loop.settle()
-
-
 def _status(kube: FakeKube, name: str) -> dict[str, Any]:
     return kube.jobs[f"team-a/{name}"].get("status") or {}
 
@@ -68,7 +61,7 @@ def test_a_job_of_more_attained_service_is_preempted_for_a_new_one_and_queues_be
     kube = _one_gpu_taken()
     metrics = OperatorMetrics()
     loop = _loop(kube, metrics=metrics)
-    asyncio.run(_cycles(loop))
+    asyncio.run(_settle(loop))
 
     assert metrics.registry.get_sample_value("horus_preemptions_total") == 1.0
     old = _status(kube, "old")
@@ -86,7 +79,7 @@ def test_a_job_of_more_attained_service_is_preempted_for_a_new_one_and_queues_be
     assert scheduled["reason"] == "Preempted"
 
     kube.stop_deleting()
-    asyncio.run(_cycles(loop))
+    asyncio.run(_settle(loop))
     assert sorted(kube.pods) == ["team-a/new-0"]
     old = _status(kube, "old")
     assert old["phase"] == "Queued" and old["attainedGpuSeconds"] == 7200.0
@@ -101,17 +94,17 @@ def test_a_restarted_operator_stops_the_pod_of_a_preemption_it_recorded() -> Non
     kube = _one_gpu_taken()
     recorded = {"for": "team-a/new", "reason": "r", "at": "2026-12-02T09:59:00Z", "attempt": 0}
     kube.jobs["team-a/old"]["status"] = {"preemptions": [{**recorded, "state": "Preempting"}]}
-    asyncio.run(_cycles(_loop(kube), count=1))
+    asyncio.run(_settle(_loop(kube), cycles=1))
     assert kube.graceful == [("old-0", 30)]
 
 
 def test_fifo_never_preempts_and_an_entry_stops_nothing_there() -> None:
     kube = _one_gpu_taken()
-    asyncio.run(_cycles(_loop(kube, QueueOrder.FIFO)))
+    asyncio.run(_settle(_loop(kube, QueueOrder.FIFO)))
     assert kube.graceful == [] and "preemptions" not in _status(kube, "old")
     entry = {"for": "team-a/new", "reason": "r", "at": "2026-12-02T09:59:00Z", "attempt": 0}
     kube.jobs["team-a/old"]["status"] = {"preemptions": [{**entry, "state": "Preempting"}]}
-    asyncio.run(_cycles(_loop(kube, QueueOrder.FIFO)))
+    asyncio.run(_settle(_loop(kube, QueueOrder.FIFO)))
     assert kube.graceful == []
 
 
