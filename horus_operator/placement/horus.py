@@ -60,6 +60,23 @@ class ShareVerdict:
     slowdowns: tuple[float, ...]  # tenants in group order, then the newcomer
 
 
+class _VerdictRow:
+    """One GPU group's verdicts on newcomers, by signature, and the signatures it admits at all (judged
+    a `ShareVerdict`, whatever the gain)."""
+
+    __slots__ = ("admitted", "verdicts")
+
+    def __init__(self) -> None:
+        self.verdicts: dict[int, ShareVerdict | str] = {}
+        self.admitted: set[int] = set()
+
+    def judged(self, signature: int, verdict: ShareVerdict | str) -> ShareVerdict | str:
+        self.verdicts[signature] = verdict
+        if isinstance(verdict, ShareVerdict):
+            self.admitted.add(signature)
+        return verdict
+
+
 @dataclass(frozen=True)
 class Option:
     request: JobRequest
@@ -79,7 +96,7 @@ class HorusPolicy:
         self.tunables = tunables or HorusTunables()
         # group token -> newcomer signature -> verdict: a row per group, so the pairing loop reads one
         # dictionary per (group, job) and builds no key.
-        self._verdicts: dict[int, dict[int, ShareVerdict | str]] = {}
+        self._verdicts: dict[int, _VerdictRow] = {}
         # The newcomer's half of a verdict's memo key, and what makes two queued jobs alike for placement.
         self._signature = RequestKinds(_signature)
         self._verdicts_revision = self.predictions.sync()
@@ -225,12 +242,24 @@ class HorusPolicy:
             for position, request in enumerate(candidates)
             if not wants_whole_gpus(request)
         ]
+        if not shareable:
+            return None
+        signatures = {signature for _, _, signature in shareable}
         for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
             row = self._verdict_row(group.token)
+            if not row.verdicts.keys() >= signatures:
+                for _, request, signature in shareable:
+                    if signature not in row.verdicts:
+                        row.judged(signature, self._judge(call, group.key, request))
+            # Most pairings are refused: ask the row which signatures it admits at all, as one set
+            # operation, before reading any verdict.
+            admitted = row.admitted
+            if admitted.isdisjoint(signatures):
+                continue
             for position, request, signature in shareable:
-                verdict = row.get(signature)
-                if verdict is None:
-                    verdict = row[signature] = self._judge(call, group.key, request)
+                if signature not in admitted:
+                    continue
+                verdict = row.verdicts[signature]
                 if not isinstance(verdict, ShareVerdict) or verdict.gain < min_gain:
                     continue
                 if best is not None and (verdict.score, -position) <= (best[0], best[1]):
@@ -258,15 +287,15 @@ class HorusPolicy:
         self, call: PlacementCall, token: int, group_key: GroupKey, signature: int, request: JobRequest
     ) -> ShareVerdict | str:
         row = self._verdict_row(token)
-        verdict = row.get(signature)
+        verdict = row.verdicts.get(signature)
         if verdict is None:
-            verdict = row[signature] = self._judge(call, group_key, request)
+            verdict = row.judged(signature, self._judge(call, group_key, request))
         return verdict
 
-    def _verdict_row(self, token: int) -> dict[int, ShareVerdict | str]:
+    def _verdict_row(self, token: int) -> _VerdictRow:
         row = self._verdicts.get(token)
         if row is None:
-            row = self._verdicts[token] = {}
+            row = self._verdicts[token] = _VerdictRow()
         return row
 
     def _judge(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:

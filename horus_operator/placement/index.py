@@ -28,7 +28,8 @@ them out of order.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
 from horus_operator.prediction.api import Workload
@@ -256,10 +257,11 @@ class ClusterIndex:
                 node = names[rank]
                 yield node, list(self._empty[node].values())
 
-    def shared_groups(self, below: int) -> Iterator[Group]:
+    def shared_groups(self, below: int) -> Iterable[Group]:
         """Usable GPUs running 1 .. `below`-1 jobs that all share, grouped (see `GroupKey`)."""
-        for count in range(1, below):
-            yield from self._groups(count).values()
+        if below == 2:  # the usual co-location limit: one tenant count, read without a generator
+            return self._groups(1).values()
+        return itertools.chain.from_iterable(self._groups(count).values() for count in range(1, below))
 
     def has_shared(self, below: int) -> bool:
         """Some GPU is in `shared_groups(below)` (a group is dropped with its last GPU)."""
