@@ -183,7 +183,7 @@ class SchedulingCycle:
             )
             left = tuple(request for request in offered if request.key not in placed)
             self._unanswered = _Unanswered(
-                index, index.changes + len(started), view.nodes, started, left, whole_queue, revision
+                index, index.changes, view.nodes, started, left, whole_queue, revision
             )
         if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
@@ -316,31 +316,23 @@ class _Unanswered:
     (every cycle that places ends with a call that answers nothing)."""
 
     index: ClusterIndex
-    changes: int  # with the `started` jobs added
+    changes: int  # before the `started` jobs were added
     nodes: tuple[Node, ...]
-    # Placed in that cycle: jobs the index did not hold. Exactly as many changes as these, each of them
-    # now held as placed, can only be their starts: the cluster is the one the last call saw.
-    started: tuple[RunningJob, ...]
+    started: tuple[RunningJob, ...]  # placed in that cycle, before the last call
     offered: tuple[JobRequest, ...]  # those not placed
     whole_queue: bool  # the policy read the queue to its end: any job added is news
     revision: int  # of the predictor's corrections (`CachedPredictions.sync`)
 
     def asked_again(self, view: ClusterSnapshot, queue: WaitQueue, revision: int) -> bool:
-        if view.index is not self.index or self.index.changes != self.changes or view.nodes is not self.nodes:
+        if view.index is not self.index or view.nodes is not self.nodes:
+            return False
+        if not self.index.changed_only_by(self.changes, self.started):
             return False
         if revision != self.revision:
-            return False
-        if not all(map(self._holds, self.started)):
             return False
         if len(queue) < len(self.offered) or (self.whole_queue and len(queue) != len(self.offered)):
             return False
         return all(map(operator.is_, queue, self.offered))
-
-    def _holds(self, started: RunningJob) -> bool:
-        job = self.index.jobs.get(started.request.key)
-        if job is None or job.request is not started.request:
-            return False
-        return (job.node, job.gpu_indices) == (started.node, started.gpu_indices)
 
 
 class _Walk:

@@ -263,6 +263,19 @@ class ClusterIndex:
             return self._groups(1).values()
         return itertools.chain.from_iterable(self._groups(count).values() for count in range(1, below))
 
+    def changed_only_by(self, changes: int, started: Iterable[RunningJob]) -> bool:
+        """Whether all that changed since the index counted `changes`, when it held none of `started`,
+        is that it added them: exactly as many changes as jobs, each held now as started (the same
+        request on the same GPUs), and only an add makes a job held."""
+        started = tuple(started)
+        return self.changes == changes + len(started) and all(map(self._holds, started))
+
+    def _holds(self, job: RunningJob) -> bool:
+        held = self.jobs.get(job.request.key)
+        if held is None or held.request is not job.request:
+            return False
+        return (held.node, held.gpu_indices) == (job.node, job.gpu_indices)
+
     def has_shared(self, below: int) -> bool:
         """Some GPU is in `shared_groups(below)` (a group is dropped with its last GPU)."""
         shared = self._shared
