@@ -55,13 +55,14 @@ def group_token(key: GroupKey) -> int:
 class Group:
     """Shareable GPUs with equal `GroupKey`s, in rank order."""
 
-    __slots__ = ("_in_order", "_slots", "key", "token")
+    __slots__ = ("_first", "_in_order", "_slots", "key", "token")
 
     def __init__(self, key: GroupKey) -> None:
         self.key = key
         self.token = group_token(key)
         self._slots: dict[GpuKey, GpuSlot] = {}
         self._in_order = True
+        self._first: int | None = None  # the least rank among its GPUs (None: to work out again)
 
     @property
     def slots(self) -> dict[GpuKey, GpuSlot]:
@@ -72,7 +73,9 @@ class Group:
         return self._slots
 
     def first_rank(self) -> int:
-        return next(iter(self.slots.values())).rank
+        if self._first is None:
+            self._first = next(iter(self.slots.values())).rank
+        return self._first
 
     def join(self, slot: GpuSlot) -> bool:
         """True when `slot` may now come first (the group's order among others may change)."""
@@ -80,18 +83,23 @@ class Group:
         last = next(reversed(slots.values()), None)
         slots[slot.key] = slot
         if last is None:  # a new group
+            self._first = slot.rank
             return True
-        if slot.rank > last.rank:  # in order: the first stays first
+        if slot.rank < last.rank:
+            self._in_order = False
+        # Ranks are unique: a GPU after the first leaves the group's place among the others as it was.
+        if self._first is not None and slot.rank > self._first:
             return False
-        self._in_order = False
+        self._first = None if self._first is None else slot.rank
         return True
 
     def leave(self, slot: GpuSlot) -> bool:
         """True when `slot` may have come first."""
-        slots = self._slots
-        first = not self._in_order or next(iter(slots)) == slot.key
-        del slots[slot.key]
-        return first
+        del self._slots[slot.key]
+        if self._first is not None and slot.rank != self._first:
+            return False
+        self._first = None
+        return True
 
     def __bool__(self) -> bool:
         return bool(self._slots)
