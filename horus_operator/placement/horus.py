@@ -179,13 +179,10 @@ class HorusPolicy:
         """The first job of each signature in `window`, minus signatures known to fit nowhere (the first
         of alike jobs is the one any option would pick: earlier in the queue wins ties); and those
         signatures together with `hopeless`."""
-        seen = set(hopeless)
-        unique = []
-        for request, signature in zip(window, map(self._signature, window), strict=True):
-            if signature not in seen:
-                seen.add(signature)
-                unique.append(request)
-        return unique, seen
+        signatures = list(map(self._signature, window))
+        first_of = dict(zip(reversed(signatures), reversed(window), strict=True))  # the earliest wins
+        unique = [first_of[signature] for signature in dict.fromkeys(signatures) if signature not in hopeless]
+        return unique, hopeless.union(signatures)
 
     def _choose(
         self,
