@@ -16,9 +16,10 @@ cycle's queue order) and
 4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
    jobs down the queue, and a burst should not wait a cycle per slice; a question the policy answered
    with nothing is not asked again while the borrowed index, the jobs it read and the predictions stay
-   the same (`_Unanswered`); a gang is placed whole or not at all (`placement/gangs.py`): one placed
-   short takes the cycle's placements back and the policy is asked again without it, and one whose
-   members are not all queued is not offered;
+   the same, or while the jobs the cycle placed are all that started since (`_Unanswered`); a gang is
+   placed whole or not at all (`placement/gangs.py`): one placed short takes the cycle's placements
+   back and the policy is asked again without it, and one whose members are not all queued is not
+   offered;
 5. explains, for the waiting jobs the caller asks about, why they still wait, on the cluster as it will
    be once the assignments run.
 
