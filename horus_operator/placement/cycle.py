@@ -16,9 +16,10 @@ cycle's queue order) and
 4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
    jobs down the queue, and a burst should not wait a cycle per slice; a question the policy answered
    with nothing is not asked again while the borrowed index, the jobs it read and the predictions stay
-   the same (`_Unanswered`); a gang is placed whole or not at all (`placement/gangs.py`): one placed
-   short takes the cycle's placements back and the policy is asked again without it, and one whose
-   members are not all queued is not offered;
+   the same, or while the jobs the cycle placed are all that started since (`_Unanswered`); a gang is
+   placed whole or not at all (`placement/gangs.py`): one placed short takes the cycle's placements
+   back and the policy is asked again without it, and one whose members are not all queued is not
+   offered;
 5. explains, for the waiting jobs the caller asks about, why they still wait, on the cluster as it will
    be once the assignments run.
 
@@ -175,10 +176,16 @@ class SchedulingCycle:
             if borrowed:
                 for key in reversed(list(placed)):
                     index.remove(key)
-        if not borrowed or placed or walk.rejected or walk.held or horizon is not None:
+        if not borrowed or walk.rejected or walk.held or horizon is not None:
             self._unanswered = None
-        elif ask:
-            self._unanswered = _Unanswered(index, index.changes, view.nodes, offered, whole_queue, revision)
+        elif ask:  # the last call answered nothing, on the cluster once the caller has started `placed`
+            started = tuple(
+                RunningJob(walk.feasible_by_key[key], a.node, a.gpu_indices) for key, a in placed.items()
+            )
+            left = tuple(request for request in offered if request.key not in placed)
+            self._unanswered = _Unanswered(
+                index, index.changes, view.nodes, started, left, whole_queue, revision
+            )
         if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
         requests = {key: walk.feasible_by_key[key] for key in placed}
@@ -303,19 +310,24 @@ class SchedulingCycle:
 @dataclass(frozen=True)
 class _Unanswered:
     """A question the policy answered with nothing: the cluster it saw (a borrowed index, by its change
-    count) and the jobs it was offered, in order. Policies decide from the cluster and the jobs alone
-    (`Policy.schedule`), so the same question gets the same answer and is not asked again. In a
-    simulation with a long queue that is every arrival that lands behind the jobs policies read."""
+    count, once the caller has started the jobs placed before that answer) and the jobs it was offered,
+    in order. Policies decide from the cluster and the jobs alone (`Policy.schedule`), so the same
+    question gets the same answer and is not asked again. In a simulation with a long queue that is
+    every arrival that lands behind the jobs policies read, also right after a cycle that placed some
+    (every cycle that places ends with a call that answers nothing)."""
 
     index: ClusterIndex
-    changes: int
+    changes: int  # before the `started` jobs were added
     nodes: tuple[Node, ...]
-    offered: tuple[JobRequest, ...]
+    started: tuple[RunningJob, ...]  # placed in that cycle, before the last call
+    offered: tuple[JobRequest, ...]  # those not placed
     whole_queue: bool  # the policy read the queue to its end: any job added is news
     revision: int  # of the predictor's corrections (`CachedPredictions.sync`)
 
     def asked_again(self, view: ClusterSnapshot, queue: WaitQueue, revision: int) -> bool:
-        if view.index is not self.index or self.index.changes != self.changes or view.nodes is not self.nodes:
+        if view.index is not self.index or view.nodes is not self.nodes:
+            return False
+        if not self.index.changed_only_by(self.changes, self.started):
             return False
         if revision != self.revision:
             return False
@@ -358,7 +370,7 @@ class _Walk:
         feasible, limit, held = self._feasible, self._limit, self.held
         position = 0
         while position < limit:
-            if position == len(feasible) and not self._reach_next():
+            if position == len(feasible) and not self._reach(1):
                 return
             request = feasible[position]
             position += 1
@@ -372,8 +384,7 @@ class _Walk:
         if self.held:
             return list(itertools.islice(self.waiting(placed), count))
         feasible, within = self._feasible, min(count + len(placed), self._limit)
-        while len(feasible) < within and self._reach_next():
-            pass
+        self._reach(within - len(feasible))
         return [request for request in itertools.islice(feasible, within) if request.key not in placed][
             :count
         ]
@@ -381,22 +392,30 @@ class _Walk:
     def reached(self) -> Iterator[str]:
         return itertools.chain(self.feasible_by_key, self.rejected)
 
-    def _reach_next(self) -> bool:
+    def _reach(self, wanted: int) -> bool:
+        """Reaches `wanted` more feasible jobs (True), or the end of the queue first (False); in one loop,
+        as a call reads its jobs together."""
+        if wanted <= 0:
+            return True
         known, judge, guard = self._known, self._judge, self._guard
+        feasible, feasible_by_key = self._feasible, self.feasible_by_key
         for request in self._source:
             # Most jobs reached were judged in an earlier cycle: read the memo here, not through a call.
             verdict = known.get(request.key)
             problem = verdict[1] if verdict is not None and verdict[0] is request else judge(request)
-            if problem is None:
-                if request.gang and not gangs.arrived(request, waiting := self._gang_members(request.gang)):
-                    self.unarrived.append((request, waiting))
-                    continue
-                if guard is not None:
-                    request = guard(request)
-                self._feasible.append(request)
-                self.feasible_by_key[request.key] = request
+            if problem is not None:
+                self.rejected[request.key] = problem
+                continue
+            if request.gang and not gangs.arrived(request, waiting := self._gang_members(request.gang)):
+                self.unarrived.append((request, waiting))
+                continue
+            if guard is not None:
+                request = guard(request)
+            feasible.append(request)
+            feasible_by_key[request.key] = request
+            wanted -= 1
+            if not wanted:
                 return True
-            self.rejected[request.key] = problem
         self.exhausted = True
         return False
 

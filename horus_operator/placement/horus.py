@@ -27,13 +27,21 @@ predictions, so it is memoised until the predictor learns something (its revisio
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from horus_operator.placement.base import Limits, PlacementCall, RequestKinds, summarise_reasons
-from horus_operator.placement.index import GpuKey, GpuSlot, GroupKey, group_token, wants_whole_gpus
+from horus_operator.placement.index import (
+    ClusterIndex,
+    GpuKey,
+    GpuSlot,
+    GroupKey,
+    group_token,
+    wants_whole_gpus,
+)
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import Predictor, Workload
 
 
@@ -60,6 +68,23 @@ class ShareVerdict:
     slowdowns: tuple[float, ...]  # tenants in group order, then the newcomer
 
 
+class _VerdictRow:
+    """One GPU group's verdicts on newcomers, by signature, and the signatures it admits at all (judged
+    a `ShareVerdict`, whatever the gain)."""
+
+    __slots__ = ("admitted", "verdicts")
+
+    def __init__(self) -> None:
+        self.verdicts: dict[int, ShareVerdict | str] = {}
+        self.admitted: set[int] = set()
+
+    def judged(self, signature: int, verdict: ShareVerdict | str) -> ShareVerdict | str:
+        self.verdicts[signature] = verdict
+        if isinstance(verdict, ShareVerdict):
+            self.admitted.add(signature)
+        return verdict
+
+
 @dataclass(frozen=True)
 class Option:
     request: JobRequest
@@ -79,10 +104,13 @@ class HorusPolicy:
         self.tunables = tunables or HorusTunables()
         # group token -> newcomer signature -> verdict: a row per group, so the pairing loop reads one
         # dictionary per (group, job) and builds no key.
-        self._verdicts: dict[int, dict[int, ShareVerdict | str]] = {}
+        self._verdicts: dict[int, _VerdictRow] = {}
         # The newcomer's half of a verdict's memo key, and what makes two queued jobs alike for placement.
         self._signature = RequestKinds(_signature)
         self._verdicts_revision = self.predictions.sync()
+        # What the last call searched in vain after its last placement: the confirming call that follows
+        # it need not search there again.
+        self._searched: _Searched | None = None
 
     def _drop_stale_verdicts(self) -> None:
         """Verdicts judged by predictions that have been corrected since are wrong now."""
@@ -94,18 +122,27 @@ class HorusPolicy:
     # -- the decision ----------------------------------------------------------------------------
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         self._drop_stale_verdicts()
+        previous, self._searched = self._searched, None
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             if not call.has_room():
                 return []
             candidates = list(queue[: self.limits.scan_depth])
+            known = previous if previous is not None and previous.still_holds(call, candidates) else None
             first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
             # Jobs alike (same signature) fit the same places: once one found none, its likes are
             # skipped until a placement changes the cluster. Keeps backfilling from re-asking.
             hopeless: set[int] = set()
+            placed_at = 0  # `first` when the last placement was made
             while call.has_room():
+                if known is not None and not call.placed and known.covers(first, held):
+                    first += known.whole_windows(first, self.tunables.lookahead)
+                    hopeless = hopeless | known.hopeless
+                    known = None
                 window, after = self._window(call, candidates, first)
                 if not window:
+                    if call.placed:
+                        self._searched = _Searched.after(call, candidates, placed_at, held, hopeless)
                     break
                 unique, window_signatures = self._unlike(window, hopeless)
                 option, held = self._choose(call, window, unique, held, first == 0)
@@ -115,7 +152,11 @@ class HorusPolicy:
                     continue
                 call.place(option.request, option.slots, option.reason)
                 hopeless.clear()
-            return call.assignments
+                placed_at = first
+            assignments = call.assignments
+        if self._searched is not None:
+            self._searched.handed_back(call.index)
+        return assignments
 
     def _window(
         self, call: PlacementCall, candidates: list[JobRequest], first: int
@@ -138,13 +179,10 @@ class HorusPolicy:
         """The first job of each signature in `window`, minus signatures known to fit nowhere (the first
         of alike jobs is the one any option would pick: earlier in the queue wins ties); and those
         signatures together with `hopeless`."""
-        seen = set(hopeless)
-        unique = []
-        for request, signature in zip(window, map(self._signature, window), strict=True):
-            if signature not in seen:
-                seen.add(signature)
-                unique.append(request)
-        return unique, seen
+        signatures = list(map(self._signature, window))
+        first_of = dict(zip(reversed(signatures), reversed(window), strict=True))  # the earliest wins
+        unique = [first_of[signature] for signature in dict.fromkeys(signatures) if signature not in hopeless]
+        return unique, hopeless.union(signatures)
 
     def _choose(
         self,
@@ -225,12 +263,24 @@ class HorusPolicy:
             for position, request in enumerate(candidates)
             if not wants_whole_gpus(request)
         ]
+        if not shareable:
+            return None
+        signatures = {signature for _, _, signature in shareable}
         for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
             row = self._verdict_row(group.token)
+            if not row.verdicts.keys() >= signatures:
+                for _, request, signature in shareable:
+                    if signature not in row.verdicts:
+                        row.judged(signature, self._judge(call, group.key, request))
+            # Most pairings are refused: ask the row which signatures it admits at all, as one set
+            # operation, before reading any verdict.
+            admitted = row.admitted
+            if admitted.isdisjoint(signatures):
+                continue
             for position, request, signature in shareable:
-                verdict = row.get(signature)
-                if verdict is None:
-                    verdict = row[signature] = self._judge(call, group.key, request)
+                if signature not in admitted:
+                    continue
+                verdict = row.verdicts[signature]
                 if not isinstance(verdict, ShareVerdict) or verdict.gain < min_gain:
                     continue
                 if best is not None and (verdict.score, -position) <= (best[0], best[1]):
@@ -258,15 +308,15 @@ class HorusPolicy:
         self, call: PlacementCall, token: int, group_key: GroupKey, signature: int, request: JobRequest
     ) -> ShareVerdict | str:
         row = self._verdict_row(token)
-        verdict = row.get(signature)
+        verdict = row.verdicts.get(signature)
         if verdict is None:
-            verdict = row[signature] = self._judge(call, group_key, request)
+            verdict = row.judged(signature, self._judge(call, group_key, request))
         return verdict
 
-    def _verdict_row(self, token: int) -> dict[int, ShareVerdict | str]:
+    def _verdict_row(self, token: int) -> _VerdictRow:
         row = self._verdicts.get(token)
         if row is None:
-            row = self._verdicts[token] = {}
+            row = self._verdicts[token] = _VerdictRow()
         return row
 
     def _judge(self, call: PlacementCall, group_key: GroupKey, request: JobRequest) -> ShareVerdict | str:
@@ -322,6 +372,78 @@ class HorusPolicy:
                 else:
                     reason = "a shared GPU fits; jobs ahead in the queue go first"
             yield reason or f"fewer than {request.gpus} free GPUs on one node"
+
+
+class _Searched:
+    """Where a call that placed jobs searched in vain after its last placement: on the cluster with its
+    placements made and `held` GPUs held back, the jobs it read from position `start` to their end
+    (positions among the jobs it did not place), whose signatures are `hopeless`.
+
+    The scheduling cycle asks again after a call that placed jobs, in case a placement opened room (a
+    job alone on a GPU that was empty is a partner now) for a job passed over before it. That call reads
+    the same jobs less those placed, and a few more, and nearly always finds nothing. Whether a job has
+    an option outside the head's window (whose starvation check may hold GPUs back) depends only on the
+    cluster, the GPUs held back and the predictions, and a job skipped as the like of one that had none
+    was skipped the same way both times: so the second call finds nothing in the windows this search
+    covered, and it may move on past them with their signatures hopeless, choosing as it would have.
+    Valid only for the next call, and only on this cluster (`still_holds`)."""
+
+    def __init__(
+        self,
+        call: PlacementCall,
+        placed: tuple[RunningJob, ...],
+        unplaced: tuple[JobRequest, ...],
+        start: int,
+        held: frozenset[GpuKey],
+        hopeless: frozenset[int],
+    ) -> None:
+        self._index = call.index
+        self._revision = call.predictions.sync()
+        self._changes = -1  # the index's once the call has taken `placed` out again (`handed_back`)
+        self._placed = placed
+        self._unplaced = unplaced
+        self._start = start
+        self._held = held
+        self.hopeless = hopeless
+
+    @classmethod
+    def after(
+        cls,
+        call: PlacementCall,
+        candidates: list[JobRequest],
+        placed_at: int,
+        held: set[GpuKey],
+        hopeless: set[int],
+    ) -> _Searched:
+        placed = call.placed
+        unplaced = tuple(request for request in candidates if request.key not in placed)
+        start = placed_at - sum(1 for request in candidates[:placed_at] if request.key in placed)
+        jobs = tuple(call.index.jobs[assignment.job] for assignment in call.assignments)
+        return cls(call, jobs, unplaced, start, frozenset(held), frozenset(hopeless))
+
+    def handed_back(self, index: ClusterIndex) -> None:
+        """The call has taken its placements out of `index` again: its caller is to add them."""
+        self._changes = index.changes
+
+    def still_holds(self, call: PlacementCall, candidates: list[JobRequest]) -> bool:
+        """Whether `call` is on the cluster searched: the same index with exactly as many changes since
+        as jobs placed, each of them held as placed (so those changes were their starts, and nothing
+        else changed), the same predictions; and reads the jobs left unplaced first, in order."""
+        if call.index is not self._index or not call.index.changed_only_by(self._changes, self._placed):
+            return False
+        if call.predictions.sync() != self._revision:
+            return False
+        unplaced = self._unplaced
+        return len(candidates) >= len(unplaced) and all(map(operator.is_, candidates, unplaced))
+
+    def covers(self, first: int, held: set[GpuKey]) -> bool:
+        """Whether the jobs from `first` on were searched here with the same GPUs held (never from the
+        head's window, which may hold GPUs back)."""
+        return first > 0 and first >= self._start and held == self._held
+
+    def whole_windows(self, first: int, lookahead: int) -> int:
+        """How many positions of whole windows from `first` lie among the jobs searched."""
+        return max(0, (len(self._unplaced) - first) // lookahead * lookahead)
 
 
 def _signature(request: JobRequest) -> tuple[Workload, float, int]:

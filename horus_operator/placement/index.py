@@ -28,7 +28,8 @@ them out of order.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
 from horus_operator.prediction.api import Workload
@@ -54,13 +55,14 @@ def group_token(key: GroupKey) -> int:
 class Group:
     """Shareable GPUs with equal `GroupKey`s, in rank order."""
 
-    __slots__ = ("_in_order", "_slots", "key", "token")
+    __slots__ = ("_first", "_in_order", "_slots", "key", "token")
 
     def __init__(self, key: GroupKey) -> None:
         self.key = key
         self.token = group_token(key)
         self._slots: dict[GpuKey, GpuSlot] = {}
         self._in_order = True
+        self._first: int | None = None  # the least rank among its GPUs (None: to work out again)
 
     @property
     def slots(self) -> dict[GpuKey, GpuSlot]:
@@ -71,7 +73,9 @@ class Group:
         return self._slots
 
     def first_rank(self) -> int:
-        return next(iter(self.slots.values())).rank
+        if self._first is None:
+            self._first = next(iter(self.slots.values())).rank
+        return self._first
 
     def join(self, slot: GpuSlot) -> bool:
         """True when `slot` may now come first (the group's order among others may change)."""
@@ -79,18 +83,23 @@ class Group:
         last = next(reversed(slots.values()), None)
         slots[slot.key] = slot
         if last is None:  # a new group
+            self._first = slot.rank
             return True
-        if slot.rank > last.rank:  # in order: the first stays first
+        if slot.rank < last.rank:
+            self._in_order = False
+        # Ranks are unique: a GPU after the first leaves the group's place among the others as it was.
+        if self._first is not None and slot.rank > self._first:
             return False
-        self._in_order = False
+        self._first = None if self._first is None else slot.rank
         return True
 
     def leave(self, slot: GpuSlot) -> bool:
         """True when `slot` may have come first."""
-        slots = self._slots
-        first = not self._in_order or next(iter(slots)) == slot.key
-        del slots[slot.key]
-        return first
+        del self._slots[slot.key]
+        if self._first is not None and slot.rank != self._first:
+            return False
+        self._first = None
+        return True
 
     def __bool__(self) -> bool:
         return bool(self._slots)
@@ -256,10 +265,24 @@ class ClusterIndex:
                 node = names[rank]
                 yield node, list(self._empty[node].values())
 
-    def shared_groups(self, below: int) -> Iterator[Group]:
+    def shared_groups(self, below: int) -> Iterable[Group]:
         """Usable GPUs running 1 .. `below`-1 jobs that all share, grouped (see `GroupKey`)."""
-        for count in range(1, below):
-            yield from self._groups(count).values()
+        if below == 2:  # the usual co-location limit: one tenant count, read without a generator
+            return self._groups(1).values()
+        return itertools.chain.from_iterable(self._groups(count).values() for count in range(1, below))
+
+    def changed_only_by(self, changes: int, started: Iterable[RunningJob]) -> bool:
+        """Whether all that changed since the index counted `changes`, when it held none of `started`,
+        is that it added them: exactly as many changes as jobs, each held now as started (the same
+        request on the same GPUs), and only an add makes a job held."""
+        started = tuple(started)
+        return self.changes == changes + len(started) and all(map(self._holds, started))
+
+    def _holds(self, job: RunningJob) -> bool:
+        held = self.jobs.get(job.request.key)
+        if held is None or held.request is not job.request:
+            return False
+        return (held.node, held.gpu_indices) == (job.node, job.gpu_indices)
 
     def has_shared(self, below: int) -> bool:
         """Some GPU is in `shared_groups(below)` (a group is dropped with its last GPU)."""
