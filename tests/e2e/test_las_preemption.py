@@ -63,7 +63,19 @@ def test_the_job_of_most_attained_service_is_preempted_for_a_new_one(
     cluster: devcluster.LocalCluster, namespace: str, operator: OperatorProcess
 ) -> None:
     with only_nodes(cluster, SESSION_NODES):
-        _preempted_for_a_new_one(cluster, namespace)
+        try:
+            _preempted_for_a_new_one(cluster, namespace)
+        finally:
+            _free_the_session_nodes(cluster, namespace)
+
+
+def _free_the_session_nodes(cluster: devcluster.LocalCluster, namespace: str) -> None:
+    """This test fills every GPU of the session's nodes: its pods are removed at once, not left to the
+    namespace's deletion and their grace period, during which kube-scheduler still counts their GPUs and
+    the next test's pods stay Pending."""
+    cluster.kubectl("delete", "dljobs", "--all", "-n", namespace, "--wait=false")
+    cluster.kubectl("delete", "pods", "--all", "-n", namespace, "--grace-period=0", "--force", check=False)
+    wait_for(lambda: not horus_pods(cluster, namespace), timeout=60, what="the test's pods gone")
 
 
 def _preempted_for_a_new_one(cluster: devcluster.LocalCluster, namespace: str) -> None:
