@@ -103,7 +103,7 @@ class Progress:
         self.lock = threading.Lock()
         self.submitted: dict[str, float] = {}  # DLJob name -> first seen
         self.phase: dict[str, str] = {}  # DLJob name -> status.phase last seen
-        self.placed: set[str] = set()  # DLJob names with a pod
+        self.placed: dict[str, float] = {}  # DLJob name -> its pod first seen (the operator created it)
         self.bound: dict[str, float] = {}  # DLJob name -> first seen with its pod's node set
 
     def dljob(self, event: str, body: dict[str, Any]) -> None:
@@ -117,7 +117,7 @@ class Progress:
         if job is None or event == "DELETED":
             return
         with self.lock:
-            self.placed.add(job)
+            self.placed.setdefault(job, time.monotonic())
             if (body.get("spec") or {}).get("nodeName"):
                 self.bound.setdefault(job, time.monotonic())
 
@@ -125,9 +125,14 @@ class Progress:
         with self.lock:
             return len(self.submitted), len(self.placed), len(self.bound)
 
-    def latencies_s(self) -> list[float]:
+    def latencies_s(
+        self, since: dict[str, float] | None = None, until: dict[str, float] | None = None
+    ) -> list[float]:
+        """Per bound job, from `since` (DLJob seen) to `until` (pod bound): the legs of DLJob -> bound
+        are DLJob -> pod (the operator) and pod -> bound (kube-scheduler, and the API server between)."""
         with self.lock:
-            return [self.bound[job] - self.submitted[job] for job in self.bound if job in self.submitted]
+            since, until = since or self.submitted, until or self.bound
+            return [until[job] - since[job] for job in self.bound if job in since and job in until]
 
 
 @dataclass
@@ -274,6 +279,10 @@ def figures(
     served_after: collections.Counter[str],
 ) -> dict[str, Any]:
     latencies = progress.latencies_s()
+    legs = {
+        "dljob_to_pod_s": progress.latencies_s(until=progress.placed),
+        "pod_to_bound_s": progress.latencies_s(since=progress.placed),
+    }
     decided = decisions(log_text)
     per_job_ms = [ms for jobs, ms in decided for _ in range(jobs)]
     last = samples[-1]
@@ -304,6 +313,10 @@ def figures(
             "p50": round(percentile(latencies, 50), 2),
             "p99": round(percentile(latencies, 99), 2),
             "max": round(max(latencies, default=float("nan")), 2),
+        },
+        **{
+            leg: {"p50": round(percentile(values, 50), 2), "p99": round(percentile(values, 99), 2)}
+            for leg, values in legs.items()
         },
         "operator_rss_mib": round(last.rss_mib, 1),
         "operator_cpu_s": round(last.cpu_s - samples[0].cpu_s, 1),
@@ -342,6 +355,10 @@ def table(result: dict[str, Any]) -> str:
             f"{placement['decisions']} decisions, {placement['jobs_per_decision_mean']} jobs each",
         ),
         ("DLJob -> bound p50 / p99 / max", f"{bound['p50']} / {bound['p99']} / {bound['max']} s"),
+        *(
+            (f"  {label} p50 / p99", f"{result[leg]['p50']} / {result[leg]['p99']} s")
+            for label, leg in (("DLJob -> pod", "dljob_to_pod_s"), ("pod -> bound", "pod_to_bound_s"))
+        ),
         ("operator RSS at the end", f"{result['operator_rss_mib']} MiB"),
         (
             "operator CPU during the run",

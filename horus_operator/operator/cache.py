@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -33,6 +34,11 @@ from horus_operator.operator.telemetry import gpunodes
 from horus_operator.operator.telemetry.gpunodes import NodeTelemetry
 
 T = TypeVar("T")
+
+# The periodic re-decision of every job (its timers: stuck pods, NotReady nodes) goes in this many slices
+# of the period, each job in the same slice every time: at 10,000 jobs one slice at once held the event
+# loop for 1-2 s, during which no new DLJob was placed (bench/scale.py, docs/benchmarks.md).
+REDECIDE_SLICES = 10
 
 
 def job_key(body: Mapping[str, Any]) -> str:
@@ -55,7 +61,9 @@ def _integer(version: str) -> bool:
 
 
 class ClusterCache:
-    def __init__(self) -> None:
+    def __init__(self, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: the clock of the periodic re-decision (`changed`)."""
+        self._monotonic = monotonic
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, PodView]] = defaultdict(dict)  # job key -> pod name -> view
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -74,7 +82,8 @@ class ClusterCache:
         self._holders_changed: set[str] | None = None
         self.nodes_changed = False
         self.wake = asyncio.Event()
-        self._redecide_at = 0.0  # time.monotonic() when `changed` next marks every job
+        self._redecide_at = 0.0  # `monotonic()` when `changed` next marks a slice of the jobs
+        self._next_slice = 0  # the slice of the jobs (`_redecide_slice`) it marks then
         # While a resync's lists are in flight: kind -> key -> the resourceVersion the watch last wrote or
         # deleted. None outside a resync.
         self._watched: dict[str, dict[str, str]] | None = None
@@ -100,14 +109,21 @@ class ClusterCache:
     async def changed(self, *, redecide_every: float) -> None:
         """Until a change wakes the loop. Every job is marked at least every `redecide_every` seconds (for
         its timers: stuck pods, NotReady nodes), also where something changes all the time, as it does in
-        a large cluster (once this waited for `redecide_every` seconds without any change)."""
+        a large cluster (once this waited for `redecide_every` seconds without any change): a slice of
+        them (`REDECIDE_SLICES`) each `redecide_every / REDECIDE_SLICES` seconds, every slice that fell
+        due since the last call (all of them on the first)."""
         if not self.dirty:
             with contextlib.suppress(TimeoutError):
-                due_in = max(0.0, self._redecide_at - time.monotonic())
+                due_in = max(0.0, self._redecide_at - self._monotonic())
                 await asyncio.wait_for(self.wake.wait(), timeout=due_in)
-        if time.monotonic() >= self._redecide_at:
-            self._redecide_at = time.monotonic() + redecide_every
-            self.mark(self.jobs)
+        now, every = self._monotonic(), redecide_every / REDECIDE_SLICES
+        if now < self._redecide_at:
+            return
+        due = min(REDECIDE_SLICES, 1 + int((now - self._redecide_at) / every))
+        slices = {(self._next_slice + n) % REDECIDE_SLICES for n in range(due)}
+        self._next_slice = (self._next_slice + due) % REDECIDE_SLICES
+        self._redecide_at = now + every
+        self.mark(key for key in self.jobs if _redecide_slice(key) in slices)
 
     def take_dirty(self) -> set[str]:
         taken, self.dirty = self.dirty, set()
@@ -342,3 +358,8 @@ def _merge(
         if key not in merged and key in current:
             merged[key] = current[key]
     return merged
+
+
+def _redecide_slice(key: str) -> int:
+    """The slice of the periodic re-decision a job is in: by a hash of its key that no restart changes."""
+    return zlib.crc32(key.encode()) % REDECIDE_SLICES

@@ -328,6 +328,30 @@ def test_every_job_is_re_decided_in_time_also_while_something_always_changes() -
     assert "team-a/quiet" in asyncio.run(while_nodes_keep_changing())
 
 
+def test_the_periodic_re_decision_marks_every_job_once_a_period_a_slice_at_a_time() -> None:
+    """At 10,000 jobs one re-decision of all of them held the event loop for seconds (bench/scale.py)."""
+    clock = [0.0]
+    cache = ClusterCache(monotonic=lambda: clock[0])
+    for i in range(1_000):
+        cache.store_job(DLJobBuilder.stored(f"job-{i}").obj())
+    cache.take_dirty()
+
+    async def marked_at(times: Sequence[float]) -> list[set[str]]:
+        marked = []
+        for now in times:
+            clock[0] = now
+            await cache.changed(redecide_every=10.0)
+            marked.append(cache.take_dirty())
+        return marked
+
+    first, *slices, again, late = asyncio.run(marked_at([100.0 + s for s in range(12)] + [114.6]))
+    assert first == set(cache.jobs), "the first wait marks every job at once"
+    assert all(0 < len(marked) < 200 for marked in slices), "then about a tenth of them at a time"
+    assert sum(map(len, slices)) == len(cache.jobs) and set().union(*slices) == set(cache.jobs)
+    assert again == slices[0], "each job in the same slice every period"
+    assert late == slices[1] | slices[2] | slices[3], "a late call marks every slice that fell due"
+
+
 def _foreign(job: str, namespace: str = "team-a", *gpus: int) -> dict[str, Any]:
     """A pod with Horus's labels and annotations that no DLJob controls (anyone who may create pods)."""
     return (
