@@ -84,7 +84,9 @@ class LocalCluster:
         control_plane: ControlPlane | None = None,
         progress: Callable[[str], None] = lambda message: None,
         timeout: float = START_TIMEOUT_SECONDS,
+        scheduler_qps: int | None = None,
     ) -> None:
+        """`scheduler_qps`: kube-scheduler's client rate (`components.scheduler_argv`); None: its default."""
         self.state_dir = (state_dir or default_state_dir()).absolute()
         self.layout = components.Layout(self.state_dir)
         self.pools = list(pools)
@@ -92,6 +94,7 @@ class LocalCluster:
         self.processes = ProcessGroup(self.state_dir)
         self._progress = progress
         self._timeout = timeout
+        self._scheduler_qps = scheduler_qps
 
     @property
     def kubeconfig(self) -> Path:
@@ -215,7 +218,9 @@ class LocalCluster:
             "kube-controller-manager": components.controller_manager_argv(
                 binary("kube-controller-manager"), layout, ports
             ),
-            "kube-scheduler": components.scheduler_argv(binary("kube-scheduler"), layout, ports),
+            "kube-scheduler": components.scheduler_argv(
+                binary("kube-scheduler"), layout, ports, api_qps=self._scheduler_qps
+            ),
             "kwok": components.kwok_argv(binary("kwok"), layout, self.control_plane.stage_files()),
         }
 

@@ -186,8 +186,11 @@ def controller_manager_argv(binary: Path, layout: Layout, ports: Ports) -> list[
     ]
 
 
-def scheduler_argv(binary: Path, layout: Layout, ports: Ports) -> list[str]:
-    return [str(binary), *_component_base_flags(layout, ports.scheduler)]
+def scheduler_argv(binary: Path, layout: Layout, ports: Ports, *, api_qps: int | None = None) -> list[str]:
+    """`api_qps`: kube-scheduler's client rate to the API server (burst twice that). None keeps its
+    default, 50 a second, which also caps the pods it binds a second (one binding request each)."""
+    rate = [] if api_qps is None else [f"--kube-api-qps={api_qps}", f"--kube-api-burst={2 * api_qps}"]
+    return [str(binary), *_component_base_flags(layout, ports.scheduler), *rate]
 
 
 def kwok_argv(binary: Path, layout: Layout, stage_files: list[Path]) -> list[str]:

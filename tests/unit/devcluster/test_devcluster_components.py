@@ -66,3 +66,11 @@ def test_garbage_collector_runs_and_kwok_gets_every_stage_file(tmp_path: Path) -
     controllers = flag_values(argvs["kube-controller-manager"], "--controllers")[0].split(",")
     assert "garbage-collector-controller" in controllers
     assert flag_values(argvs["kwok"], "--config") == ["/stages/a.yaml", "/stages/b.yaml"]
+
+
+def test_kube_schedulers_client_rate_is_its_own_default_unless_asked(tmp_path: Path) -> None:
+    layout, ports = components.Layout(tmp_path), components.Ports(2379, 2380, 6443, 10257, 10259)
+    default = components.scheduler_argv(BIN / "kube-scheduler", layout, ports)
+    assert not flag_values(default, "--kube-api-qps", "--kube-api-burst")
+    raised = components.scheduler_argv(BIN / "kube-scheduler", layout, ports, api_qps=200)
+    assert flag_values(raised, "--kube-api-qps", "--kube-api-burst") == ["200", "400"]
