@@ -36,7 +36,7 @@ import dataclasses
 import functools
 import itertools
 import operator
-from collections.abc import Callable, Collection, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
@@ -54,7 +54,14 @@ from horus_operator.placement.preemption import (
     plan_preemptions,
 )
 from horus_operator.placement.queueorder import Ordering, QueueOrder
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Node, RunningJob
+from horus_operator.placement.types import (
+    Assignment,
+    ClusterSnapshot,
+    JobRequest,
+    Node,
+    RunningJob,
+    explained_alike,
+)
 from horus_operator.placement.waitqueue import WaitQueue, prefix_length
 from horus_operator.prediction.api import Workload
 
@@ -266,23 +273,34 @@ class SchedulingCycle:
     ) -> dict[str, str]:
         """Why jobs still wait, for those `explain` picks among the first `max_explanations` waiting."""
         head = itertools.islice(walk.waiting(placed), self.max_explanations)
-        told = {request.key: self._why(view, walk, request) for request in head if explain(request)}
-        return told | self._explain_gangs(view, walk, explain)
+        said: dict[Hashable, str] = {}  # the policy's answers on this view, by `explained_alike`
+        told = {request.key: self._why(view, walk, request, said) for request in head if explain(request)}
+        return told | self._explain_gangs(view, walk, explain, said)
 
-    def _why(self, view: ClusterSnapshot, walk: _Walk, request: JobRequest) -> str:
+    def _why(self, view: ClusterSnapshot, walk: _Walk, request: JobRequest, said: dict[Hashable, str]) -> str:
         fitted = walk.held.get(request.gang, 0)
-        why = "" if fitted else self.policy.explain_wait(view, request)
+        why = "" if fitted else self._policy_says(view, request, said)
         return gangs.held_back(request, fitted, why) if request.gang else why
 
+    def _policy_says(self, view: ClusterSnapshot, request: JobRequest, said: dict[Hashable, str]) -> str:
+        alike = explained_alike(request)
+        if alike not in said:
+            said[alike] = self.policy.explain_wait(view, request)
+        return said[alike]
+
     def _explain_gangs(
-        self, view: ClusterSnapshot, walk: _Walk, explain: Callable[[JobRequest], bool]
+        self,
+        view: ClusterSnapshot,
+        walk: _Walk,
+        explain: Callable[[JobRequest], bool],
+        said: dict[Hashable, str],
     ) -> dict[str, str]:
         """Why the members of gangs held back (which the walk no longer offers) or not all queued wait,
         for those `explain` picks."""
         told: dict[str, str] = {}
         for request in walk.feasible_by_key.values():
             if request.gang in walk.held and explain(request):
-                told[request.key] = self._why(view, walk, request)
+                told[request.key] = self._why(view, walk, request, said)
         for request, waiting in walk.unarrived:
             if explain(request):
                 told[request.key] = gangs.not_arrived(request, waiting)

@@ -84,6 +84,13 @@ class JobRequest:
     gang_placed: int = 0
 
 
+def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str]:
+    """What a policy's `explain_wait` may read of a request: waiting jobs equal in it wait, on one
+    cluster, for the same reasons (a queue of many like jobs is explained once, not once per job: each
+    explanation scans every GPU)."""
+    return (request.workload, request.gpus, request.max_slowdown, request.share_scope)
+
+
 @dataclass(frozen=True)
 class RunningJob:
     request: JobRequest
@@ -154,5 +161,6 @@ class Policy(Protocol):
 
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
         """One line on why `request`, not placed by `schedule`, still waits on `snapshot` (the cluster
-        with the call's assignments in it), e.g. for a Kubernetes Event. O(GPUs)."""
+        with the call's assignments in it), e.g. for a Kubernetes Event. O(GPUs). It reads of the
+        request only what `explained_alike` returns: jobs alike are told once per cycle."""
         ...

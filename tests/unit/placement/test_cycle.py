@@ -81,13 +81,30 @@ class _Counting:
         self.name = self.inner.name
         self.predictions, self.limits = self.inner.predictions, self.inner.limits
         self.asked = 0
+        self.explained: list[str] = []
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
         self.asked += 1
         return self.inner.schedule(snapshot, queue)
 
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
+        self.explained.append(request.key)
         return self.inner.explain_wait(snapshot, request)
+
+
+def test_waiting_jobs_alike_are_explained_once_a_cycle_and_told_the_same() -> None:
+    cluster = nodes(1, gpus=1)
+    view = dataclasses.replace(
+        snapshot(cluster), index=ClusterIndex(cluster, (running(job("old", "good"), "n0", 0),))
+    )
+    tight = dataclasses.replace(job("tight", "poor", at=9.0), max_slowdown=1.0)
+    queue = WaitQueue([*(job(f"like-{i}", "poor", at=float(i)) for i in range(5)), tight])
+    policy = _Counting("horus")
+    result = SchedulingCycle(policy).run(view, queue, explain=lambda request: True)
+    assert policy.explained == ["like-0", "tight"]
+    assert len(result.explanations) == 6
+    assert len({result.explanations[f"like-{i}"] for i in range(5)}) == 1
+    assert result.explanations["tight"] != result.explanations["like-0"]
 
 
 def test_a_question_answered_with_nothing_is_asked_again_only_when_what_the_policy_saw_changed() -> None:
