@@ -45,9 +45,7 @@ def main() -> None:
             cluster.up()
             try:
                 cluster.kubectl("apply", "-k", str(REPO / "crds"))
-                cluster.kubectl(
-                    "wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s"
-                )
+                cluster.wait_established("dljobs.horus.dev")
                 started = time.monotonic()
                 run = chaos.ChaosRun(cluster, "chaos", args.out, seed=args.seed, log=print)
                 outcome = run.run(

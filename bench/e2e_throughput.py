@@ -90,7 +90,7 @@ def main() -> None:
         operator, profile = None, None
         try:
             cluster.kubectl("apply", "-k", str(REPO / "crds"))
-            cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+            cluster.wait_established("dljobs.horus.dev")
             core = kubernetes.client.CoreV1Api(
                 kubernetes.config.new_client_from_config(str(cluster.kubeconfig))
             )

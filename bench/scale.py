@@ -195,7 +195,7 @@ def prepare(cluster: devcluster.LocalCluster, args: argparse.Namespace) -> None:
     cluster.add_pools([devcluster.GpuNodePool(count=args.nodes, gpus_per_node=args.gpus_per_node)])
     print(f"{args.nodes} nodes Ready in {time.monotonic() - began:.0f} s", flush=True)
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     cluster.kubectl("create", "namespace", NAMESPACE)
 
 

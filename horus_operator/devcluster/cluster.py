@@ -249,6 +249,23 @@ class LocalCluster:
             )
         return result
 
+    def wait_established(self, *crds: str, timeout: float = 60.0) -> None:
+        """Until every CRD named (e.g. "dljobs.horus.dev") is Established. Right after it is applied a CRD
+        has no conditions yet, and `kubectl wait` then fails at once ("accessor error") instead of
+        waiting: that answer is asked again until `timeout`."""
+        deadline = time.monotonic() + timeout
+        names = [f"crd/{crd}" for crd in crds]
+        while True:
+            left = max(1, round(deadline - time.monotonic()))
+            result = self.kubectl(
+                "wait", "--for=condition=Established", *names, f"--timeout={left}s", check=False
+            )
+            if result.returncode == 0:
+                return
+            if "accessor error" not in result.stderr or time.monotonic() >= deadline:
+                raise ClusterError(f"CRDs {', '.join(crds)} not Established: {result.stderr.strip()}")
+            time.sleep(0.5)
+
     # ---- start-up steps --------------------------------------------------------------------------
 
     def _write_credentials(self) -> str:

@@ -37,7 +37,7 @@ import pytest
 from agent_harness import Agents
 
 from horus_operator import devcluster
-from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
+from horus_operator.testing.operator_process import REPO, OperatorProcess
 
 E2E_POOLS = (
     devcluster.GpuNodePool(count=2, gpus_per_node=4),
@@ -90,7 +90,7 @@ def horus(
 ) -> Iterator[OperatorProcess]:
     """`horus run` (default policy) against the session's cluster with the CRDs applied, per test module."""
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     operator = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
     operator.start()
     yield operator
@@ -102,9 +102,7 @@ def gpunode_crd(cluster: devcluster.LocalCluster) -> Iterator[None]:
     cluster.kubectl(
         "apply", "-f", str(REPO / "crds" / "dljob.yaml"), "-f", str(REPO / "crds" / "gpunode.yaml")
     )
-    established = ("wait", "--for=condition=Established", "crd/gpunodes.horus.dev", "crd/dljobs.horus.dev")
-    # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
-    wait_for(lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="the CRDs")
+    cluster.wait_established("gpunodes.horus.dev", "dljobs.horus.dev")
     yield
     # Stale GPUNodes would make later tests' GPUs look silent: leave no telemetry behind, and no
     # ResourceSlices either (the fake agents publish them; later tests read GPUs from GFD labels).

@@ -34,7 +34,7 @@ def dra_node(cluster: devcluster.LocalCluster) -> str:
 def publishing_slices(cluster: devcluster.LocalCluster, logs: Path) -> Iterator[None]:
     """The fake agents of every GPU node, publishing ResourceSlices (and GPUNodes) until the end."""
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     argv = [sys.executable, "-c", "from horus_operator.cli import main; main()", "agent", "--backend", "fake"]
     argv += ["--all-nodes", "--metrics-port", "0", "--sample-interval", "0.5", "--publish-interval", "1"]
     with (logs / "agents.log").open("ab") as log:

@@ -55,12 +55,7 @@ def install_crds(cluster: devcluster.LocalCluster) -> None:
     # Server-side: the Workload CRD is larger than the annotation a client-side apply keeps.
     crds = kueue_binary().parent.parent / "crds"
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crds))
-    names = [f"crd/{name}.kueue.x-k8s.io" for name in CRDS]
-    established = ("wait", "--for=condition=Established", *names, "--timeout=60s")
-    # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
-    wait_for(
-        lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="Kueue's CRDs"
-    )
+    cluster.wait_established(*(f"{name}.kueue.x-k8s.io" for name in CRDS))
 
 
 def configuration(certs: Path, health_port: int, webhook_port: int) -> dict:

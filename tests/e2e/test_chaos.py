@@ -32,7 +32,7 @@ def chaos_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devclust
     local.up()
     try:
         local.kubectl("apply", "-k", str(REPO / "crds"))
-        local.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+        local.wait_established("dljobs.horus.dev")
         yield local
     finally:
         local.down()

@@ -168,9 +168,7 @@ class Container:
 @pytest.fixture
 def container(image: dict[str, Any], cluster: devcluster.LocalCluster, tmp_path: Path) -> Iterator[Container]:
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    established = ("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "crd/gpunodes.horus.dev")
-    # right after creation a CRD has no conditions yet, and `kubectl wait` fails instead of waiting
-    wait_for(lambda: cluster.kubectl(*established, check=False).returncode == 0, timeout=60, what="the CRDs")
+    cluster.wait_established("dljobs.horus.dev", "gpunodes.horus.dev")
     running = Container(image, tmp_path, cluster.kubeconfig)
     try:
         yield running

@@ -35,7 +35,7 @@ PROTECTED_S = 120
 def operator(cluster: devcluster.LocalCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
     """`horus run --queue-order las` with the exclusive policy (the new job cannot share a GPU)."""
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     settings = {
         **FAST_SETTINGS,
         "HORUS_POLICY": "exclusive",

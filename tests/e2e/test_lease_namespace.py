@@ -33,7 +33,7 @@ def _health(url: str) -> dict[str, Any]:
 @pytest.fixture
 def operator(cluster: devcluster.LocalCluster, tmp_path: Path) -> Iterator[OperatorProcess]:
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     missing = f"horus-lease-{secrets.token_hex(3)}"
     process = OperatorProcess(
         cluster,

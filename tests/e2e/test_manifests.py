@@ -40,8 +40,7 @@ def installed_basics(cluster: devcluster.LocalCluster) -> None:
     (the DLJobs and GPUNodes of later steps need them established)."""
     cluster.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    established = ("--for=condition=Established", "crd/dljobs.horus.dev", "crd/gpunodes.horus.dev")
-    cluster.kubectl("wait", *established, "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev", "gpunodes.horus.dev")
     # What the NVIDIA container toolkit installs on a GPU cluster; the agent's pods name it.
     runtime_class = {"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "nvidia"}}
     cluster.kubectl("apply", "-f", "-", input=json.dumps({**runtime_class, "handler": "nvidia"}))
@@ -176,7 +175,7 @@ def test_crds_and_examples_apply_with_f_and_k(
 ) -> None:
     # Both spellings work (tests/unit/test_manifest_dirs.py says why). DLJobs need their CRD for real.
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     crds = cluster.kubectl("apply", flag, str(REPO / "crds"), "--dry-run=server").stdout
     assert "customresourcedefinition.apiextensions.k8s.io/gpunodes.horus.dev" in crds, crds
     jobs = cluster.kubectl("apply", "-n", namespace, flag, str(REPO / "examples"), "--dry-run=server")

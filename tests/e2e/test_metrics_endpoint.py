@@ -43,7 +43,7 @@ def operator(
     cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     log = tmp_path_factory.mktemp("metrics") / "operator.log"
     process = OperatorProcess(cluster, log, identity="e2e-metrics", metrics_port=free_port())
     process.start()

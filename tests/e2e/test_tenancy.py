@@ -38,7 +38,7 @@ def operator(
     """The CRDs, the admission policy with its ConfigMap (DLJob-only tenants off), and the operator."""
     cluster.kubectl("apply", "-f", str(REPO / "manifests" / "namespace.yaml"))
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.kubectl("wait", "--for=condition=Established", "crd/dljobs.horus.dev", "--timeout=60s")
+    cluster.wait_established("dljobs.horus.dev")
     cluster.kubectl("apply", "-f", str(ADMISSION))
     running = OperatorProcess(
         cluster, tmp_path_factory.mktemp("tenancy") / "operator.log", lease_namespace=OWN_NAMESPACE
