@@ -237,8 +237,12 @@ class SchedulingLoop:
             self._cache.mark(self._cache.jobs)
 
     async def _idle(self) -> None:
+        """Until something changed; then a batch window for the rest of a burst to arrive, unless
+        changes came while the last cycle ran: a burst that gathered meanwhile is decided at once."""
+        gathered = bool(self._cache.dirty)
         await self._cache.changed(redecide_every=self._config.resync_every)
-        await asyncio.sleep(self._config.batch_window)
+        if not gathered:
+            await asyncio.sleep(self._config.batch_window)
 
     async def cycle(self) -> None:
         """Decide the changed jobs, place what waits, then write: a job placed in this cycle gets one
