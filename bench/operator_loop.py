@@ -47,7 +47,7 @@ T = TypeVar("T")
 
 
 class Decisions(logging.Handler):
-    """The loop's `placement: M placed, decided in T ms` lines, as (placed, ms)."""
+    """The loop's `placement: M placed, decided in T ms (C ms CPU)` lines, as (placed, wall ms)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,7 +55,7 @@ class Decisions(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg.startswith("placement:"):
-            placed, decided_ms = cast(tuple[int, float], record.args)
+            placed, decided_ms, _cpu_ms = cast(tuple[int, float, float], record.args)
             self.seen.append((placed, decided_ms))
 
 

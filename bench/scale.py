@@ -26,6 +26,7 @@ import collections
 import itertools
 import json
 import math
+import re
 import signal
 import statistics
 import tempfile
@@ -48,7 +49,8 @@ from horus_operator.testing.operator_process import OperatorProcess
 REPO = Path(__file__).resolve().parents[1]
 NAMESPACE = "bench-scale"
 BACKGROUND = ("leases", "nodes")  # kept up by kwok for every node, whatever the jobs do
-PLACEMENT_LINE = "placement: "  # operator/loop.py: "placement: N placed, decided in X ms"
+# operator/loop.py: "placement: N placed, decided in X ms (Y ms CPU)" (the CPU since 4 December)
+PLACEMENT_LINE = re.compile(r"placement: (\d+) placed, decided in ([\d.]+) ms(?: \(([\d.]+) ms CPU\))?")
 
 
 class Watch(threading.Thread):
@@ -153,14 +155,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
-def decisions(log_text: str) -> list[tuple[int, float]]:
-    """(jobs placed, milliseconds) of every placement decision the operator logged."""
-    found = []
-    for line in log_text.splitlines():
-        if PLACEMENT_LINE in line:
-            words = line.split(PLACEMENT_LINE, 1)[1].replace(",", "").split()
-            found.append((int(words[0]), float(words[-2])))  # "N placed decided in X ms"
-    return found
+def decisions(log_text: str) -> list[tuple[int, float, float | None]]:
+    """(jobs placed, wall ms, CPU ms or None) of every placement decision the operator logged."""
+    return [
+        (int(placed), float(wall), float(cpu) if cpu else None)
+        for placed, wall, cpu in PLACEMENT_LINE.findall(log_text)
+    ]
 
 
 def wait_stage(progress: Progress, target: int, *, settle: float, timeout: float, started: float) -> None:
@@ -290,7 +290,8 @@ def figures(
         "pod_to_bound_s": progress.latencies_s(since=progress.placed),
     }
     decided = decisions(log_text)
-    per_job_ms = [ms for jobs, ms in decided for _ in range(jobs)]
+    per_job_ms = [ms for jobs, ms, _ in decided for _ in range(jobs)]
+    cpu_ms = [cpu for _, _, cpu in decided if cpu is not None]
     last = samples[-1]
     intercept, slope = linear_fit([s.submitted for s in samples], [s.rss_mib * 2**20 for s in samples])
     grown = served_after - served_before
@@ -312,9 +313,11 @@ def figures(
             "decisions": len(decided),
             "per_job_p50": round(percentile(per_job_ms, 50), 1),
             "per_job_p99": round(percentile(per_job_ms, 99), 1),
-            "per_decision_p50": round(percentile([ms for _, ms in decided], 50), 1),
-            "per_decision_p99": round(percentile([ms for _, ms in decided], 99), 1),
-            "jobs_per_decision_mean": round(sum(j for j, _ in decided) / max(len(decided), 1), 1),
+            "per_decision_p50": round(percentile([ms for _, ms, _ in decided], 50), 1),
+            "per_decision_p99": round(percentile([ms for _, ms, _ in decided], 99), 1),
+            "per_decision_cpu_p50": round(percentile(cpu_ms, 50), 2),
+            "per_decision_cpu_p99": round(percentile(cpu_ms, 99), 2),
+            "jobs_per_decision_mean": round(sum(j for j, _, _ in decided) / max(len(decided), 1), 1),
         },
         "dljob_to_bound_s": {
             "p50": round(percentile(latencies, 50), 2),
@@ -361,6 +364,10 @@ def table(result: dict[str, Any]) -> str:
             "placement decision p50 / p99 (per decision)",
             f"{placement['per_decision_p50']} / {placement['per_decision_p99']} ms, "
             f"{placement['decisions']} decisions, {placement['jobs_per_decision_mean']} jobs each",
+        ),
+        (
+            "  its own CPU p50 / p99 (per decision)",
+            f"{placement['per_decision_cpu_p50']} / {placement['per_decision_cpu_p99']} ms",
         ),
         ("DLJob -> bound p50 / p99 / max", f"{bound['p50']} / {bound['p99']} / {bound['max']} s"),
         *(
