@@ -332,7 +332,9 @@ class SchedulingLoop:
             until = now + self._config.node_cooldown
             self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
-        request = self._request(job, placeable, body) if placeable is not None else None
+        # A request only for a job to place or between pods: most jobs re-decided are running
+        wanted = decision.place_attempt is not None or decision.moving is not None
+        request = self._request(job, placeable, body) if placeable is not None and wanted else None
         if decision.place_attempt is not None and placeable is not None and request is not None:
             moving = decision.move_to is not None
             binding = self._binding(job)

@@ -52,3 +52,21 @@ def test_an_awaited_write_lands_after_the_background_write_of_the_same_job() -> 
     landed = asyncio.run(scenario())
 
     assert [sorted(patch) for patch in landed] == [["phase"], ["moves"]]
+
+
+def test_a_write_waiting_for_its_turn_writes_the_newest_decision_once() -> None:
+    """Behind a backlog a job's Scheduled and then Running become one write: the newest."""
+
+    async def scenario() -> list[dict[str, Any]]:
+        kube, cache = SlowKube(), ClusterCache()
+        first, second = (DLJobBuilder.stored(name, "ns").obj() for name in ("first", "second"))
+        kube.jobs.update({"ns/first": first, "ns/second": second})
+        reporter = Reporter(kube=kube, cache=cache, concurrency=1)  # type: ignore[arg-type]
+        reporter.write_later(first, reconcile.Decision(status={"phase": "Queued"}))  # holds the one lane
+        for phase in ("Scheduled", "Running"):
+            reporter.write_later(second, reconcile.Decision(status={"phase": phase}))
+        kube.release.set()
+        await reporter.settle()
+        return kube.landed
+
+    assert asyncio.run(scenario()) == [{"phase": "Queued"}, {"phase": "Running"}]
