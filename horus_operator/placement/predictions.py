@@ -19,7 +19,6 @@ from horus_operator.prediction.api import (
     JobPrediction,
     LearningPredictor,
     Predictor,
-    SpreadingPredictor,
     Workload,
 )
 
@@ -33,7 +32,6 @@ class CachedPredictions:
         self.predictor = predictor
         # Asked once: a protocol check costs a lookup per member, and `job` reads the revision each call.
         self._learning = predictor if isinstance(predictor, LearningPredictor) else None
-        self._spreading = predictor if isinstance(predictor, SpreadingPredictor) else None
         self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
         self._slowdowns: dict[_GroupKey, tuple[float, ...] | None] = {}
         self._spreads: dict[_GroupKey, tuple[float, ...] | None] = {}
@@ -61,12 +59,11 @@ class CachedPredictions:
         return None if answer is None else tuple(max(1.0, slowdown) for slowdown in answer)
 
     def spreads(self, gpu: str, workloads: Sequence[Workload], memory_mib: float) -> tuple[float, ...]:
-        """Per workload, the standard deviation of ln(its slowdown) next to the others, as the predictor
-        states it (`SpreadingPredictor.spreads`: a learning one, or a fixed one on a GPU type it never
-        saw); 0 from one that states none."""
-        if self._spreading is None:
+        """Per workload, the standard deviation of ln(its slowdown) next to the others, as a learning
+        predictor knows it (`LearningPredictor.spreads`); 0 from a fixed prior, which states none."""
+        if self._learning is None:
             return (0.0,) * len(workloads)
-        answer = self._per_workload(self._spreads, self._spreading.spreads, 0.0, gpu, workloads, memory_mib)
+        answer = self._per_workload(self._spreads, self._learning.spreads, 0.0, gpu, workloads, memory_mib)
         return answer if answer is not None else (0.0,) * len(workloads)
 
     def _per_workload(

@@ -84,21 +84,7 @@ class Basis:
 
 
 @runtime_checkable
-class SpreadingPredictor(Predictor, Protocol):
-    """A predictor that states how far its slowdowns may be off: a learning one (`LearningPredictor`),
-    or a fixed one on a GPU type its slowdown model never saw a pair on (`XGBoostPredictor`).
-    Placement's cache reads `spreads` where the predictor has it, and takes any other as stating none."""
-
-    def spreads(
-        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
-    ) -> tuple[float, ...] | None:
-        """Per workload, the standard deviation of ln(its slowdown) next to the others: how far the
-        answer may be off while this GPU type is unproven. None where `slowdowns` is."""
-        ...
-
-
-@runtime_checkable
-class LearningPredictor(SpreadingPredictor, Protocol):
+class LearningPredictor(Predictor, Protocol):
     """A predictor corrected by what the cluster observes (`correction.CorrectedPredictor`): placement's
     cache reads these members where the predictor has them, and treats any other as a fixed prior."""
 
@@ -113,6 +99,13 @@ class LearningPredictor(SpreadingPredictor, Protocol):
 
     def utilization_source(self, workload: Workload, gpu: str) -> str:
         """OBSERVED where `job` answers from a busy fraction the cluster saw, else PREDICTED."""
+        ...
+
+    def spreads(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        """Per workload, the standard deviation of ln(its slowdown) next to the others: how far the
+        answer may be off while this GPU type is unproven. None where `slowdowns` is."""
         ...
 
 

@@ -59,8 +59,7 @@ GPU and job levels only (pairs are pairwise).
 **Uncertainty.** `log_sd` (and `CorrectedPredictor.spreads`): the posterior standard deviation of the
 corrected log slowdown, the root of x²·var(b) + σ²/(n + k) (n the samples of the level used, 0 where
 none; the two taken as independent). A caller can let jobs whose maxSlowdown leaves room share first on a GPU
-still unproven, and a tight job once the upper end fits. `unproven_log_sd` is that spread before any
-sample, which a fixed predictor states on a GPU type its slowdown model never saw (`XGBoostPredictor`).
+still unproven, and a tight job once the upper end fits.
 
 **Alone rates by signature.** An observed slowdown needs the job's rate alone. In a busy cluster a job
 may never run alone (a new co-tenant joins as soon as one leaves), so the rate alone that jobs of the
@@ -394,7 +393,9 @@ class Correction:
         level = self._pair(gpu, own, cotenants) or self._jobs.get((gpu, own))
         samples = min(level.samples, self.max_weight) if level else 0
         scale_variance = self._scale.get(gpu, (1.0, SCALE_SD**2))[1]
-        return _log_sd(predicted, scale_variance, samples + self.strength(gpu))
+        return math.sqrt(
+            _log_excess(predicted) ** 2 * scale_variance + NOISE_SD**2 / (samples + self.strength(gpu))
+        )
 
     def basis(self, gpu: str, workload: Workload, cotenants: Sequence[Workload]) -> Basis:
         own = signature(workload)
@@ -558,19 +559,6 @@ class CorrectedPredictor:
         if peak is not None:
             workload = dataclasses.replace(workload, peak_memory_mib=float(round(peak)))
         return workload
-
-
-def unproven_log_sd(predicted: float) -> float:
-    """`Correction.log_sd` before any sample on the GPU type: the spread of a prediction `predicted` on
-    a GPU nothing has vouched for. It grows with the predicted excess (the GPU-wide scale's prior, τ_b =
-    `SCALE_SD`), so two nearly idle jobs keep a narrow one, and never falls below the prior strength's
-    noise term."""
-    return _log_sd(predicted, SCALE_SD**2, PRIOR_STRENGTH)
-
-
-def _log_sd(predicted: float, scale_variance: float, samples_worth: float) -> float:
-    """sqrt(x²·var(b) + σ²/(n + k)), x the predicted log excess, `samples_worth` n + k."""
-    return math.sqrt(_log_excess(predicted) ** 2 * scale_variance + NOISE_SD**2 / samples_worth)
 
 
 def _strength(mean_square: float) -> float:

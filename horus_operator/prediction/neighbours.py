@@ -97,8 +97,6 @@ class NeighbourTable:
             self._batches[(gpu, own[0])].add(own[1])
             self._as_own[(gpu, own[0], other)][own[1]] = value
             self._as_other[(gpu, other[0], own)][other[1]] = value
-        # The GPU types with a measured pair: the slowdown model's training pairs, so the types it saw.
-        self.gpus = frozenset(self._gpu_mean)
 
     def __len__(self) -> int:
         return len(self._pairs)

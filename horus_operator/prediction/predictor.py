@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from horus_operator.prediction import artifacts, correction, design, features, roofline, slowdown
+from horus_operator.prediction import artifacts, design, features, roofline, slowdown
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
 from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize_gpu
 
@@ -78,22 +78,6 @@ class XGBoostPredictor:
         pairwise = [[self._pairs.get((gpu, own, other), 1.0) for other in keys] for own in keys]
         return slowdown.combine(pairwise)
 
-    def spreads(
-        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
-    ) -> tuple[float, ...] | None:
-        """Per workload, the standard deviation of ln(its slowdown) next to the others. On a GPU type the
-        slowdown model never saw a pair on, what an online correction states before its first sample
-        (`correction.unproven_log_sd`): the model's error there is unknown, and larger where the
-        predicted contention is. 0 on a type it was trained on (its cross-validated error is what
-        `Limits.qos_margin` covers), and from a model without a neighbour table, which does not record
-        the types. None where `slowdowns` is."""
-        predicted = self.slowdowns(gpu, workloads, memory_mib)
-        if predicted is None:
-            return None
-        if len(workloads) < 2 or self._trained_on(normalize_gpu(gpu)):
-            return tuple(0.0 for _ in workloads)
-        return tuple(correction.unproven_log_sd(value) for value in predicted)
-
     # ---- batch interface (CLI, simulator warm-up) ----
 
     def pairs(self, requests: Sequence[tuple[str, Workload, Workload]]) -> list[PairPrediction]:
@@ -142,10 +126,6 @@ class XGBoostPredictor:
             demand = (busy, workload.host_cpus)
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, demand=demand)
         return entry
-
-    def _trained_on(self, gpu: str) -> bool:
-        table = self.models.neighbours
-        return table is None or gpu in table.gpus
 
     def _features(self, workload: Workload) -> Mapping[str, float]:
         if workload.features is None:
