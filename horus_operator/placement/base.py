@@ -258,6 +258,32 @@ class PlacementCall:
         return itertools.islice(queue, self.limits.scan_depth)
 
 
+class PlacedCluster:
+    """The cluster a call that placed jobs leaves once its caller has started them, so that what the call
+    searched in vain after its last placement need not be searched again by the next call (the cycle
+    asks again after every call that placed, and that call nearly always finds nothing).
+
+    The next call is on it when it borrows the same index with exactly as many changes since this call
+    handed it back as jobs placed, each held as placed (so those changes were their starts and nothing
+    else changed: `ClusterIndex.changed_only_by`), and the predictions are the same."""
+
+    def __init__(self, call: PlacementCall) -> None:
+        self._index = call.index
+        self._revision = call.predictions.sync()
+        self._placed = tuple(call.index.jobs[assignment.job] for assignment in call.assignments)
+        self._changes = -1  # the index's once the call has taken its placements out (`handed_back`)
+
+    def handed_back(self) -> None:
+        """The call has taken its placements out of the index again: its caller is to add them."""
+        self._changes = self._index.changes
+
+    def is_under(self, call: PlacementCall) -> bool:
+        index = call.index
+        if index is not self._index or not index.changed_only_by(self._changes, self._placed):
+            return False
+        return call.predictions.sync() == self._revision
+
+
 # Why a GPU is out of every placement, whatever the job (`PlacementCall.unusable`).
 NODE_UNSCHEDULABLE = "node not schedulable (cordoned, NotReady or cooling down)"
 GPU_UNHEALTHY = "GPU unhealthy or its agent silent"

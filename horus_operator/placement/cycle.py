@@ -403,6 +403,8 @@ class _Walk:
             return list(itertools.islice(self.waiting(placed), count))
         feasible, within = self._feasible, min(count + len(placed), self._limit)
         self._reach(within - len(feasible))
+        if not placed:  # the first call of a cycle: nothing to leave out
+            return feasible[:within]
         return [request for request in itertools.islice(feasible, within) if request.key not in placed][
             :count
         ]

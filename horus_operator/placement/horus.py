@@ -31,9 +31,14 @@ import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from horus_operator.placement.base import Limits, PlacementCall, RequestKinds, summarise_reasons
+from horus_operator.placement.base import (
+    Limits,
+    PlacedCluster,
+    PlacementCall,
+    RequestKinds,
+    summarise_reasons,
+)
 from horus_operator.placement.index import (
-    ClusterIndex,
     GpuKey,
     GpuSlot,
     GroupKey,
@@ -41,7 +46,7 @@ from horus_operator.placement.index import (
     wants_whole_gpus,
 )
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.prediction.api import Predictor, Workload
 
 
@@ -155,7 +160,7 @@ class HorusPolicy:
                 placed_at = first
             assignments = call.assignments
         if self._searched is not None:
-            self._searched.handed_back(call.index)
+            self._searched.cluster.handed_back()
         return assignments
 
     def _window(
@@ -180,6 +185,8 @@ class HorusPolicy:
         of alike jobs is the one any option would pick: earlier in the queue wins ties); and those
         signatures together with `hopeless`."""
         signatures = list(map(self._signature, window))
+        if hopeless.issuperset(signatures):  # most windows a call reads past: nothing new to sort out
+            return [], hopeless
         first_of = dict(zip(reversed(signatures), reversed(window), strict=True))  # the earliest wins
         unique = [first_of[signature] for signature in dict.fromkeys(signatures) if signature not in hopeless]
         return unique, hopeless.union(signatures)
@@ -390,17 +397,13 @@ class _Searched:
 
     def __init__(
         self,
-        call: PlacementCall,
-        placed: tuple[RunningJob, ...],
+        cluster: PlacedCluster,
         unplaced: tuple[JobRequest, ...],
         start: int,
         held: frozenset[GpuKey],
         hopeless: frozenset[int],
     ) -> None:
-        self._index = call.index
-        self._revision = call.predictions.sync()
-        self._changes = -1  # the index's once the call has taken `placed` out again (`handed_back`)
-        self._placed = placed
+        self.cluster = cluster
         self._unplaced = unplaced
         self._start = start
         self._held = held
@@ -418,20 +421,12 @@ class _Searched:
         placed = call.placed
         unplaced = tuple(request for request in candidates if request.key not in placed)
         start = placed_at - sum(1 for request in candidates[:placed_at] if request.key in placed)
-        jobs = tuple(call.index.jobs[assignment.job] for assignment in call.assignments)
-        return cls(call, jobs, unplaced, start, frozenset(held), frozenset(hopeless))
-
-    def handed_back(self, index: ClusterIndex) -> None:
-        """The call has taken its placements out of `index` again: its caller is to add them."""
-        self._changes = index.changes
+        return cls(PlacedCluster(call), unplaced, start, frozenset(held), frozenset(hopeless))
 
     def still_holds(self, call: PlacementCall, candidates: list[JobRequest]) -> bool:
-        """Whether `call` is on the cluster searched: the same index with exactly as many changes since
-        as jobs placed, each of them held as placed (so those changes were their starts, and nothing
-        else changed), the same predictions; and reads the jobs left unplaced first, in order."""
-        if call.index is not self._index or not call.index.changed_only_by(self._changes, self._placed):
-            return False
-        if call.predictions.sync() != self._revision:
+        """Whether `call` is on the cluster searched (`PlacedCluster.is_under`) and reads the jobs left
+        unplaced first, in order."""
+        if not self.cluster.is_under(call):
             return False
         unplaced = self._unplaced
         return len(candidates) >= len(unplaced) and all(map(operator.is_, candidates, unplaced))

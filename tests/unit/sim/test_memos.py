@@ -4,15 +4,18 @@ every call places every job on the same GPUs at the same times, and only works m
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from sim_builders import predictor, truth, truth_table
 
-from horus_operator.placement.base import PredictingPolicy
+from horus_operator.placement.base import PlacementCall, PredictingPolicy
+from horus_operator.placement.binpack import BinpackPolicy
 from horus_operator.placement.cycle import CycleResult, SchedulingCycle
 from horus_operator.placement.horus import HorusPolicy
+from horus_operator.placement.index import GpuSlot
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.placement.waitqueue import WaitQueue
@@ -36,6 +39,14 @@ class CountingHorus(HorusPolicy):
     def _choose(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.windows += 1
         return super()._choose(*args, **kwargs)
+
+
+class ForgetfulBinpack(BinpackPolicy):
+    """Binpack without what the previous call searched."""
+
+    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        self._searched = None
+        return super().schedule(snapshot, queue)
 
 
 class CountingCycle(SchedulingCycle):
@@ -78,6 +89,24 @@ def test_horus_decides_the_same_without_its_memo_of_the_previous_search(tmp_path
         tmp_path, SchedulingCycle(forgetting)
     )
     assert remembering.windows < forgetting.windows
+
+
+def test_binpack_decides_the_same_without_its_memo_of_the_previous_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    searches = Counter[str]()  # jobs binpack searched empty GPUs for, by run
+    run = "remembering"
+    whole_gpus = PlacementCall.whole_gpus
+
+    def counted(call: PlacementCall, request: JobRequest) -> list[GpuSlot] | None:
+        searches[run] += 1
+        return whole_gpus(call, request)
+
+    monkeypatch.setattr(PlacementCall, "whole_gpus", counted)
+    remembered = schedule_of(tmp_path, SchedulingCycle(BinpackPolicy(predictor())))
+    run = "forgetting"
+    assert remembered == schedule_of(tmp_path, SchedulingCycle(ForgetfulBinpack(predictor())))
+    assert searches["remembering"] < searches["forgetting"]
 
 
 @pytest.mark.parametrize("policy", ["horus", "binpack", "exclusive"])
