@@ -21,14 +21,15 @@ def kept(body: Mapping[str, Any]) -> dict[str, Any]:
     """`body` without `metadata.managedFields`, rebuilt with its strings interned. A new object: the
     caller's (kopf's event body) is left as it was."""
     metadata = {key: value for key, value in body["metadata"].items() if key != MANAGED_FIELDS}
-    return _interned({**body, "metadata": metadata})
+    return interned({**body, "metadata": metadata})
 
 
-def _interned(value: Any) -> Any:
+def interned(value: Any) -> Any:
+    """`value` (decoded JSON) rebuilt with every string interned."""
     if type(value) is str:  # sys.intern takes exact strings only
         return sys.intern(value)
     if isinstance(value, dict):
-        return {sys.intern(key): _interned(item) for key, item in value.items()}
+        return {sys.intern(key): interned(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_interned(item) for item in value]
+        return [interned(item) for item in value]
     return value

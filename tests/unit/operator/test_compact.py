@@ -1,5 +1,6 @@
 """What the cache keeps of an API object (`compact.kept`): everything but managedFields, equal to what
-was sent, strings shared across copies, the sender's object untouched."""
+was sent, strings shared across copies, the sender's object untouched; and a pod's view shares the
+strings many pods have."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import copy
 import json
 from typing import Any
 
+from operator_builders import PodBuilder
+
 from horus_operator.operator import compact
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs import pods
 from horus_operator.testing.builders import DLJobBuilder
 
 MANAGED = [
@@ -63,3 +67,12 @@ def test_the_cache_keeps_jobs_and_nodes_without_managed_fields() -> None:
     cache.replace_all(jobs=[sent("b")], pods=[], nodes=[node])
     assert "managedFields" not in cache.jobs["team-a/b"]["metadata"]
     assert "managedFields" not in cache.nodes["n"]["metadata"]
+
+
+def test_pod_views_share_what_many_pods_have() -> None:
+    a, b = (pods.view(json.loads(json.dumps(PodBuilder(job).on("gpu-node-3").bound().obj()))) for job in "ab")
+    assert a.namespace is b.namespace and a.node is b.node and a.bound_node is b.bound_node
+    assert a.phase is b.phase
+    assert a.request is not None and b.request is not None
+    assert a.request.workload.model is b.request.workload.model
+    assert next(iter(a.predicted)) is next(iter(b.predicted))
