@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from horus_operator.api import keys
-from horus_operator.operator import cluster_view
+from horus_operator.operator import cluster_view, compact
 from horus_operator.operator.cluster_view import NodesSummary, NodeView
 from horus_operator.operator.dra import claims as claim_views
 from horus_operator.operator.dra import slices
@@ -145,10 +145,11 @@ class ClusterCache:
         self.mark([job_key(body)])
 
     def store_job(self, body: Mapping[str, Any]) -> None:
-        """Keep `body` as the API server just returned it (a status write), without re-deciding it."""
+        """Keep `body` as the API server just returned it (a status write; `compact.kept`), without
+        re-deciding it."""
         key = job_key(body)
         self._note("job", key, body)
-        self.jobs[key] = dict(body)
+        self.jobs[key] = compact.kept(body)
         self._holders_change(key)  # its uid decides which pods are its own (`job_pods`)
 
     def drop_job(self, body: Mapping[str, Any]) -> None:
@@ -185,7 +186,7 @@ class ClusterCache:
     def put_node(self, body: Mapping[str, Any]) -> None:
         name = body["metadata"]["name"]
         self._note("node", name, body)
-        self.nodes[name] = dict(body)
+        self.nodes[name] = compact.kept(body)
         seen = cluster_view.view(body)
         if seen == self.node_views.get(name):
             # A heartbeat (kwok, or a kubelet, rewrites every node's status every few minutes): nothing the
@@ -281,10 +282,10 @@ class ClusterCache:
         watched = self._watched or {kind: {} for kind in _KINDS}
         stale_jobs = set(self.jobs) | set(self.pods)
         pods_by_key = {f"{pod.namespace}/{pod.name}": pod for pod in self._every_pod()}
-        merged_jobs = _merge(self.jobs, _keyed(jobs, job_key, dict), watched["job"])
+        merged_jobs = _merge(self.jobs, _keyed(jobs, job_key, compact.kept), watched["job"])
         merged_pods = _merge(pods_by_key, _keyed(pods, job_key, pod_views.view), watched["pod"])
         merged_nodes = _merge(
-            self.nodes, _keyed(nodes, lambda b: b["metadata"]["name"], dict), watched["node"]
+            self.nodes, _keyed(nodes, lambda b: b["metadata"]["name"], compact.kept), watched["node"]
         )
         claims_by_key = {claim.key: claim for claim in self.claims.values()}
         merged_claims = _merge(claims_by_key, _keyed(claims, job_key, claim_views.view), watched["claim"])

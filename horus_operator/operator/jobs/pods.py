@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,6 +16,7 @@ from typing import Any
 
 from horus_operator.api import defaults, keys, pod_annotations
 from horus_operator.api.dljob import JobSpec
+from horus_operator.operator import compact
 from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
 
@@ -243,28 +245,30 @@ class PodView:
 
 
 def view(pod: Mapping[str, Any]) -> PodView:
+    """The cache keeps one per pod: strings that many pods share (namespace, node, phase, what the
+    annotations' JSON holds) are interned (`compact.py`)."""
     meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status") or {}
     annotations = meta.get("annotations") or {}
     return PodView(
         name=meta["name"],
-        namespace=meta["namespace"],
+        namespace=sys.intern(meta["namespace"]),
         job_name=(meta.get("labels") or {}).get(keys.LABEL_JOB, ""),
         uid=meta.get("uid", ""),
         attempt=int(annotations.get(keys.ANNOTATION_ATTEMPT, "0")),
-        node=annotations.get(keys.ANNOTATION_NODE, ""),
-        bound_node=spec.get("nodeName") or "",
+        node=sys.intern(annotations.get(keys.ANNOTATION_NODE, "")),
+        bound_node=sys.intern(spec.get("nodeName") or ""),
         gpu_indices=pod_annotations.gpu_indices(annotations),
         gpu_uuids=pod_annotations.split(annotations.get(keys.ANNOTATION_GPU_UUIDS, "")),
-        phase=status.get("phase") or "Pending",
+        phase=sys.intern(status.get("phase") or "Pending"),
         request=_request(annotations),
-        predicted=pod_annotations.json_object(annotations, keys.ANNOTATION_PREDICTED),
+        predicted=compact.interned(pod_annotations.json_object(annotations, keys.ANNOTATION_PREDICTED)),
         colocated_with=pod_annotations.split(annotations.get(keys.ANNOTATION_COLOCATED, "")),
         deleting=bool(meta.get("deletionTimestamp")),
         unschedulable_since=_unschedulable_since(status),
         started_at=_time(status.get("startTime")),
         finished_at=_finished_at(status),
         message=_message(status),
-        binding=annotations.get(keys.ANNOTATION_BINDING, "env"),
+        binding=sys.intern(annotations.get(keys.ANNOTATION_BINDING, "env")),
         claims=pod_annotations.split(annotations.get(keys.ANNOTATION_CLAIMS, "")),
         scheduling_message=_scheduling_message(status),
         created_at=_time(meta.get("creationTimestamp")),
@@ -291,7 +295,7 @@ def _request(annotations: Mapping[str, str]) -> JobRequest | None:
     if not raw:
         return None
     try:
-        return decode_request(json.loads(raw))
+        return decode_request(compact.interned(json.loads(raw)))
     except (ValueError, KeyError, TypeError):  # hand-edited annotation: the pod still holds its GPUs
         return None
 
