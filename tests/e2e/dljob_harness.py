@@ -62,12 +62,20 @@ def condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
 def wait_phases(
     cluster: devcluster.LocalCluster, namespace: str, names: list[str], phases: set[str], *, timeout: float
 ) -> dict[str, dict[str, Any]]:
+    seen: dict[str, dict[str, Any]] = {}
+
     def reached() -> dict[str, dict[str, Any]] | None:
         jobs = dljobs(cluster, namespace)
+        seen.update(jobs)
         done = all((jobs.get(n, {}).get("status") or {}).get("phase") in phases for n in names)
         return jobs if done else None
 
-    return wait_for(reached, timeout=timeout, what=f"{names} to reach {phases}")
+    try:
+        return wait_for(reached, timeout=timeout, what=f"{names} to reach {phases}")
+    except AssertionError as timed_out:  # say where they stood: a flake is then readable from CI's log
+        statuses = {n: (seen.get(n, {}).get("status") or {}) for n in names}
+        last = {n: (status.get("phase"), status.get("message")) for n, status in statuses.items()}
+        raise AssertionError(f"{timed_out}; last seen (phase, message): {last}") from None
 
 
 def closed_field_is_defaulted_and_checked(
