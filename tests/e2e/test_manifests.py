@@ -147,15 +147,19 @@ def test_the_operator_works_with_no_more_than_its_manifest_rbac(
         )
         jobs = wait_phases(cluster, namespace, ["placed"], {"Running"}, timeout=60)
         wait_phases(cluster, namespace, ["bad-onnx"], {"Failed"}, timeout=60)
-        replaced = wait_for(
-            lambda: (
-                cluster.kubectl(
-                    "get", "events", "-n", namespace, "--field-selector", "reason=Replacing", "-o", "name"
-                ).stdout
-            ),
-            timeout=60,
-            what="the unschedulable pod deleted and its job re-placed",
-        )
+        try:
+            replaced = wait_for(
+                lambda: (
+                    cluster.kubectl(
+                        "get", "events", "-n", namespace, "--field-selector", "reason=Replacing", "-o", "name"
+                    ).stdout
+                ),
+                timeout=60,
+                what="the unschedulable pod deleted and its job re-placed",
+            )
+        except AssertionError as timeout:  # CI failed here once: say what the job and the operator did
+            job = dljobs(cluster, namespace).get("no-node-fits", {}).get("status")
+            raise AssertionError(f"{timeout}\nno-node-fits: {job}\n{operator.log_tail(80)}") from None
     finally:
         operator.stop()
 

@@ -89,7 +89,11 @@ def test_a_scrape_after_placing_jobs_finds_the_counts_it_expects(
             def refreshed() -> Samples | None:
                 samples = _scrape(port)
                 waiting = _value(samples, "horus_dljobs_pending", reason="no_fit")
-                return samples if waiting >= 1 and _value(samples, "horus_gpus_shared") >= 1 else None
+                # The phases are the cache's, which sees a status write a moment after the decision
+                # that wrote it: a refresh between the two shows "alone" not yet Queued.
+                queued = _value(samples, "horus_dljobs", phase="Queued")
+                shared = _value(samples, "horus_gpus_shared")
+                return samples if waiting >= 1 and shared >= 1 and queued >= 1 else None
 
             after = wait_for(
                 refreshed, timeout=30, what="the gauges to show the waiting job and the shared GPU"
