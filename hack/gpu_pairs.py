@@ -92,9 +92,13 @@ def worker(conn: Any, name: str, batch: int, device: str) -> None:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
-    for _ in range(3):
-        step()
-    sync()
+    try:
+        for _ in range(3):
+            step()
+        sync()
+    except RuntimeError as error:  # e.g. a module that makes a tensor on the CPU inside forward
+        conn.send(("failed", os.getpid(), str(error).splitlines()[0]))
+        return
     peak = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else 0.0
     conn.send(("ready", os.getpid(), peak))
     while True:
@@ -214,10 +218,15 @@ class Coordinator:
             parent, child = context.Pipe()
             context.Process(target=worker, args=(child, *config, self.device), daemon=True).start()
             self.conns[config] = parent
-        for config, conn in self.conns.items():
-            _, pid, peak = conn.recv()
-            self.pids[config], self.peaks[config] = pid, peak
-            print(f"ready {config[0]}:{config[1]} pid {pid} peak {peak:.0f} MiB", flush=True)
+        for config, conn in list(self.conns.items()):
+            state, pid, detail = conn.recv()
+            if state == "failed":
+                print(f"dropped {config[0]}:{config[1]}: {detail}", flush=True)
+                del self.conns[config]
+                continue
+            self.pids[config], self.peaks[config] = pid, detail
+            print(f"ready {config[0]}:{config[1]} pid {pid} peak {detail:.0f} MiB", flush=True)
+        self.configs = list(self.conns)
 
     def run(self, sampler: Sampler, label: str, configs: tuple[tuple[str, int], ...]) -> tuple[list, list]:
         start_at = time.time() + 0.2
@@ -284,6 +293,7 @@ def main() -> None:
     _provenance(args.out, args, args.device)
     coordinator = Coordinator(configs, args.device, args.out, args.seconds)
     coordinator.start()
+    configs = coordinator.configs
     pod_of_pid = {coordinator.pids[c]: coordinator.pods[c] for c in configs}
     sampler = Sampler(args.out / "nvml.jsonl", pod_of_pid)
     isolated_fields = ["gpu", "model", "batch", "tput_alone", "pass", "gpu_util_mean", "process_util_mean"]
