@@ -69,8 +69,10 @@ def _batched(example: Any, batch: int, device: str) -> Any:
     return example.to(device)
 
 
-def worker(conn: Any, name: str, batch: int, device: str) -> None:
-    """Build and warm one configuration, then train for each window the coordinator asks for."""
+def worker(conn: Any, name: str, batch: int, device: str, read_loss: bool) -> None:
+    """Build and warm one configuration, then train for each window the coordinator asks for;
+    `read_loss`: read the loss back each step (`loss.item()`, a loop that logs it), which waits for the
+    step's GPU work, as data loading and logging do in real loops."""
     import torch
     from catalog import torch_models
     from catalog.entries import ENTRIES
@@ -85,8 +87,11 @@ def worker(conn: Any, name: str, batch: int, device: str) -> None:
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
         outputs = [t for t in _tensors(module(*inputs)) if t.is_floating_point() and t.requires_grad]
-        sum(t.float().mean() for t in outputs).backward()
+        loss = sum(t.float().mean() for t in outputs)
+        loss.backward()
         optimizer.step()
+        if read_loss:
+            loss.item()
 
     def sync() -> None:
         if device.startswith("cuda"):
@@ -205,8 +210,8 @@ def _process_stats(samples: list[Any], pid: int) -> tuple[float | None, float | 
 
 
 class Coordinator:
-    def __init__(self, configs: list[tuple[str, int]], device: str, out: Path, seconds: float) -> None:
-        self.configs, self.device, self.out, self.seconds = configs, device, out, seconds
+    def __init__(self, configs: list[tuple[str, int]], device: str, seconds: float, read_loss: bool) -> None:
+        self.configs, self.device, self.seconds, self.read_loss = configs, device, seconds, read_loss
         self.conns: dict[tuple[str, int], Any] = {}
         self.pids: dict[tuple[str, int], int] = {}
         self.peaks: dict[tuple[str, int], float] = {}
@@ -216,7 +221,9 @@ class Coordinator:
         context = mp.get_context("spawn")
         for config in self.configs:
             parent, child = context.Pipe()
-            context.Process(target=worker, args=(child, *config, self.device), daemon=True).start()
+            context.Process(
+                target=worker, args=(child, *config, self.device, self.read_loss), daemon=True
+            ).start()
             self.conns[config] = parent
         for config, conn in list(self.conns.items()):
             state, pid, detail = conn.recv()
@@ -267,6 +274,7 @@ def _provenance(out: Path, args: argparse.Namespace, device: str) -> None:
         "tf32_cudnn": torch.backends.cudnn.allow_tf32,
         "seconds_per_window": args.seconds,
         "warm_seconds": WARM_S,
+        "loss_read_each_step": args.read_loss,
         "precision": "fp32 (PyTorch defaults)",
         "sharing": "time-sliced by the driver, no MPS",
     }
@@ -286,12 +294,13 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=420, help="seconds after which no run starts")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--gpu-name", default="h200", help="the gpu column's value")
+    parser.add_argument("--read-loss", action="store_true", help="loss.item() after every step")
     args = parser.parse_args()
     began = time.monotonic()
     args.out.mkdir(parents=True, exist_ok=True)
     configs = [(name, int(batch)) for name, batch in (c.split(":") for c in args.configs.split(","))]
     _provenance(args.out, args, args.device)
-    coordinator = Coordinator(configs, args.device, args.out, args.seconds)
+    coordinator = Coordinator(configs, args.device, args.seconds, args.read_loss)
     coordinator.start()
     configs = coordinator.configs
     pod_of_pid = {coordinator.pids[c]: coordinator.pods[c] for c in configs}
