@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from horus_operator import devcluster
 
@@ -63,6 +63,9 @@ class OperatorProcess:
     """`horus run` in the background; the same identity across restarts (like a restarted container),
     so a restarted operator takes its Lease back at once."""
 
+    # Those started and not stopped: a failing e2e test's report carries their logs (tests/e2e/conftest.py)
+    started: ClassVar[set[OperatorProcess]] = set()
+
     def __init__(
         self,
         cluster: devcluster.LocalCluster,
@@ -110,6 +113,7 @@ class OperatorProcess:
         self._resyncs_at_start = self.log_text().count(RESYNC_LINE)  # the log is kept across restarts
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        OperatorProcess.started.add(self)
         if wait_for_lease:
             self.wait_leading()
 
@@ -126,11 +130,13 @@ class OperatorProcess:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=30)
             self.process = None
+        OperatorProcess.started.discard(self)
 
     def stop(self) -> None:
         if self.process is not None:
             terminate(self.process)
             self.process = None
+        OperatorProcess.started.discard(self)
 
     def _leading(self) -> bool:
         if not self.running:

@@ -58,6 +58,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         control_plane.build()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failing test's report carries the log tail of each operator running: e2e failures that only
+    CI's loaded machine shows are then readable from its output."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call" and report.failed:
+        for process in sorted(OperatorProcess.started, key=lambda p: str(p.log_path)):
+            title = f"operator {process.identity} log, last 150 lines"
+            report.sections.append((title, process.log_tail(150)))
+
+
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devcluster.LocalCluster]:
     local = devcluster.LocalCluster(tmp_path_factory.mktemp("cluster"), pools=E2E_POOLS)
