@@ -31,6 +31,13 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# Seconds to connect and to wait for a response, on every request. The client's default is none: a
+# request on a connection that stalled (an API server gone mid-request, a dropped route) would wait for
+# ever, and a job's status write with it, and, one write per job at a time, all its later writes. The
+# operator's requests are single objects and lists; a list of 10,000 DLJobs takes a few seconds.
+REQUEST_TIMEOUT: tuple[float, float] = (10.0, 60.0)
+
+
 def load_client(*, pool_size: int) -> kubernetes.client.ApiClient:
     """A client for the in-cluster service account, else the current kubeconfig."""
     configuration = kubernetes.client.Configuration()
@@ -73,7 +80,7 @@ def _json(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """`fn`'s response as plain JSON: building the client's model objects costs more CPU than the
     request itself. Reading the body also hands the connection back to the pool."""
     with _translated():
-        response = fn(*args, **kwargs, _preload_content=False)
+        response = fn(*args, **kwargs, _preload_content=False, _request_timeout=REQUEST_TIMEOUT)
         return json.loads(response.data) if response.data else None
 
 
@@ -257,7 +264,9 @@ class Kube:
     def read_lease(self, namespace: str, name: str) -> Lease | None:
         try:
             with _translated():
-                stored = self._coordination.read_namespaced_lease(name, namespace)
+                stored = self._coordination.read_namespaced_lease(
+                    name, namespace, _request_timeout=REQUEST_TIMEOUT
+                )
         except apierrors.NotFound:
             return None
         spec = stored.spec
@@ -275,7 +284,7 @@ class Kube:
         body = _lease_body(namespace, name, lease)
         try:
             with _translated():
-                self._coordination.create_namespaced_lease(namespace, body)
+                self._coordination.create_namespaced_lease(namespace, body, _request_timeout=REQUEST_TIMEOUT)
         except apierrors.Conflict:
             return False
         except apierrors.NotFound as error:
@@ -287,7 +296,7 @@ class Kube:
         try:
             with _translated():
                 self._coordination.replace_namespaced_lease(
-                    name, namespace, _lease_body(namespace, name, lease)
+                    name, namespace, _lease_body(namespace, name, lease), _request_timeout=REQUEST_TIMEOUT
                 )
         except apierrors.Conflict:
             return False

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
+import time
 from typing import Any, NoReturn
 
 import kubernetes
@@ -74,3 +78,30 @@ def test_repeated_writes_are_successes() -> None:
         asyncio.run(adapter.delete_pod("ns", "p"))
     finally:
         adapter.close()
+
+
+def test_a_request_on_a_connection_that_never_answers_fails_instead_of_waiting_for_ever(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A server that accepts and reads but never answers: what a stalled connection looks like.
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    configuration = kubernetes.client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setattr(kube, "REQUEST_TIMEOUT", (1.0, 0.2))
+    started = time.monotonic()
+    try:
+        with pytest.raises(apierrors.ApiUnavailable):
+            kube._json(kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(configuration)).list_node)
+    finally:
+        server.close()
+        for connection in held:
+            connection.close()
+    assert time.monotonic() - started < 10  # the client's retries included
