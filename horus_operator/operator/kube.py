@@ -35,7 +35,7 @@ T = TypeVar("T")
 # request on a connection that stalled (an API server gone mid-request, a dropped route) would wait for
 # ever, and a job's status write with it, and, one write per job at a time, all its later writes. The
 # operator's requests are single objects and lists; a list of 10,000 DLJobs takes a few seconds.
-REQUEST_TIMEOUT: tuple[float, float] = (10.0, 60.0)
+REQUEST_TIMEOUT: tuple[float, float] = (5.0, 30.0)
 
 
 def load_client(*, pool_size: int) -> kubernetes.client.ApiClient:

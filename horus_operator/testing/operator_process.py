@@ -63,7 +63,8 @@ class OperatorProcess:
     """`horus run` in the background; the same identity across restarts (like a restarted container),
     so a restarted operator takes its Lease back at once."""
 
-    # Those started and not stopped: a failing e2e test's report carries their logs (tests/e2e/conftest.py)
+    # Every one started in this process: a failing e2e test's report carries the logs of those that wrote
+    # during the test (tests/e2e/conftest.py).
     started: ClassVar[set[OperatorProcess]] = set()
 
     def __init__(
@@ -130,13 +131,11 @@ class OperatorProcess:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait(timeout=30)
             self.process = None
-        OperatorProcess.started.discard(self)
 
     def stop(self) -> None:
         if self.process is not None:
             terminate(self.process)
             self.process = None
-        OperatorProcess.started.discard(self)
 
     def _leading(self) -> bool:
         if not self.running:

@@ -60,14 +60,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """A failing test's report carries the log tail of each operator running: e2e failures that only
-    CI's loaded machine shows are then readable from its output."""
+    """A failing test's report carries the log tail of each operator that logged during the test (also
+    one the test stopped in its clean-up): e2e failures that only CI's loaded machine shows are then
+    readable from its output."""
     outcome = yield
     report = outcome.get_result()
     if report.when == "call" and report.failed:
         for process in sorted(OperatorProcess.started, key=lambda p: str(p.log_path)):
-            title = f"operator {process.identity} log, last 150 lines"
-            report.sections.append((title, process.log_tail(150)))
+            if process.log_path.exists() and process.log_path.stat().st_mtime >= call.start:
+                title = f"operator {process.identity} log, last 150 lines"
+                report.sections.append((title, process.log_tail(150)))
 
 
 @pytest.fixture(scope="session")

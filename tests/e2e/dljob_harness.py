@@ -75,7 +75,13 @@ def wait_phases(
     except AssertionError as timed_out:  # say where they stood: a flake is then readable from CI's log
         statuses = {n: (seen.get(n, {}).get("status") or {}) for n in names}
         last = {n: (status.get("phase"), status.get("message")) for n, status in statuses.items()}
-        raise AssertionError(f"{timed_out}; last seen (phase, message): {last}") from None
+        # The pods as the API server holds them: a job stuck at "waiting to start" beside a Running pod
+        # is the operator's lag, beside a Pending one kwok's or kube-scheduler's.
+        pods = {
+            pod["metadata"]["name"]: (pod["status"].get("phase"), pod["spec"].get("nodeName"))
+            for pod in horus_pods(cluster, namespace)
+        }
+        raise AssertionError(f"{timed_out}; last seen (phase, message): {last}; pods: {pods}") from None
 
 
 def closed_field_is_defaulted_and_checked(
