@@ -1,7 +1,7 @@
 """Catalog models training alone and in co-located pairs on one GPU, read through the agent's NVML path.
 
-Needs torch (CUDA build) with torchvision and transformers, nvidia-ml-py and onnx: the [catalog] extra on
-a GPU machine. Run from the repository root:
+Needs the package with its [catalog] extra (torch, a CUDA build; torchvision, transformers) on a GPU
+machine. Run from the repository root:
 
     python hack/gpu_pairs.py --out DIR [--seconds 3.5] [--budget 420] [--configs resnet50:64,gpt2:4]
 
