@@ -7,8 +7,9 @@ per job should stay flat if a run grows linearly.
 
     .venv/bin/python bench/sim_speed.py [--quick] [--models DIR] [--plot PNG]
 
-`--quick` stops after horus-2500 and the smallest synthetic size; `--plot` draws CPU seconds against
-jobs per policy.
+`--quick` stops after horus-2500 and the smallest synthetic size; `--size JOBS GPUS` runs that one
+synthetic size alone (the 1,000,000 x 65,536 run); `--plot` draws CPU seconds against jobs per policy.
+The last column is the process's peak resident memory so far (the scenario and every run before).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import functools
 import random
+import resource
 import time
 from pathlib import Path
 
@@ -50,6 +52,11 @@ def timed_runs(scenario: Scenario, truth: Truth, models: str | None) -> dict[str
     return seconds
 
 
+def peak_rss_gib() -> float:
+    """Linux reports ru_maxrss in KiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
 def cells(seconds: dict[str, tuple[float, float]]) -> str:
     total_wall = sum(wall for wall, _ in seconds.values())
     total_cpu = sum(cpu for _, cpu in seconds.values())
@@ -82,20 +89,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--models", default=None)
+    parser.add_argument("--size", type=int, nargs=2, metavar=("JOBS", "GPUS"), help="run this size alone")
     parser.add_argument("--plot", type=Path, help="write a PNG of CPU seconds against jobs here")
     args = parser.parse_args()
     table = gavel_truth()
     truth = Truth(table, fallback=load_predictor(args.models))
 
     header = "".join(f"{name + ' wall/CPU s':>21}" for name in POLICIES)
-    print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s  CPU ms/job")
-    seconds = timed_runs(horus_2500(table, random.Random(1)), truth, args.models)
-    print(f"{'horus-2500':>15}" + cells(seconds))
+    print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s  CPU ms/job  peak RSS GiB")
+    if not args.size:
+        seconds = timed_runs(horus_2500(table, random.Random(1)), truth, args.models)
+        print(f"{'horus-2500':>15}" + cells(seconds))
     growth = []
-    for jobs, gpus in GROWTH[:1] if args.quick else GROWTH:
+    sizes = [tuple(args.size)] if args.size else GROWTH[:1] if args.quick else GROWTH
+    for jobs, gpus in sizes:
         seconds = timed_runs(synthetic(table, random.Random(1), jobs=jobs, gpus=gpus), truth, args.models)
         per_job_ms = 1000 * sum(cpu for _, cpu in seconds.values()) / jobs
-        print(f"{jobs:>8} {gpus:>6}" + cells(seconds) + f"{per_job_ms:12.2f}", flush=True)
+        print(
+            f"{jobs:>8} {gpus:>6}" + cells(seconds) + f"{per_job_ms:12.2f}{peak_rss_gib():14.2f}", flush=True
+        )
         growth.append((jobs, seconds))
     if args.plot:
         plot(args.plot, growth)
