@@ -81,7 +81,7 @@ measured peak wins over the memory envelope in `job().memory_mib`, hence in pack
 
 **The GPU type's step speed.** The roofline's constants come from the GPUs and hosts of its training
 data; on a GPU type it never saw, both sides of its step are off, and by different factors (on an
-H200: kernels about 2.2× and the host about 2.8× faster than predicted, docs/evaluation.md), so every
+H200: kernels about 2.2× and the host about 2.9× faster than predicted, docs/evaluation.md), so every
 job's predicted busy fraction is off there, including jobs of kinds that never ran alone. Each kind
 of job that ran alone and was observed twice (its rate alone, `note_alone`, and its busy fraction,
 `note_utilization`) beside what the prior predicted for its step (`note_predicted_step`, which
