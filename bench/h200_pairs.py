@@ -9,15 +9,11 @@ only) in two ways:
 - from predictions: the job's busy fraction from its graph (the roofline), as for a job never seen;
 - with the observed busy fraction: `Workload.busy` set to the utilization the H200 measured for the
   job alone, as the operator does once the agent has seen a job of that kind alone (correction.py);
-- at the learnt step speed: the busy fraction Horus predicts for a kind of job never seen alone on the
-  H200 once every *other* measured kind was (their rates and busy fractions alone noted, as the agent
-  reports them; `Correction.step_levels`), one kind left out at a time;
 and by the slowdown prior alone on each, beside the constant that predicts the training rows' median
 slowdown. Scores: mean |log(predicted / measured)| and Spearman's rank correlation over every job of
 every pair, per loop; and for the pairs of a saturating job (alone ≥ 90 % busy) with a launch-bound
 one (≤ 60 %), each side's mean predicted and measured slowdown. Asserts nothing; docs/evaluation.md
-quotes the table, and a second one of the busy fractions themselves (each way above, and the mean of
-the other kinds' measured ones as the constant).
+quotes the table.
 """
 
 from __future__ import annotations
@@ -33,7 +29,6 @@ from scipy.stats import spearmanr
 
 from horus_operator.prediction import artifacts
 from horus_operator.prediction.api import Workload
-from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.predictor import XGBoostPredictor
 from horus_operator.prediction.training import common
 
@@ -89,41 +84,6 @@ def predicted(
     return np.array([answer.slowdown_a for answer in answers]), prior
 
 
-Kind = tuple[str, int]
-
-
-def busy_at_learnt_speed(predictor: XGBoostPredictor, alone: pd.DataFrame) -> dict[Kind, float]:
-    """Each kind's predicted busy fraction once every other kind ran alone on the H200 (module docstring)."""
-    result = {}
-    for kind in alone.index:
-        corrected = CorrectedPredictor(predictor)
-        for (model, batch), row in alone.drop(kind).iterrows():
-            seen = Workload(model, int(batch))
-            corrected.note_alone(GPU, seen, float(row["tput_alone"]))
-            corrected.note_utilization(GPU, seen, float(row["gpu_util"]))
-        result[(kind[0], int(kind[1]))] = corrected.job(Workload(kind[0], int(kind[1])), GPU).utilization
-    return result
-
-
-def busy_fractions(
-    predictor: XGBoostPredictor, measured_busy: dict[Kind, float], learnt: dict[Kind, float]
-) -> dict[str, Any]:
-    """Per kind: measured, the roofline's, at the learnt step speed, the other kinds' mean; and each
-    one's mean absolute error."""
-    rows = {
-        f"{model}/{batch}": {
-            "measured": busy,
-            "roofline": predictor.job(Workload(model, batch), GPU).utilization,
-            "learnt step speed": learnt[(model, batch)],
-            "constant": float(np.mean([b for k, b in measured_busy.items() if k != (model, batch)])),
-        }
-        for (model, batch), busy in measured_busy.items()
-    }
-    guesses = ("roofline", "learnt step speed", "constant")
-    errors = {g: float(np.mean([abs(r[g] - r["measured"]) for r in rows.values()])) for g in guesses}
-    return {"kinds": rows, "mean_abs_error": errors}
-
-
 def scores(truth: np.ndarray, guess: np.ndarray) -> dict[str, float]:
     error = np.abs(np.log(guess) - np.log(truth))
     rank = spearmanr(guess, truth).statistic if np.ptp(guess) > 0 else float("nan")
@@ -153,27 +113,16 @@ def asymmetry(jobs: pd.DataFrame, guess: np.ndarray, busy: dict[tuple[str, int],
 def run(models: Path | None) -> dict[str, Any]:
     predictor = XGBoostPredictor(artifacts.load(models))
     jobs = measured(pd.read_csv(PAIRS_CSV))
-    alone = pd.read_csv(ISOLATED_CSV).groupby(["model", "batch"])[["gpu_util", "tput_alone"]].mean()
-    busy = {(model, int(batch)): float(value) for (model, batch), value in alone["gpu_util"].items()}
-    learnt = busy_at_learnt_speed(predictor, alone)
+    alone = pd.read_csv(ISOLATED_CSV).groupby(["model", "batch"])["gpu_util"].mean()
+    busy = {(model, int(batch)): float(value) for (model, batch), value in alone.items()}
     training = common.slowdown_samples(TRAINING_PAIRS_CSV)
     constant = float(np.median(training.loc[training["feasible"], "slowdown"]))
     guesses = {"constant (training median)": np.full(len(jobs), constant)}
-    for label, observed in (
-        ("from predictions", None),
-        ("at the learnt step speed", learnt),
-        ("with the observed busy fraction", busy),
-    ):
+    for label, observed in (("from predictions", None), ("with the observed busy fraction", busy)):
         model, prior = predicted(jobs, predictor, observed)
         guesses[f"model, {label}"] = model
         guesses[f"prior alone, {label}"] = prior
-    result: dict[str, Any] = {
-        "constant": constant,
-        "jobs": len(jobs),
-        "by_loop": {},
-        "asymmetry": {},
-        "busy": busy_fractions(predictor, busy, learnt),
-    }
+    result: dict[str, Any] = {"constant": constant, "jobs": len(jobs), "by_loop": {}, "asymmetry": {}}
     for loop, rows in jobs.groupby("loop"):
         index = rows.index.to_numpy()
         truth = rows["slowdown"].to_numpy()
@@ -210,19 +159,6 @@ def table(result: dict[str, Any]) -> str:
                 f"| {sides['saturating_measured']:.2f} / {sides['saturating_predicted']:.2f} "
                 f"| {sides['launch_bound_measured']:.2f} / {sides['launch_bound_predicted']:.2f} |"
             )
-    busy = result["busy"]
-    guesses = list(busy["mean_abs_error"])
-    lines += [
-        "",
-        "| kind | measured busy alone | " + " | ".join(guesses) + " |",
-        "|---" * (2 + len(guesses)) + "|",
-    ]
-    for kind, row in busy["kinds"].items():
-        lines.append(
-            f"| {kind} | {row['measured']:.2f} | " + " | ".join(f"{row[g]:.2f}" for g in guesses) + " |"
-        )
-    errors = busy["mean_abs_error"]
-    lines.append("| mean absolute error | | " + " | ".join(f"{errors[g]:.3f}" for g in guesses) + " |")
     return "\n".join(lines)
 
 

@@ -50,9 +50,6 @@ class JobPrediction:
     # Seconds per training step alone (the roofline's step time); None where the predictor has no step
     # model. With a job's spec.totalSteps it says when the job will end.
     step_s: float | None = None
-    # Of that step, the seconds the host spends dispatching its kernels and on its per-step work (the
-    # roofline's `host_ms`); the GPU's share is `utilization` × `step_s`. None without a step model.
-    host_s: float | None = None
 
 
 class Predictor(Protocol):

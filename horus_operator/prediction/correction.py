@@ -79,21 +79,6 @@ memory the agent read for the job in that same alone period is kept beside it, t
 measured peak wins over the memory envelope in `job().memory_mib`, hence in packing and in
 `slowdowns`' feasibility (issue 26, item 3).
 
-**The GPU type's step speed.** The roofline's constants come from the GPUs and hosts of its training
-data; on a GPU type it never saw, both sides of its step are off, and by different factors (on an
-H200: kernels about 2.2× and the host about 2.9× faster than predicted, docs/evaluation.md), so every
-job's predicted busy fraction is off there, including jobs of kinds that never ran alone. Each kind
-of job that ran alone and was observed twice (its rate alone, `note_alone`, and its busy fraction,
-`note_utilization`) beside what the prior predicted for its step (`note_predicted_step`, which
-`CorrectedPredictor` records) gives the ratio of its GPU time (busy fraction / rate) to the predicted
-one, and, where it kept the GPU under `HOST_BOUND` busy (the host set its pace), of its step to the
-predicted host time. `step_levels(gpu)`: the median log ratio of each side over the kinds seen, once
-at least `MIN_SPEED_KINDS` kinds give one (a median, so one job bounded by its data loader does not
-make every other job look host-bound); without enough host-bound kinds the host takes the GPU's
-ratio (the roofline's busy fractions stand). `CorrectedPredictor` scales both sides of the prior's
-step by them for a job of a kind never observed alone on that type, and hands the resulting busy
-fraction to the prior like an observed one (`job().utilization` says "predicted" for it).
-
 **Forgetting.** A level's weight stops growing at `MAX_WEIGHT` samples (a running mean with weight
 1/min(n, MAX_WEIGHT)), so a cluster that changes (a driver, a library) is relearned; the count reported
 stays the true one.
@@ -121,7 +106,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import statistics
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -134,7 +118,6 @@ from horus_operator.prediction.api import (
     Basis,
     JobPrediction,
     Predictor,
-    UnknownModelError,
     Workload,
 )
 
@@ -152,9 +135,6 @@ MAX_PAIRS = 4096
 MAX_JOBS = 1024
 MAX_SEEN = 8192
 PLAUSIBLE_SLOWDOWN = (0.5, 20.0)  # observed slowdowns outside are broken rates, not interference
-HOST_BOUND = 0.9  # observed alone below this busy fraction, the host sets a job's step time
-MIN_SPEED_KINDS = 3  # kinds of job observed alone on a GPU type before its step speed is learnt
-SPEED_RATIOS = (0.02, 50.0)  # an observed-to-predicted time outside is a broken reading, not a speed
 FORMAT = 3  # of the persisted state (2: the GPU-level scale; x and y per entry; 3: the framework)
 
 _Entry = TypeVar("_Entry", bound="DataclassInstance")
@@ -227,16 +207,6 @@ class _Peak:
     def add(self, mib: float) -> None:
         self.samples += 1
         self.mib = max(self.mib, mib)
-
-
-@dataclasses.dataclass
-class _Step:
-    """The prior's step of a job signature alone on a GPU type, noted `samples` times: its GPU and host
-    seconds (the prior does not change while a state is kept: `to_dict`'s `prior_id`)."""
-
-    samples: int = 0
-    gpu_s: float = 0.0
-    host_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -314,8 +284,6 @@ class Correction:
         self._alone: OrderedDict[JobKey, _Evidence] = OrderedDict()  # steps/s alone (`mean`)
         self._busy: OrderedDict[JobKey, _Evidence] = OrderedDict()  # GPU busy fraction alone (`mean`)
         self._peaks: OrderedDict[JobKey, _Peak] = OrderedDict()  # GPU memory alone, the largest seen
-        self._steps: OrderedDict[JobKey, _Step] = OrderedDict()  # the prior's step alone
-        self._levels: dict[str, tuple[int, tuple[float, float] | None]] = {}  # per GPU type, at a revision
         # per GPU type: the residuals' mean square against the scaled prior (σ² + τ²; `mean` of an _Evidence)
         self._spread: dict[str, _Evidence] = {}
         self._strength: dict[str, float] = {}
@@ -333,8 +301,6 @@ class Correction:
         if math.isfinite(steps_per_second) and steps_per_second > 0:
             key = (gpu, signature(workload))
             _touch(self._alone, key, self._caps[0], _Evidence).add(steps_per_second, self.max_weight)
-            if key in self._steps and key in self._busy:  # it moves the GPU type's step speed
-                self.revision += 1
 
     def alone_rate(self, gpu: str, workload: Workload) -> float | None:
         """What jobs of `workload`'s signature showed alone on `gpu` (steps/s), if any was seen."""
@@ -363,46 +329,6 @@ class Correction:
             entry.add(mib)
             if entry.mib != before:
                 self.revision += 1
-
-    def note_predicted_step(self, gpu: str, workload: Workload, gpu_s: float, host_s: float) -> None:
-        """What the prior predicts for a step of `workload`'s signature alone on `gpu`: the seconds its
-        kernels keep the GPU busy and the seconds of host work (`step_levels` compares them with what
-        was observed)."""
-        if all(math.isfinite(v) and v > 0.0 for v in (gpu_s, host_s)):
-            key = (gpu, signature(workload))
-            step = _touch(self._steps, key, self._caps[0], _Step)
-            changed = (step.gpu_s, step.host_s) != (gpu_s, host_s)
-            step.samples, step.gpu_s, step.host_s = step.samples + 1, gpu_s, host_s
-            if changed:
-                self.revision += 1
-
-    def step_levels(self, gpu: str) -> tuple[float, float] | None:
-        """ln(observed / predicted) of the GPU time and of the host time of a step on `gpu`, each the
-        median over the job kinds observed alone there (module docstring, "The GPU type's step
-        speed"); None before `MIN_SPEED_KINDS` kinds were."""
-        cached = self._levels.get(gpu)
-        if cached is not None and cached[0] == self.revision:
-            return cached[1]
-        gpu_ratios, host_ratios = [], []
-        for (step_gpu, own), step in self._steps.items():
-            rate, busy = self._alone.get((step_gpu, own)), self._busy.get((step_gpu, own))
-            if step_gpu != gpu or rate is None or busy is None or rate.mean <= 0 or busy.mean <= 0:
-                continue
-            gpu_ratios.append(busy.mean / rate.mean / step.gpu_s)
-            if busy.mean < HOST_BOUND:
-                host_ratios.append(1.0 / rate.mean / step.host_s)
-        low, high = SPEED_RATIOS
-        gpu_logs = [math.log(r) for r in gpu_ratios if low <= r <= high]
-        host_logs = [math.log(r) for r in host_ratios if low <= r <= high]
-        levels = None
-        if len(gpu_logs) >= MIN_SPEED_KINDS:
-            gpu_level = statistics.median(gpu_logs)
-            levels = (
-                gpu_level,
-                statistics.median(host_logs) if len(host_logs) >= MIN_SPEED_KINDS else gpu_level,
-            )
-        self._levels[gpu] = (self.revision, levels)
-        return levels
 
     def peak_memory(self, gpu: str, workload: Workload) -> float | None:
         """The largest GPU memory (MiB) jobs of `workload`'s signature held alone on `gpu`, if seen."""
@@ -495,7 +421,6 @@ class Correction:
             "alone": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._alone.items()],
             "busy": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._busy.items()],
             "peaks": [[gpu, *own, e.samples, e.mib] for (gpu, own), e in self._peaks.items()],
-            "steps": [[gpu, *own, e.samples, e.gpu_s, e.host_s] for (gpu, own), e in self._steps.items()],
         }
 
     def load(self, state: Mapping[str, Any], prior_id: str) -> bool:
@@ -519,14 +444,11 @@ class Correction:
         peaks = _table(state, "peaks", 8, _job_key, _Peak)  # absent in states saved before it: none
         if not all(e.mib > 0.0 for e in peaks.values()):
             raise ValueError("peaks: a peak memory at or below 0 MiB")
-        steps = _table(state, "steps", 9, _job_key, _Step)  # absent in states saved before it: none
-        if not all(e.gpu_s > 0.0 and e.host_s > 0.0 for e in steps.values()):
-            raise ValueError("steps: a predicted step time at or below 0 s")
         seen = state.get("seen", [])
         if not isinstance(seen, list) or not all(isinstance(s, str) for s in seen):
             raise ValueError("seen: expected a list of sample ids")
         self._jobs, self._pairs, self._alone, self._busy, self._scales = jobs, pairs, alone, busy, scales
-        self._peaks, self._steps = peaks, steps
+        self._peaks = peaks
         self._spread = spread
         self._strength = {gpu: _strength(e.mean) for gpu, e in spread.items()}
         self._scale = {
@@ -539,7 +461,6 @@ class Correction:
             (self._alone, self._caps[0]),
             (self._busy, self._caps[0]),
             (self._peaks, self._caps[0]),
-            (self._steps, self._caps[0]),
             (self._pairs, self._caps[1]),
             (self._seen, self._caps[2]),
         ):
@@ -561,25 +482,6 @@ class CorrectedPredictor:
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         return self.prior.job(self._observed(gpu, workload), gpu)
-
-    def note_alone(self, gpu: str, workload: Workload, steps_per_second: float) -> None:
-        """`Correction.note_alone`, with the prior's step beside it (`step_levels`)."""
-        self.correction.note_alone(gpu, workload, steps_per_second)
-        self._note_predicted_step(gpu, workload)
-
-    def note_utilization(self, gpu: str, workload: Workload, busy: float) -> None:
-        """`Correction.note_utilization`, with the prior's step beside it (`step_levels`)."""
-        self.correction.note_utilization(gpu, workload, busy)
-        self._note_predicted_step(gpu, workload)
-
-    def _note_predicted_step(self, gpu: str, workload: Workload) -> None:
-        try:
-            predicted = self.prior.job(dataclasses.replace(workload, busy=None, peak_memory_mib=None), gpu)
-        except UnknownModelError:  # nothing to compare with; what was observed is kept all the same
-            return
-        if predicted.step_s and predicted.host_s is not None:
-            gpu_s = predicted.utilization * predicted.step_s
-            self.correction.note_predicted_step(gpu, workload, gpu_s, predicted.host_s)
 
     def utilization_source(self, workload: Workload, gpu: str) -> str:
         """ "observed" once jobs of `workload`'s signature were seen alone on `gpu` (`job` then reads
@@ -651,27 +553,12 @@ class CorrectedPredictor:
         `gpu`, where it did (the prior then reads them in place of its own)."""
         busy = self.correction.utilization(gpu, workload) if workload.busy is None else None
         peak = self.correction.peak_memory(gpu, workload) if workload.peak_memory_mib is None else None
-        if busy is None and workload.busy is None:
-            busy = self._busy_at_step_speed(gpu, workload)
         if busy is not None:
             # to a percent: the prior caches per busy fraction, and a running mean moves with every sample
             workload = dataclasses.replace(workload, busy=round(busy, 2))
         if peak is not None:
             workload = dataclasses.replace(workload, peak_memory_mib=float(round(peak)))
         return workload
-
-    def _busy_at_step_speed(self, gpu: str, workload: Workload) -> float | None:
-        """The prior's busy fraction with both sides of its step scaled by `gpu`'s learnt step speed
-        (`Correction.step_levels`), None before it is learnt or without a step model."""
-        levels = self.correction.step_levels(gpu)
-        if levels is None:
-            return None
-        predicted = self.prior.job(workload, gpu)
-        if not predicted.step_s or predicted.host_s is None:
-            return None
-        gpu_s = predicted.utilization * predicted.step_s * math.exp(levels[0])
-        host_s = predicted.host_s * math.exp(levels[1])
-        return gpu_s / max(gpu_s, host_s)
 
 
 def _strength(mean_square: float) -> float:

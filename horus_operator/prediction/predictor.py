@@ -122,7 +122,6 @@ class XGBoostPredictor:
                 memory_mib=memory_mib,
                 min_memory_mib=min_memory_mib,
                 step_s=step.step_ms / 1000.0,
-                host_s=step.host_ms / 1000.0,
             )
             demand = (busy, workload.host_cpus)
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, demand=demand)

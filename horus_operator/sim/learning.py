@@ -52,9 +52,9 @@ class OnlineLearning:
     def settled(self, state: Settled) -> None:
         correction = self.predictor.correction
         if not state.cotenants:
-            self.predictor.note_alone(self.gpu, state.workload, state.steps_per_s_alone)
+            correction.note_alone(self.gpu, state.workload, state.steps_per_s_alone)
             if state.busy_alone is not None:
-                self.predictor.note_utilization(self.gpu, state.workload, state.busy_alone)
+                correction.note_utilization(self.gpu, state.workload, state.busy_alone)
             self._release(state.workload, state.at_s)
             return
         if len(state.cotenants) != 1:

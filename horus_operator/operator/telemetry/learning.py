@@ -135,7 +135,7 @@ class Learning:
         """A job of `workload`'s signature ran alone on `gpu` this busy (0..1), holding `memory_mib` of
         GPU memory: kept, and saved, for the slowdown prior and placement of its kind (issue 25,
         item 2); the largest memory seen wins over the predicted one (issue 26, item 3)."""
-        self.predictor.note_utilization(gpu, workload, busy)
+        self.predictor.correction.note_utilization(gpu, workload, busy)
         if memory_mib is not None:
             self.predictor.correction.note_peak_memory(gpu, workload, memory_mib)
         log.info(

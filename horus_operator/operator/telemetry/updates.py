@@ -109,10 +109,11 @@ class ObservedTelemetry:
     ) -> None:
         """New rates alone first (they stand in for jobs of the same signature that never ran alone),
         then each job's slowdown next to its co-tenant."""
+        correction = learning.predictor.correction
         for key, new in updated.items():
             rate, workload = new.get("aloneStepsPerSecond"), self._workload(key)
             if rate and rate != alone_before.get(key) and workload is not None:
-                learning.predictor.note_alone(gpu.product, workload, float(rate))
+                correction.note_alone(gpu.product, workload, float(rate))
             if workload is not None and self._profile_due(key, new):
                 memory = new.get("memoryMiB")
                 await learning.profile(

@@ -215,9 +215,7 @@ class SavedCorrection:
 
 
 def _learning() -> tuple[Learning, SavedCorrection]:
-    prior = TablePredictor(
-        {"resnet50": (1.0, 8000.0), "lstm": (0.5, 2000.0)}, {("resnet50", "lstm"): (1.2, 1.1)}
-    )
+    prior = TablePredictor({}, {("resnet50", "lstm"): (1.2, 1.1)})
     saved = SavedCorrection()
     learning = Learning(CorrectedPredictor(prior), RecordingKube(ClusterCache()), saved, prior_id="m1")  # type: ignore[arg-type]
     return learning, saved
