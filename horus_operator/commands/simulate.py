@@ -3,7 +3,7 @@
     horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
                    [--truth-models DIR] [--host-cpus FILE.csv]
-                   [--decide-with predictions|truth] [--online-learning]
+                   [--decide-with predictions|truth] [--online-learning] [--time-sliced]
                    [--queue-order fifo|shortest-remaining|las] [--durations estimated|truth]
                    [--max-wait-seconds S] [--starvation-multiple K] [--no-preemption]
                    [--migration] [--restart-cost-seconds S] [--grace-period-seconds S] --output DIR
@@ -25,6 +25,7 @@ from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.preemption import PreemptionSettings
 from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import POLICIES, make_policy
+from horus_operator.prediction import timeslicing
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.gpus import GPU_SPECS
@@ -150,6 +151,12 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     "operator's telemetry would (docs/operator.md, 'Online correction')",
 )
 @click.option(
+    "--time-sliced",
+    is_flag=True,
+    help="co-tenants time-slice each GPU (no MPS), as where the truth was measured so: predictions keep "
+    "their GPU time within the GPU's (prediction/timeslicing.py); decisions from truth are unchanged",
+)
+@click.option(
     "--migration",
     is_flag=True,
     help="move running jobs as the operator would (placement/moves.py): off a GPU where their true "
@@ -199,6 +206,7 @@ def simulate(
     truth_models: str | None,
     decide_with: str,
     online_learning: bool,
+    time_sliced: bool,
     migration: bool,
     restart_cost_seconds: float,
     grace_period_seconds: float,
@@ -234,6 +242,8 @@ def simulate(
     for name in names:
         learning = _learning(predictor, scenario) if online_learning else None
         decides = learning.predictor if learning else deciding  # each policy learns on its own
+        if time_sliced and decide_with == "predictions":
+            decides = timeslicing.time_sliced(decides)
         policy = make_policy(name, predictor=decides, rng=random.Random(seed))
         cycle = SchedulingCycle(policy, ordering=ordering)
         moving = (
@@ -267,6 +277,7 @@ def simulate(
         "decide_with": decide_with,
         "online_learning": online_learning,
         "migration": migration,
+        **({"time_sliced": True} if time_sliced else {}),  # absent otherwise: earlier runs' files stay equal
         "queue_order": queue_order,
         **({"preemption": preemption} if queue_order == QueueOrder.LAS else {}),
         "durations": durations,

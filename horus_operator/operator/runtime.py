@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
+from horus_operator.operator.dra.claims import Sharing
 from horus_operator.operator.jobs.graphs import GraphReader
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
@@ -27,6 +28,7 @@ from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.predictor import load_predictor
+from horus_operator.prediction.timeslicing import time_sliced
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +91,8 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
     )
     prior = load_predictor(config.models_dir)
     predictor = CorrectedPredictor(prior)  # the shipped model, corrected online by what is observed
+    # Co-tenants that time-slice share the GPU's time; placement's predictions must say so.
+    deciding = time_sliced(predictor) if config.sharing == Sharing.TIMESLICING else predictor
     learning = Learning(
         predictor,
         kube,
@@ -111,7 +115,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
     loop = SchedulingLoop(
         kube=kube,
         cache=cache,
-        policy=make_policy(config.policy, predictor=predictor),
+        policy=make_policy(config.policy, predictor=deciding),
         resolver=resolver,
         config=LoopConfig(
             namespace=config.namespace,

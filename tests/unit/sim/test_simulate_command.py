@@ -90,6 +90,26 @@ def test_migration_with_online_learning_reports_the_moves_in_the_details(
     assert "over_limit_job_hours" in details["horus"]
 
 
+def test_time_sliced_decisions_are_recorded_and_go_over_the_limit_no_more_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Time-slicing only lifts predicted slowdowns (prediction/timeslicing.py): horus goes over no more
+    often than without it, and the run says which it was."""
+    runs = {name: tmp_path / name for name in ("plain", "sliced")}
+    for folder in runs.values():
+        folder.mkdir()
+    plain, plain_out = simulate_synthetic(runs["plain"], monkeypatch, "--policy", "horus", jobs=40)
+    sliced, sliced_out = simulate_synthetic(
+        runs["sliced"], monkeypatch, "--policy", "horus", "--time-sliced", jobs=40
+    )
+
+    assert plain.exit_code == 0 and sliced.exit_code == 0, sliced.output
+    assert json.loads((sliced_out / "details.json").read_text())["scenario"]["time_sliced"] is True
+    assert "time_sliced" not in json.loads((plain_out / "details.json").read_text())["scenario"]
+    summaries = [json.loads((out / "summary.json").read_text())["horus"] for out in (plain_out, sliced_out)]
+    assert summaries[1]["qos_violations"] <= summaries[0]["qos_violations"]
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

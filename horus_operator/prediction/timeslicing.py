@@ -1,0 +1,85 @@
+"""Co-tenants that time-slice a GPU share its time: their predicted slowdowns must add up to no more.
+
+Without MPS, the kernels of two CUDA contexts never run at once: the GPU runs one context's kernels,
+then the other's. A job that keeps the GPU busy a fraction u of its step alone needs that much of the
+GPU's time at its alone speed, u / s of it when slowed s×. So co-tenants i on one GPU satisfy
+
+    Σ u_i / s_i ≤ 1        (GPU time conserved; context switches only take more)
+
+and two jobs that each keep the GPU busy all the time are each slowed at least 2×. The H200 measured
+this (docs/evaluation.md, "Measured on an H200": 2.1-2.2× for two saturating jobs). The slowdown model
+was trained on Gavel's pairs, whose kernels overlapped (on Gavel's V100 the median pair's Σ 1 / s_i is
+1.39 with nearly every job saturating), and often predicts two saturating jobs under 2× each: fine
+where MPS lets kernels overlap, too little where co-tenants time-slice.
+
+`conserve_gpu_time` lifts a prediction that breaks the bound onto it, every co-tenant by the same
+factor (the model's split between them kept): it never lowers a slowdown, and leaves alone any set of
+co-tenants whose demands fit. `time_sliced(predictor)` answers with it: the caller decides where
+co-tenants time-slice (`horus simulate --time-sliced`; the operator under `--sharing timeslicing`).
+The busy fractions are the predictor's (`job().utilization`: observed where the cluster saw the job's
+kind alone, else the roofline's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from horus_operator.prediction.api import Basis, JobPrediction, LearningPredictor, Predictor, Workload
+
+
+def conserve_gpu_time(slowdowns: Sequence[float], busy: Sequence[float]) -> tuple[float, ...]:
+    """`slowdowns`, all raised by one factor where the co-tenants' GPU time (Σ busy / slowdown) would
+    exceed the GPU's; unchanged where it does not."""
+    demand = sum(max(0.0, u) / s for u, s in zip(busy, slowdowns, strict=True))
+    factor = max(1.0, demand)
+    return tuple(s * factor for s in slowdowns)
+
+
+class TimeSliced:
+    """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, its slowdowns lifted
+    onto the GPU-time bound."""
+
+    def __init__(self, predictor: Predictor) -> None:
+        self.predictor = predictor
+
+    def job(self, workload: Workload, gpu: str) -> JobPrediction:
+        return self.predictor.job(workload, gpu)
+
+    def slowdowns(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        predicted = self.predictor.slowdowns(gpu, workloads, memory_mib)
+        if predicted is None or len(workloads) < 2:
+            return predicted
+        busy = [self.predictor.job(workload, gpu).utilization for workload in workloads]
+        return conserve_gpu_time(predicted, busy)
+
+
+class LearningTimeSliced(TimeSliced):
+    """`TimeSliced` around a `LearningPredictor`: what it has learnt, and how sure it is, pass through."""
+
+    def __init__(self, predictor: LearningPredictor) -> None:
+        super().__init__(predictor)
+        self.learning = predictor
+
+    @property
+    def revision(self) -> int:
+        return self.learning.revision
+
+    def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
+        return self.learning.basis(gpu, workloads)
+
+    def utilization_source(self, workload: Workload, gpu: str) -> str:
+        return self.learning.utilization_source(workload, gpu)
+
+    def spreads(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None
+    ) -> tuple[float, ...] | None:
+        return self.learning.spreads(gpu, workloads, memory_mib)
+
+
+def time_sliced(predictor: Predictor) -> TimeSliced:
+    """`predictor` for time-sliced GPUs, learning where it learns."""
+    if isinstance(predictor, LearningPredictor):
+        return LearningTimeSliced(predictor)
+    return TimeSliced(predictor)
