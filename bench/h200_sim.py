@@ -1,7 +1,7 @@
 """Horus against binpack on an H200, a GPU generation its models never saw, judged by measured pairs.
 
     .venv/bin/python bench/h200_sim.py [--jobs 600] [--gpus 16] [--seed 1] [--models DIR]
-                                       [--out out/h200_sim]
+                                       [--time-sliced] [--out out/h200_sim]
 
 The issue-25 experiment on a real unseen GPU rather than a held-out Gavel one. Truth is what the H200
 measured (data/colocation/h200_pairs.csv, the two runs whose loop never waits for the GPU, each pair's
@@ -15,7 +15,8 @@ co-located time that was). Runs `horus simulate` for horus from predictions, hor
 correction (it learns each job's busy fraction and its slowdowns as the operator's telemetry would),
 with it and moves (`--migration`), horus deciding from truth (the oracle), binpack and exclusive;
 prints makespan, mean JCT and QoS violations as ratios to binpack from the same run, and the share of
-jobs over their maxSlowdown. Asserts nothing; docs/evaluation.md quotes it.
+jobs over their maxSlowdown. `--time-sliced`: horus's rows predict as for time-sliced GPUs, which
+the H200 was (`horus simulate --time-sliced`). Asserts nothing; docs/evaluation.md quotes it.
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ MODES = {  # row -> horus simulate flags
     "horus, decisions from truth": ["--policy", "horus", "--decide-with", "truth"],
     "baselines": ["--policy", "exclusive,binpack"],
 }
+# The H200 was measured time-sliced (no MPS): with --time-sliced, horus's predictions say so
+# (prediction/timeslicing.py); binpack and decisions from truth do not read predicted slowdowns.
+TIME_SLICED = ("horus, predictions", "horus, online learning", "horus, learning + migration")
 
 
 def truth_table(out: Path) -> Path:
@@ -109,7 +113,8 @@ def simulate(mode: str, args: argparse.Namespace, truth: Path, jobs: Path) -> di
     command = [
         str(HORUS), "simulate", "--workload", str(jobs), "--gpu", "h200", "--gpus", str(args.gpus),
         "--seed", str(args.seed), "--truth", str(truth), "--models", models, "--truth-models", models,
-        *MODES[mode], "--output", str(output),
+        *MODES[mode], *(["--time-sliced"] if args.time_sliced and mode in TIME_SLICED else []),
+        "--output", str(output),
     ]  # fmt: skip
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return json.loads((output / "summary.json").read_text())
@@ -158,6 +163,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--models", type=Path, default=None, help="models directory (default: the shipped one)"
+    )
+    parser.add_argument(
+        "--time-sliced", action="store_true", help="horus predicts as for time-sliced GPUs (--time-sliced)"
     )
     parser.add_argument("--out", type=Path, default=REPO / "out" / "h200_sim")
     args = parser.parse_args()
