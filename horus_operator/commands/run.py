@@ -74,7 +74,8 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     show_default=True,
     envvar="HORUS_SHARING",
     help="How DRA-bound co-tenants share a GPU's claim: MPS with limits from their predictions (the "
-    "driver's MPSSupport feature gate) or the driver's time-slicing.",
+    "driver's MPSSupport feature gate) or the driver's time-slicing. timeslicing also makes placement "
+    "keep co-tenants within the GPU's time (set it for env-bound clusters without MPS too).",
 )
 @_number(
     "--migration-over-limit-seconds",
