@@ -26,6 +26,7 @@ from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorde
 from horus_operator.placement.queueorder import QueueOrder
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction import catalog, features
+from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.predictor import load_predictor
 from horus_operator.prediction.timeslicing import time_sliced
@@ -82,6 +83,12 @@ LAS_PREEMPTS = (
 )
 
 
+def deciding_predictor(config: OperatorConfig, predictor: CorrectedPredictor) -> Predictor:
+    """What placement decides with: `predictor`, kept within the GPU's time where co-tenants time-slice
+    (`--sharing timeslicing`; prediction/timeslicing.py)."""
+    return time_sliced(predictor) if config.sharing == Sharing.TIMESLICING else predictor
+
+
 def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -> Runtime:
     if config.queue_order == QueueOrder.LAS:
         log.info(LAS_PREEMPTS, config.preemption.protected_s)
@@ -91,8 +98,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
     )
     prior = load_predictor(config.models_dir)
     predictor = CorrectedPredictor(prior)  # the shipped model, corrected online by what is observed
-    # Co-tenants that time-slice share the GPU's time; placement's predictions must say so.
-    deciding = time_sliced(predictor) if config.sharing == Sharing.TIMESLICING else predictor
+    deciding = deciding_predictor(config, predictor)
     learning = Learning(
         predictor,
         kube,
