@@ -105,6 +105,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         CorrectionStore(kube, config.lease_namespace),
         prior_id=prior.models.identity(),
         metrics=metrics,
+        placement_reads=deciding,
     )
     graph_reader = GraphReader(features.from_onnx)
     resolver = WorkloadResolver(

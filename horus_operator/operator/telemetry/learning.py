@@ -22,7 +22,7 @@ from horus_operator.api import keys
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable, Conflict, NotFound
 from horus_operator.operator.kube import Kube
 from horus_operator.operator.metrics import OperatorMetrics
-from horus_operator.prediction.api import Workload
+from horus_operator.prediction.api import Predictor, Workload
 from horus_operator.prediction.correction import CorrectedPredictor, Observation
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,14 @@ class CorrectionStore:
 
 @dataclass
 class Learning:
-    predictor: CorrectedPredictor  # the one the loop and its policy decide with
+    predictor: CorrectedPredictor  # what it teaches: the loop and its policy decide with it
     kube: Kube
     store: CorrectionStore
     prior_id: str  # the models the correction is relative to (`artifacts.identity`)
     metrics: OperatorMetrics = field(default_factory=OperatorMetrics)
+    # What placement reads, where it is not `predictor` itself (time-sliced co-tenants, `--sharing
+    # timeslicing`): the predicted side of the predicted-vs-observed metric.
+    placement_reads: Predictor | None = None
     _saved: bool = False  # whether the ConfigMap exists (replace, not create)
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -126,7 +129,8 @@ class Learning:
         if self.predictor.correction.seen(observation.sample_id):
             return None
         together = [observation.workload, *observation.cotenants]
-        predicted = self.predictor.slowdowns(observation.gpu, together, observation.memory_mib)
+        reads = self.placement_reads or self.predictor
+        predicted = reads.slowdowns(observation.gpu, together, observation.memory_mib)
         return predicted[0] if predicted else None
 
     async def profile(

@@ -27,6 +27,7 @@ from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.telemetry.learning import CorrectionStore, Learning
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.prediction.correction import CorrectedPredictor
+from horus_operator.prediction.timeslicing import time_sliced
 from horus_operator.testing.builders import DLJobBuilder
 
 
@@ -200,6 +201,29 @@ def test_each_new_sample_is_counted_and_its_log_ratio_observed_once() -> None:
     assert _value(r, "horus_slowdown_log_ratio_bucket", gpu="v100", le="1.0") == 1
     # No _sum: a histogram with negative buckets has none (OpenMetrics); quantiles read the buckets.
     assert r.get_sample_value("horus_slowdown_log_ratio_sum", {"gpu": "v100"}) is None
+
+
+def test_the_log_ratio_compares_with_what_placement_read() -> None:
+    """Under --sharing timeslicing placement reads the slowdowns lifted onto the GPU's time: two jobs that
+    keep it busy, predicted 1.2x by the model, were placed as 2x each, and observed 2x is no error."""
+    maps, counted = ConfigMaps(), OperatorMetrics()
+    predictor = CorrectedPredictor(
+        TablePredictor({"a": (1.0, 1.0), "b": (1.0, 1.0)}, {("a", "b"): (1.2, 1.2)})
+    )
+    learning = Learning(
+        predictor,
+        maps,  # type: ignore[arg-type]
+        CorrectionStore(maps, "horus-system"),  # type: ignore[arg-type]
+        prior_id="m1",
+        metrics=counted,
+        placement_reads=time_sliced(predictor),
+    )
+    asyncio.run(learning.learn([_observation("1", 2.0)]))
+    buckets = {
+        le: _value(counted.registry, "horus_slowdown_log_ratio_bucket", gpu="v100", le=le)
+        for le in ("-0.05", "0.05")
+    }
+    assert buckets == {"-0.05": 0, "0.05": 1}  # ln(2 / 2), where the model alone gives ln(2 / 1.2) = 0.51
 
 
 def test_every_metric_follows_prometheus_naming() -> None:
