@@ -66,10 +66,6 @@ class ClusterCache:
         self._monotonic = monotonic
         self.jobs: dict[str, dict[str, Any]] = {}
         self.pods: dict[str, dict[str, PodView]] = defaultdict(dict)  # job key -> pod name -> view
-        # `all_pods` as last derived; None: to derive again (a pod came or went, a job's uid changed). A
-        # cycle reads it several times (snapshot, moves, claims, gauges): at 10,000 jobs deriving it
-        # each time was a sixth of the operator's CPU (docs/benchmarks.md).
-        self._all_pods: list[PodView] | None = None
         self.nodes: dict[str, dict[str, Any]] = {}
         self.node_views: dict[str, NodeView] = {}  # node name -> its Node object, parsed once per change
         self._nodes_summary: NodesSummary | None = None  # of `node_views`; None: to derive again
@@ -153,11 +149,8 @@ class ClusterCache:
         re-deciding it."""
         key = job_key(body)
         self._note("job", key, body)
-        before = self.jobs.get(key)
         self.jobs[key] = compact.kept(body)
         self._holders_change(key)  # its uid decides which pods are its own (`job_pods`)
-        if before is None or _uid(before) != _uid(body):
-            self._all_pods = None
 
     def drop_job(self, body: Mapping[str, Any]) -> None:
         """Marked, so the loop forgets the job: a queued one has no pod whose deletion would say so."""
@@ -165,7 +158,6 @@ class ClusterCache:
         self._note("job", key, body)
         self.jobs.pop(key, None)
         self._holders_change(key)
-        self._all_pods = None
         self.mark([key])
 
     def put_pod(self, body: Mapping[str, Any]) -> PodView:
@@ -174,7 +166,6 @@ class ClusterCache:
         self.pods[pod.job_key][pod.name] = pod
         self._index_claims(pod)
         self._holders_change(pod.job_key)
-        self._all_pods = None
         self.mark([pod.job_key])
         return pod
 
@@ -190,7 +181,6 @@ class ClusterCache:
         if not job_pods:
             self.pods.pop(pod.job_key, None)
         self._holders_change(pod.job_key)
-        self._all_pods = None
         self.mark([pod.job_key])
 
     def put_node(self, body: Mapping[str, Any]) -> None:
@@ -319,22 +309,18 @@ class ClusterCache:
         self.slices = merged_slices
         self.nodes_changed = self.claims_changed = True
         self._holders_changed = None
-        self._all_pods = None
         self.mark(stale_jobs | set(self.jobs) | set(self.pods))
 
     def all_pods(self) -> list[PodView]:
-        """The pods of known DLJobs (`job_pods`): what holds GPUs and what the jobs' statuses read. A
-        new list each call (the caller's to change), copied from the one kept."""
-        if self._all_pods is None:
-            self._all_pods = [pod for key in self.pods for pod in self.job_pods(key)]
-        return list(self._all_pods)
+        """The pods of known DLJobs (`job_pods`): what holds GPUs and what the jobs' statuses read."""
+        return [pod for key in self.pods for pod in self.job_pods(key)]
 
     def job_pods(self, key: str) -> list[PodView]:
         """The pods that DLJob `key` controls. A pod with Horus's labels but another owner (made by
         anyone who may create pods, or left by an earlier DLJob of the same name) is none of its pods:
         it neither holds GPUs in Horus's books nor says how the job went."""
         body = self.jobs.get(key)
-        uid = _uid(body) if body else None
+        uid = (body or {}).get("metadata", {}).get("uid")
         if not uid:
             return []
         return [pod for pod in self.pods.get(key, {}).values() if pod.owner_uid == uid]
@@ -344,11 +330,6 @@ class ClusterCache:
 
 
 _KINDS = ("job", "pod", "node", "claim", "slice")
-
-
-def _uid(body: Mapping[str, Any]) -> str | None:
-    uid: str | None = body.get("metadata", {}).get("uid")
-    return uid
 
 
 def _slice_gpus(body: Mapping[str, Any]) -> list[SliceGpu]:
