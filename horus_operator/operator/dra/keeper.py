@@ -32,7 +32,7 @@ class ClaimKeeper:
 
     def wanted(self, new: Iterable[Holder] = ()) -> dict[ClaimId, DesiredClaim]:
         """The claims Horus's live pods (and `new` ones about to be created) need."""
-        holders = [h for h in (claims.holder_of(p) for p in self._cache.all_pods()) if h is not None]
+        holders = [h for h in (claims.holder_of(p) for p in self._cache.dra_pods()) if h is not None]
         memory = {gpu.uuid: gpu.memory_mib for gpu in self._cache.slice_gpus()}
         return claims.desired([*holders, *new], memory, self._sharing)
 

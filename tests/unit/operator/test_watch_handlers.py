@@ -14,6 +14,7 @@ import horus_operator.operator.dra.handlers  # noqa: F401  (registers the DRA ha
 from horus_operator.operator import handlers
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.podroute import handlers as _podroute_handlers  # noqa: F401  (the pod route's)
+from horus_operator.operator.telemetry import handlers as _telemetry_handlers  # noqa: F401  (GPUNodes)
 from horus_operator.testing.builders import DLJobBuilder
 
 
@@ -29,6 +30,14 @@ def test_every_watch_handler_runs_on_the_event_loop() -> None:
         "managed_pod_changed",
     } <= ids
     assert [h.id for h in watching if not inspect.iscoroutinefunction(h.fn)] == []
+
+
+def test_no_handler_reads_the_diff_base_that_is_not_kept() -> None:
+    """`handlers.NoDiffBase` keeps no last-handled state: right only while no handler detects changes."""
+    registry = kopf.get_default_registry()
+    assert registry._changing.get_all_handlers() == []
+    assert registry._spawning.get_all_handlers() == []
+    assert handlers.NoDiffBase().build(body=kopf.Body({"spec": {"a": 1}})) == {}
 
 
 def test_a_mirror_puts_then_drops() -> None:
