@@ -102,7 +102,7 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     float,
     Defaults.preemption_min_run_seconds,
     "Under --queue-order las, a (re)started job runs this long before it may be preempted (and at "
-    "least 4x the grace period plus the migration restart cost).",
+    "least 4x its grace period plus the migration restart cost).",
 )
 @click.option(
     "--metrics-port",

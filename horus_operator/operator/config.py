@@ -43,7 +43,7 @@ class OperatorConfig:
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S
     starvation_multiple: float | None = None
     # Under las, running jobs are preempted for waiting ones (placement/preemption.py): a (re)started
-    # job runs this long first (and at least 4x the grace period plus the migration restart cost).
+    # job runs this long first (and at least 4x its grace period plus the migration restart cost).
     preemption_min_run_seconds: float = PreemptionSettings.min_run_s
     metrics_port: int = 9401  # Prometheus /metrics (operator/metrics.py); 0: none. The agent's is 9400.
     # The pod route (operator/podroute/): pods of other controllers, admitted by the webhook this

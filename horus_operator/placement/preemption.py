@@ -66,17 +66,25 @@ class PreemptionSettings:
     @property
     def protected_s(self) -> float:
         """How long a job runs after a (re)start before it may be preempted."""
-        return max(self.min_run_s, self.min_run_over_cost * self.cost_s)
+        return self.protected_for(self.grace_period_s)
+
+    def protected_for(self, grace_period_s: float | None) -> float:
+        """`protected_s` of a job stopped with `grace_period_s` to checkpoint (None: `grace_period_s`'s
+        default): what its preemption costs is its own grace period, as a move's is."""
+        grace = self.grace_period_s if grace_period_s is None else grace_period_s
+        return max(self.min_run_s, self.min_run_over_cost * (grace + self.restart_cost_s))
 
 
 @dataclass(frozen=True)
 class Service:
     """What the caller knows of one running job: its attained GPU-seconds by now (all its runs), when it
-    last (re)started, and how often it has been preempted."""
+    last (re)started, how often it has been preempted, and the grace period its pod gets to checkpoint
+    when stopped (None: `PreemptionSettings.grace_period_s`)."""
 
     attained_gpu_s: float
     running_since: float
     preemptions: int = 0
+    grace_period_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -197,7 +205,7 @@ def _preemptable(
         known = service.get(key)
         if known is None or known.preemptions >= settings.max_per_job:
             continue
-        if now - known.running_since < settings.protected_s:
+        if now - known.running_since < settings.protected_for(known.grace_period_s):
             continue
         level = las_level(known.attained_gpu_s)
         if level > 0:  # no waiting job is below level 0

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.e2e
 # Nodes other tests added are cordoned for the test.
 SESSION_NODES = ["gpu-node-0", "gpu-node-1", "a100-node-0"]
 FILLERS = {"long-run": 4, "short-run": 4, "wide": 8}
-# A (re)started job runs 4x (grace period 30 s + restart cost 0) before it may be preempted.
-PROTECTED_S = 120
+# A (re)started job runs 4x (its grace period + restart cost 0) before it may be preempted.
+GRACE_S = 5
+PROTECTED_S = 4 * GRACE_S
 
 
 @pytest.fixture
@@ -56,7 +57,8 @@ def status(cluster: devcluster.LocalCluster, namespace: str, name: str) -> dict[
 
 
 def job(name: str, gpus: int) -> dict[str, Any]:
-    return DLJobBuilder(name).model(architecture="resnet50").batch_size(32).spec(gpus=gpus).obj()
+    builder = DLJobBuilder(name).model(architecture="resnet50").batch_size(32)
+    return builder.spec(gpus=gpus, migration={"gracePeriodSeconds": GRACE_S}).obj()
 
 
 def test_the_job_of_most_attained_service_is_preempted_for_a_new_one(

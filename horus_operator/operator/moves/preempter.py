@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from horus_operator.api import dljob
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.jobs.pods import PodView
@@ -31,7 +32,7 @@ from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves import preemption
 from horus_operator.operator.reports import Reporter
 from horus_operator.placement.cycle import SchedulingCycle
-from horus_operator.placement.preemption import Preemption, PreemptionSettings
+from horus_operator.placement.preemption import Preemption, PreemptionSettings, Service
 from horus_operator.placement.types import ClusterSnapshot, JobRequest, RunningJob
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class Preempter:
         running = {pod.job_key: pod for pod in self._cache.all_pods() if _preemptable(pod)}
         if not running:
             return
-        service = {key: preemption.service(self._status(key), pod, now) for key, pod in running.items()}
+        service = {key: self._service(key, pod, now) for key, pod in running.items()}
         planned = await asyncio.to_thread(self._cycle.preemptions, snapshot(), queue, service, self.settings)
         for chosen in planned:
             await self._record(chosen, running[chosen.job], now)
@@ -85,6 +86,10 @@ class Preempter:
 
     def _status(self, key: str) -> Mapping[str, Any]:
         return (self._cache.jobs.get(key) or {}).get("status") or {}
+
+    def _service(self, key: str, pod: PodView, now: datetime) -> Service:
+        body = self._cache.jobs[key]  # a running pod's job: `all_pods` lists only pods of known jobs
+        return preemption.service(self._status(key), pod, now, dljob.parse(body).grace_period_s)
 
     async def _record(self, chosen: Preemption, pod: PodView, now: datetime) -> None:
         """Write the preemption into the job's status before anything is deleted; its decision deletes."""

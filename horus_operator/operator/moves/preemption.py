@@ -90,14 +90,15 @@ def settled(status: Mapping[str, Any], pods: Sequence[PodView]) -> Mapping[str, 
     return {**status, "preemptions": [*entries[:-1], {**entries[-1], "state": PREEMPTED}]}
 
 
-def service(status: Mapping[str, Any], pod: PodView, now: datetime) -> Service:
+def service(status: Mapping[str, Any], pod: PodView, now: datetime, grace_period_s: int) -> Service:
     """What the preemption planner reads of a job whose pod runs: attained service by now, since when
-    the pod runs, how often the job was preempted."""
+    the pod runs, how often the job was preempted, and its grace period (`JobSpec.grace_period_s`)."""
     since = pod.started_at or pod.created_at or now
     return Service(
         attained_gpu_s=_settled_gpu_s(status) + _run_gpu_s(pod, now),
         running_since=since.timestamp(),
         preemptions=len(_entries(status)),
+        grace_period_s=float(grace_period_s),
     )
 
 

@@ -114,8 +114,9 @@ def test_attained_service_is_the_stopped_runs_plus_the_running_pod() -> None:
         PodBuilder("job", attempt=2).on("gpu-node-0", 0, 1).phase("Running").started(TWO_HOURS_AGO).obj()
     )
     status = {"attainedGpuSeconds": 1000.0, "preemptions": [{"attempt": 0}, {"attempt": 1}]}
-    service = preemption.service(status, pod, NOW)
+    service = preemption.service(status, pod, NOW, 45)
     assert service.attained_gpu_s == 1000.0 + 2 * 7200.0  # two GPUs for two hours
+    assert service.grace_period_s == 45.0
     assert service.running_since == (NOW - timedelta(hours=2)).timestamp()
     assert service.preemptions == 2
     assert preemption.attained_gpu_s(status) == 1000.0  # while it waits: its stopped runs

@@ -94,6 +94,26 @@ def test_running_jobs_of_level_0_protected_or_preempted_enough_are_never_preempt
     assert plan(cycle(), jobs, [request("new")], worn) == []
 
 
+def test_a_job_that_checkpoints_faster_is_protected_for_less() -> None:
+    """Protection is `min_run_over_cost` x what a preemption costs the job: its own grace period to
+    checkpoint (as a move's cost is) plus the restart."""
+    quick = PreemptionSettings(min_run_s=0.0, restart_cost_s=0.0)
+    jobs, _ = full_cluster()
+    snapshot = ClusterSnapshot(nodes=nodes(1, 2), running=tuple(jobs), now=NOW)
+    started = NOW - 20.0  # past 4 x 3 s, not past 4 x the default 30 s
+
+    def planned(grace: float | None) -> list[str]:
+        service = {key: Service(1e6, started, grace_period_s=grace) for key in ("old", "mid")}
+        the_cycle = cycle()
+        queue = the_cycle.queue([request("new")])
+        queue.advance(NOW)
+        return [p.job for p in the_cycle.preemptions(snapshot, queue, service, quick)]
+
+    assert quick.protected_for(3.0) == 12.0 and quick.protected_for(None) == quick.protected_s == 120.0
+    assert planned(None) == [] and planned(30.0) == []
+    assert len(planned(3.0)) == 1
+
+
 def test_a_running_job_of_higher_priority_is_never_preempted() -> None:
     jobs = [running(request("vip", priority=1), "n0", 0), running(request("plain"), "n0", 1)]
     service = {"vip": served(1e6), "plain": served(LEVEL_1)}
