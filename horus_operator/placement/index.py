@@ -55,7 +55,7 @@ def group_token(key: GroupKey) -> int:
 class Group:
     """Shareable GPUs with equal `GroupKey`s, in rank order."""
 
-    __slots__ = ("_first", "_in_order", "_slots", "key", "token")
+    __slots__ = ("_first", "_in_order", "_slots", "_top", "key", "token")
 
     def __init__(self, key: GroupKey) -> None:
         self.key = key
@@ -63,6 +63,10 @@ class Group:
         self._slots: dict[GpuKey, GpuSlot] = {}
         self._in_order = True
         self._first: int | None = None  # the least rank among its GPUs (None: to work out again)
+        # At least the greatest rank among its GPUs (one that left may have held it): a GPU joining
+        # below it may break the order. Kept, not read off the last entry: a dict walks backwards over
+        # the holes its deletions left, and GPUs that join and leave again leave them at its end.
+        self._top = -1
 
     @property
     def slots(self) -> dict[GpuKey, GpuSlot]:
@@ -70,6 +74,8 @@ class Group:
         if not self._in_order:
             self._slots = dict(sorted(self._slots.items(), key=_by_rank))
             self._in_order = True
+            # A new dict: no holes to walk
+            self._top = next(reversed(self._slots.values())).rank if self._slots else -1
         return self._slots
 
     def first_rank(self) -> int:
@@ -80,13 +86,16 @@ class Group:
     def join(self, slot: GpuSlot) -> bool:
         """True when `slot` may now come first (the group's order among others may change)."""
         slots = self._slots
-        last = next(reversed(slots.values()), None)
+        new = not slots
         slots[slot.key] = slot
-        if last is None:  # a new group
-            self._first = slot.rank
+        if new:
+            self._first = self._top = slot.rank
+            self._in_order = True
             return True
-        if slot.rank < last.rank:
+        if slot.rank < self._top:
             self._in_order = False
+        else:
+            self._top = slot.rank
         # Ranks are unique: a GPU after the first leaves the group's place among the others as it was.
         if self._first is not None and slot.rank > self._first:
             return False
