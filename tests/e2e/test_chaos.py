@@ -16,7 +16,7 @@ from horus_operator.testing.operator_process import REPO
 
 pytestmark = pytest.mark.e2e
 
-JOBS = 200
+JOBS = 128  # over a 30 s fault window, four per GPU: a queue waits through every fault
 # Fewer GPUs than jobs, so a queue waits through the faults (and failover can be measured).
 POOL = devcluster.GpuNodePool(count=8, gpus_per_node=4, name_prefix="chaos-node")
 SCALED_DOWN = {
