@@ -20,9 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
-from typing import Any
 
 from horus_operator.api import dljob
 from horus_operator.operator.apierrors import ApiError, ApiUnavailable
@@ -84,12 +83,10 @@ class Preempter:
             if current.get("preemptions"):
                 yield from ((key, pod) for pod in preemption.stopping(current, self._cache.job_pods(key)))
 
-    def _status(self, key: str) -> Mapping[str, Any]:
-        return (self._cache.jobs.get(key) or {}).get("status") or {}
-
     def _service(self, key: str, pod: PodView, now: datetime) -> Service:
         body = self._cache.jobs[key]  # a running pod's job: `all_pods` lists only pods of known jobs
-        return preemption.service(self._status(key), pod, now, dljob.parse(body).grace_period_s)
+        status = body.get("status") or {}
+        return preemption.service(status, pod, now, dljob.parse(body).grace_period_s)
 
     async def _record(self, chosen: Preemption, pod: PodView, now: datetime) -> None:
         """Write the preemption into the job's status before anything is deleted; its decision deletes."""
