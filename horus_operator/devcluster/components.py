@@ -190,7 +190,8 @@ def scheduler_argv(binary: Path, layout: Layout, ports: Ports, *, api_qps: int |
     """`api_qps`: kube-scheduler's client rate to the API server (burst twice that). None keeps its
     default, 50 a second, which also caps the pods it binds a second (one binding request each)."""
     rate = [] if api_qps is None else [f"--kube-api-qps={api_qps}", f"--kube-api-burst={2 * api_qps}"]
-    return [str(binary), *_component_base_flags(layout, ports.scheduler), *rate]
+    # -v=2: each binding and each unschedulable attempt is logged, what a pod that never ran needs.
+    return [str(binary), *_component_base_flags(layout, ports.scheduler), *rate, "-v=2"]
 
 
 def kwok_argv(binary: Path, layout: Layout, stage_files: list[Path]) -> list[str]:

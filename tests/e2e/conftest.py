@@ -70,6 +70,42 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             if process.log_path.exists() and process.log_path.stat().st_mtime >= call.start:
                 title = f"operator {process.identity} log, last 150 lines"
                 report.sections.append((title, process.log_tail(150)))
+        report.sections.extend(_cluster_sections(item))
+
+
+def _cluster_sections(item: pytest.Item) -> list[tuple[str, str]]:
+    """What the cluster showed when an e2e test failed: every Horus pod (phase, node, why it is not
+    running), the test namespace's events and the scheduler's and kwok's log tails. A pod the operator
+    created that never ran is otherwise invisible in the report (the namespace is gone by then)."""
+    funcargs = getattr(item, "funcargs", {})
+    cluster = funcargs.get("cluster")
+    if not isinstance(cluster, devcluster.LocalCluster):
+        return []
+    columns = (
+        "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase,"
+        "NODE:.spec.nodeName,DELETING:.metadata.deletionTimestamp,"
+        "WHY:.status.conditions[?(@.status=='False')].message"
+    )
+    jobs = (
+        "custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,PHASE:.status.phase,"
+        "NODE:.status.node,GPUS:.status.gpuList,VERSION:.metadata.resourceVersion,MESSAGE:.status.message"
+    )
+    queries = {
+        "DLJobs": ("get", "dljobs", "-A", "-o", jobs),
+        "Horus pods": ("get", "pods", "-A", "-l", "horus.dev/dljob", "-o", columns),
+    }
+    if isinstance(funcargs.get("namespace"), str):
+        queries["events"] = ("get", "events", "-n", funcargs["namespace"], "--sort-by=.lastTimestamp")
+    sections = []
+    for title, args in queries.items():
+        found = cluster.kubectl(*args, check=False, timeout=20)
+        sections.append((f"cluster: {title}", found.stdout + found.stderr))
+    for component, about_pods in (("kube-scheduler", " pod="), ("kwok", '"pod":')):
+        log = cluster.state_dir / "logs" / f"{component}.log"
+        if log.exists():
+            lines = [line for line in log.read_text(errors="replace").splitlines() if about_pods in line]
+            sections.append((f"cluster: {component} log about pods, last 40 lines", "\n".join(lines[-40:])))
+    return sections
 
 
 @pytest.fixture(scope="session")
