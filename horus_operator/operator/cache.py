@@ -151,8 +151,11 @@ class ClusterCache:
 
     def store_job(self, body: Mapping[str, Any]) -> None:
         """Keep `body` as the API server just returned it (a status write; `compact.kept`), without
-        re-deciding it."""
+        re-deciding it. Not over a newer copy (see `put_pod`)."""
         key = job_key(body)
+        kept = self.jobs.get(key)
+        if kept is not None and newer(_version(kept), than=_version(body)):
+            return
         self._note("job", key, body)
         self.jobs[key] = compact.kept(body)
         self._holders_change(key)  # its uid decides which pods are its own (`job_pods`)
@@ -166,7 +169,14 @@ class ClusterCache:
         self.mark([key])
 
     def put_pod(self, body: Mapping[str, Any]) -> PodView:
+        """Keep `body` unless the cache holds a provably newer copy: the answer to the operator's own
+        create can arrive after the watch delivered the pod bound and Running (kwok binds and starts a
+        pod within milliseconds), and no later event would undo the older copy (the job stayed
+        Scheduled for good)."""
         pod = pod_views.view(body)
+        kept = self.pods.get(pod.job_key, {}).get(pod.name)
+        if kept is not None and newer(kept.version, than=pod.version):
+            return kept
         self._note("pod", job_key(body), body)
         self.pods[pod.job_key][pod.name] = pod
         self._index_claims(pod)
@@ -235,9 +245,12 @@ class ClusterCache:
         self.nodes_changed = True
 
     def put_claim(self, body: Mapping[str, Any]) -> None:
+        """Not over a newer copy: the answer to the operator's own create may come after the watch's."""
         claim = claim_views.view(body)
-        self._note("claim", job_key(body), body)
         previous = self.claims.get(claim.id)
+        if previous is not None and newer(previous.version, than=claim.version):
+            return
+        self._note("claim", job_key(body), body)
         self.claims[claim.id] = claim
         self._claim_changed(claim, inventory=previous is None or previous.allocated != claim.allocated)
 

@@ -265,6 +265,7 @@ class ClaimView:
     deleting: bool
     selectors: tuple[str, ...] = ()  # the CEL expressions of its requests: which devices it may have
     owner_uid: str = ""  # the uid of its controller (a pod of the pod route, for that pod's claims)
+    version: str = field(default="", compare=False)  # metadata.resourceVersion (cache.put_pod says why)
 
     def selects(self, uuid: str) -> bool:
         """Whether it asks for exactly the GPU `uuid`, as Horus's claims do."""
@@ -296,6 +297,7 @@ def view(body: Mapping[str, Any]) -> ClaimView:
         owner_uid=next(
             (o.get("uid", "") for o in meta.get("ownerReferences") or [] if o.get("controller")), ""
         ),
+        version=str(meta.get("resourceVersion") or ""),
     )
 
 

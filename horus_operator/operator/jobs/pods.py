@@ -10,7 +10,7 @@ import copy
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -233,6 +233,8 @@ class PodView:
     scheduling_message: str = ""  # kube-scheduler's word while it cannot schedule the pod
     created_at: datetime | None = None  # when Horus created it: the placement it carries began then
     owner_uid: str = ""  # the uid of the DLJob that controls it ("" when no DLJob does)
+    # metadata.resourceVersion: which of two copies is newer (the cache keeps the newer), not what it says
+    version: str = field(default="", compare=False)
 
     @property
     def job_key(self) -> str:
@@ -273,6 +275,7 @@ def view(pod: Mapping[str, Any]) -> PodView:
         scheduling_message=_scheduling_message(status),
         created_at=_time(meta.get("creationTimestamp")),
         owner_uid=controlling_dljob(meta),
+        version=str(meta.get("resourceVersion") or ""),
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Sequence
@@ -230,6 +231,42 @@ def test_without_comparable_versions_the_watch_event_stands() -> None:
     kube.nodes["gpu-node-0"]["metadata"]["resourceVersion"] = "b7"
     _resync_racing(kube, cache, lambda: cache.put_node(_at(gpu_node("gpu-node-0", count=1), "a3")))
     assert cache.nodes["gpu-node-0"]["metadata"]["resourceVersion"] == "a3"
+
+
+class WatchAheadOfCreate(FakeKube):
+    """kube-scheduler and kwok bind and start a pod within milliseconds: the watch delivers it Running
+    before the operator reads the answer to its own create, which says Pending."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        super().__init__()
+        self.cache = cache
+
+    async def create_pod(self, pod: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        stored, created = await super().create_pod(pod)
+        stored = _at(stored, "5")
+        running = _at(copy.deepcopy(stored), "7")
+        running["spec"]["nodeName"] = "gpu-node-0"
+        running["status"] = {"phase": "Running", "startTime": "2026-12-02T09:00:01Z"}
+        self.pods[job_key(pod)] = running
+        self.cache.put_pod(running)
+        return stored, created
+
+
+def test_a_pod_running_before_its_create_returns_makes_its_job_running() -> None:
+    cache = ClusterCache()
+    kube = WatchAheadOfCreate(cache)
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    kube.jobs["team-a/job-0"] = DLJobBuilder.stored("job-0").obj()
+    asyncio.run(_settle(_loop(kube, cache)))
+    assert [p.phase for p in cache.all_pods()] == ["Running"]
+    assert kube.jobs["team-a/job-0"]["status"]["phase"] == "Running"
+
+
+def test_a_status_write_answer_older_than_the_watched_copy_is_not_kept() -> None:
+    cache = ClusterCache()
+    cache.put_job(_at(DLJobBuilder.stored("job-0").obj(), "9"))
+    cache.store_job(_at(DLJobBuilder.stored("job-0").obj(), "8"))
+    assert cache.jobs["team-a/job-0"]["metadata"]["resourceVersion"] == "9"
 
 
 def test_objects_gone_before_the_list_leave_the_cache() -> None:
