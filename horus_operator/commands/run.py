@@ -73,9 +73,11 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     default=Defaults.sharing.value,
     show_default=True,
     envvar="HORUS_SHARING",
-    help="How DRA-bound co-tenants share a GPU's claim: MPS with limits from their predictions (the "
-    "driver's MPSSupport feature gate) or the driver's time-slicing. timeslicing also makes placement "
-    "keep co-tenants within the GPU's time (set it for env-bound clusters without MPS too).",
+    help="How co-tenants share a GPU. mps: DRA-bound ones through their claim's MPS daemon with limits "
+    "from their predictions (the driver's MPSSupport feature gate), and placement trusts the model's "
+    "overlap for env-bound ones too (nodes that run MPS for them). timeslicing: the driver's "
+    "time-slicing, and placement keeps every GPU's co-tenants within its time. auto: mps for DRA-bound "
+    "co-tenants, time-slicing for env-bound ones, which have no MPS daemon.",
 )
 @_number(
     "--migration-over-limit-seconds",

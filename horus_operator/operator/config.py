@@ -31,7 +31,7 @@ class OperatorConfig:
     api_workers: int = 32
     telemetry_ttl_seconds: float = 60.0  # a GPUNode older than this: its agent is silent, GPUs unusable
     binding: Binding = Binding.ENV  # for DLJobs that do not set spec.binding (docs/operator.md)
-    sharing: Sharing = Sharing.MPS  # how DRA-bound co-tenants share a GPU's claim
+    sharing: Sharing = Sharing.AUTO  # how co-tenants share a GPU (claims.Sharing)
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
     # Moving jobs that allow it (placement/moves.py: MoveSettings, whose defaults these are)
     migration_restart_cost_seconds: float = MoveSettings.restart_cost_s

@@ -78,7 +78,7 @@ class LoopConfig:
     batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
     telemetry_ttl: float = OperatorConfig.telemetry_ttl_seconds  # seconds; see operator/telemetry/gpunodes.py
     binding: dljob.Binding = OperatorConfig.binding  # for DLJobs that do not set spec.binding
-    sharing: claims.Sharing = OperatorConfig.sharing  # how DRA-bound co-tenants share a GPU (claims.sharing)
+    sharing: claims.Sharing = OperatorConfig.sharing  # how co-tenants share a GPU (claims.Sharing)
     dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
     moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moves/mover.py)
     graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/jobs/graphs.py)
@@ -352,7 +352,8 @@ class SchedulingLoop:
             self._pending.pop(key, None)
             self._records.pop(key, None)
             return
-        self._pending[key] = _Pending(0, waiting.job, waiting.workload, waiting.binding, waiting.request)
+        request = self._shared(waiting.request, waiting.binding)
+        self._pending[key] = _Pending(0, waiting.job, waiting.workload, waiting.binding, request)
 
     async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
         """Delete the pods a decision names: a stuck pod at once (its node may never confirm), a moved one
@@ -492,7 +493,8 @@ class SchedulingLoop:
     def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
         """What the cycle places; its attained service and when it queued again after a preemption
         are read from its status (`moves/preemption.py`)."""
-        request = jobspec.request(job, workload, dljob.created_at(body), self._binding(job))
+        binding = self._binding(job)
+        request = self._shared(jobspec.request(job, workload, dljob.created_at(body), binding), binding)
         current = body.get("status") or {}
         return dataclasses.replace(
             request,
@@ -500,6 +502,14 @@ class SchedulingLoop:
             attained_gpu_s=preemption.attained_gpu_s(current),
             queued_at=preemption.queued_at(current),
         )
+
+    def _shared(self, request: JobRequest, binding: str) -> JobRequest:
+        """`request`, its workload saying whether its GPU's co-tenants time-slice (`claims.time_slices`):
+        the placement's predictor keeps those within the GPU's time (`runtime.deciding_predictor`)."""
+        if not claims.time_slices(self._config.sharing, binding):
+            return request
+        sliced = dataclasses.replace(request.workload, time_sliced=True)
+        return dataclasses.replace(request, workload=sliced)
 
     def _length_s(self, job: JobSpec, workload: Workload) -> float | None:
         """The job's work alone, as the queue orders read it: `spec.totalSteps` at the predicted step

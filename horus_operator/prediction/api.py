@@ -36,6 +36,10 @@ class Workload:
     # The job's peak GPU memory alone (MiB) as the cluster observed it on the GPU type it is asked
     # about (`Correction.peak_memory`): it wins over the predicted memory. None: predicted.
     peak_memory_mib: float | None = None
+    # Its GPU's co-tenants time-slice (no MPS: the kernels of two processes never run at once), so
+    # placement keeps them within the GPU's time (`timeslicing.py`). Set by the operator from the job's
+    # binding and `horus run --sharing`.
+    time_sliced: bool = False
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ where MPS lets kernels overlap, too little where co-tenants time-slice.
 `conserve_gpu_time` lifts a prediction that breaks the bound onto it, every co-tenant by the same
 factor (the model's split between them kept): it never lowers a slowdown, and leaves alone any set of
 co-tenants whose demands fit. `time_sliced(predictor)` answers with it: the caller decides where
-co-tenants time-slice (`horus simulate --time-sliced`; the operator under `--sharing timeslicing`).
+co-tenants time-slice (`horus simulate --time-sliced`: everywhere; the operator per job, by its binding
+and `--sharing`: `operator/dra/claims.py`, `time_slices`).
 The busy fractions are the predictor's (`job().utilization`: observed where the cluster saw the job's
 kind alone, else the roofline's).
 """
@@ -37,10 +38,13 @@ def conserve_gpu_time(slowdowns: Sequence[float], busy: Sequence[float]) -> tupl
 
 class TimeSliced:
     """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, its slowdowns lifted
-    onto the GPU-time bound."""
+    onto the GPU-time bound. `every`: on every set of co-tenants (the simulator's `--time-sliced`
+    cluster); else on a set where a workload says it time-slices (`Workload.time_sliced`: the operator
+    knows per job, from its binding)."""
 
-    def __init__(self, predictor: Predictor) -> None:
+    def __init__(self, predictor: Predictor, *, every: bool = True) -> None:
         self.predictor = predictor
+        self.every = every
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         return self.predictor.job(workload, gpu)
@@ -51,6 +55,8 @@ class TimeSliced:
         predicted = self.predictor.slowdowns(gpu, workloads, memory_mib)
         if predicted is None or len(workloads) < 2:
             return predicted
+        if not self.every and not any(workload.time_sliced for workload in workloads):
+            return predicted
         busy = [self.predictor.job(workload, gpu).utilization for workload in workloads]
         return conserve_gpu_time(predicted, busy)
 
@@ -58,8 +64,8 @@ class TimeSliced:
 class LearningTimeSliced(TimeSliced):
     """`TimeSliced` around a `LearningPredictor`: what it has learnt, and how sure it is, pass through."""
 
-    def __init__(self, predictor: LearningPredictor) -> None:
-        super().__init__(predictor)
+    def __init__(self, predictor: LearningPredictor, *, every: bool = True) -> None:
+        super().__init__(predictor, every=every)
         self.learning = predictor
 
     @property
@@ -78,8 +84,9 @@ class LearningTimeSliced(TimeSliced):
         return self.learning.spreads(gpu, workloads, memory_mib)
 
 
-def time_sliced(predictor: Predictor) -> TimeSliced:
-    """`predictor` for time-sliced GPUs, learning where it learns."""
+def time_sliced(predictor: Predictor, *, every: bool = True) -> TimeSliced:
+    """`predictor` for time-sliced GPUs (`every`: all of them, else those `Workload.time_sliced` names),
+    learning where it learns."""
     if isinstance(predictor, LearningPredictor):
-        return LearningTimeSliced(predictor)
-    return TimeSliced(predictor)
+        return LearningTimeSliced(predictor, every=every)
+    return TimeSliced(predictor, every=every)

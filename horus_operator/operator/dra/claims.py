@@ -29,10 +29,21 @@ from horus_operator.placement.types import JobRequest
 
 
 class Sharing(StrEnum):
-    """How DRA-bound co-tenants share their GPU's claim (`horus run --sharing`)."""
+    """How co-tenants share a GPU (`horus run --sharing`): the config of a DRA-bound GPU's claim, and
+    whether placement keeps co-tenants within the GPU's time (`time_slices`)."""
 
-    MPS = "mps"  # one MPS control daemon per claim, limits from the tenants' predictions
-    TIMESLICING = "timeslicing"  # the driver's time-slicing
+    # DRA-bound co-tenants as `mps`; env-bound ones time-slice, as they physically do: Horus mounts no
+    # MPS pipe into a pod and the tenancy rules refuse the host path it would need (jobs/tenancy.py).
+    AUTO = "auto"
+    MPS = "mps"  # one MPS control daemon per claim, limits from the tenants' predictions; env too
+    TIMESLICING = "timeslicing"  # the driver's time-slicing; env-bound co-tenants time-slice as well
+
+
+def time_slices(sharing: str, binding: str) -> bool:
+    """Whether co-tenants of a job under `binding` time-slice their GPU (`Workload.time_sliced`)."""
+    if sharing == Sharing.AUTO:
+        return binding == Binding.ENV
+    return sharing == Sharing.TIMESLICING
 
 
 # Each MPS client may pin this much more than the largest predicted memory on the GPU: the memory
@@ -111,14 +122,14 @@ def sharing(tenants: Sequence[Tenant], gpu_memory_mib: int, mode: str) -> dict[s
     - `timeslicing`: none either. Pods sharing a claim are time-sliced by the driver by default; a
       TimeSlicing config (interval) is refused unless the driver runs with its alpha TimeSlicingSettings
       feature gate.
-    - `mps`: one MPS control daemon per claim; its limits apply to every client alike:
+    - `mps` (and `auto`): one MPS control daemon per claim; its limits apply to every client alike:
       `defaultActiveThreadPercentage` is the largest tenant's share of the summed predicted utilization
       (100 alone); `defaultPinnedDeviceMemoryLimit` is the largest predicted memory plus
       `PINNED_MEMORY_MARGIN`, or what the tenants' predictions leave free on the GPU if that is more (so a
       job placed there later, which Horus fits into that free memory, is never refused by the limit),
       at most the GPU's memory.
     """
-    if mode != Sharing.MPS or not tenants or any(t.whole for t in tenants):
+    if mode == Sharing.TIMESLICING or not tenants or any(t.whole for t in tenants):
         return None
     total = sum(max(t.utilization, 0.0) for t in tenants)
     largest_share = max(max(t.utilization, 0.0) for t in tenants) / total if total > 0 else 1.0

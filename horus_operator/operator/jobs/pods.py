@@ -177,6 +177,7 @@ def encode_request(request: JobRequest) -> dict[str, Any]:
         "precision": workload.precision,
         "framework": workload.framework,
         "hostCpus": workload.host_cpus,
+        "timeSliced": workload.time_sliced,
         "gpus": request.gpus,
         "maxSlowdown": request.max_slowdown,
         "priority": request.priority,
@@ -194,6 +195,7 @@ def decode_request(data: Mapping[str, Any]) -> JobRequest:
         precision=data.get("precision", defaults.DEFAULT_PRECISION),  # absent from pods made before precision
         framework=data.get("framework", defaults.DEFAULT_FRAMEWORK),  # absent from pods made before it
         host_cpus=float(data.get("hostCpus", 0.0)),  # absent from pods made before the CPU term
+        time_sliced=bool(data.get("timeSliced", False)),  # absent from pods made before --sharing auto
     )
     return JobRequest(
         key=data["key"],

@@ -1,16 +1,21 @@
-"""`horus run --sharing timeslicing` makes placement keep co-tenants within the GPU's time; `mps` keeps
-the model's answers (prediction/timeslicing.py)."""
+"""`horus run --sharing`: where placement keeps co-tenants within the GPU's time (prediction/timeslicing.py).
+`timeslicing`: every GPU; `mps`: none (the model's answers); `auto` (the default): the GPUs of env-bound
+jobs, which have no MPS daemon, and not those of DRA-bound ones, whose claims run one."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from horus_operator.api.dljob import Binding
 from horus_operator.operator.config import OperatorConfig
-from horus_operator.operator.dra.claims import Sharing
+from horus_operator.operator.dra.claims import Sharing, time_slices
 from horus_operator.operator.runtime import deciding_predictor
 from horus_operator.placement.fake import TablePredictor
 from horus_operator.prediction.api import LearningPredictor, Workload
 from horus_operator.prediction.correction import CorrectedPredictor
 
 PAIR = [Workload("a", 1), Workload("b", 1)]
+SLICED_PAIR = [dataclasses.replace(w, time_sliced=True) for w in PAIR]
 
 
 def _corrected() -> CorrectedPredictor:
@@ -30,3 +35,18 @@ def test_mps_decides_with_the_corrected_model_itself() -> None:
     predictor = _corrected()
 
     assert deciding_predictor(OperatorConfig(sharing=Sharing.MPS), predictor) is predictor
+
+
+def test_auto_lifts_only_co_tenants_whose_workloads_time_slice() -> None:
+    deciding = deciding_predictor(OperatorConfig(), _corrected())
+
+    assert OperatorConfig().sharing == Sharing.AUTO
+    assert deciding.slowdowns("v100", SLICED_PAIR) == (2.0, 2.0)
+    assert deciding.slowdowns("v100", PAIR) == (1.5, 1.5)
+    assert isinstance(deciding, LearningPredictor)
+
+
+def test_env_bound_jobs_time_slice_under_auto_and_dra_bound_ones_under_timeslicing_only() -> None:
+    assert [time_slices(Sharing.AUTO, b) for b in (Binding.ENV, Binding.DRA)] == [True, False]
+    assert [time_slices(Sharing.MPS, b) for b in (Binding.ENV, Binding.DRA)] == [False, False]
+    assert [time_slices(Sharing.TIMESLICING, b) for b in (Binding.ENV, Binding.DRA)] == [True, True]

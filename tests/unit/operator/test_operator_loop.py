@@ -15,6 +15,7 @@ from operator_builders import FakeKube, PodBuilder, gpu_node
 
 from horus_operator.api import keys
 from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.dra.claims import Sharing
 from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.base import Limits, PredictingPolicy
@@ -551,3 +552,11 @@ def test_a_cycle_that_failed_half_way_leaves_no_tentative_job_in_the_kept_index(
 
     asyncio.run(scenario())
     assert kube.creates == 2
+
+
+@pytest.mark.parametrize(("sharing", "sliced"), [(Sharing.AUTO, True), (Sharing.MPS, False)])
+def test_an_env_bound_pod_says_whether_its_co_tenants_time_slice(sharing: Sharing, sliced: bool) -> None:
+    kube = _cluster(jobs=1, gpus=1)
+    asyncio.run(_settle(_loop(kube, config=LoopConfig(sharing=sharing))))
+    (pod,) = kube.pods.values()
+    assert json.loads(pod["metadata"]["annotations"][keys.ANNOTATION_REQUEST])["timeSliced"] is sliced

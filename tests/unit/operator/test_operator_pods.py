@@ -199,3 +199,12 @@ def test_host_cpus_travel_with_the_request_and_old_pods_read_as_none() -> None:
     old = pods.encode_request(request)
     del old["hostCpus"]
     assert pods.decode_request(old).workload.host_cpus == 0.0
+
+
+def test_a_time_sliced_workload_round_trips_and_old_pods_read_as_not_time_sliced() -> None:
+    job = dljob.parse(DLJobBuilder.stored("x").obj())
+    request = jobspec.request(job, Workload("resnet50", 32, time_sliced=True), 1.0)
+    encoded = json.loads(json.dumps(pods.encode_request(request)))
+    assert pods.decode_request(encoded).workload.time_sliced
+    del encoded["timeSliced"]  # a pod created before `--sharing auto`
+    assert not pods.decode_request(encoded).workload.time_sliced
