@@ -45,7 +45,10 @@ gpus=$(kubectl get nodes -o jsonpath='{range .items[*]}{.metadata.labels.nvidia\
   awk '{s += $1} END {print s}')
 "$python" - "$gpus" <<'PY' | kubectl apply -n "$NAMESPACE" -f - >/dev/null
 import json, sys
-models = [("resnet18", 64), ("lstm-lm", 20), ("mobilenet_v2", 32), ("resnet50", 32), ("transformer", 32)]
+# Light jobs (an RL policy, a recommender) beside GPU-saturating ones: env-bound co-tenants time-slice,
+# so two saturating jobs slow each other at least 2x and share only with a light one.
+models = [("resnet18", 64), ("lstm-lm", 20), ("ppo", 64), ("mobilenet_v2", 32), ("resnet50", 32),
+          ("neumf", 256), ("transformer", 32)]
 jobs = []
 for i in range(int(sys.argv[1])):
     model, batch = models[i % len(models)]
