@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import time
 import zlib
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -40,6 +40,9 @@ T = TypeVar("T")
 # of the period, each job in the same slice every time: at 10,000 jobs one slice at once held the event
 # loop for 1-2 s, during which no new DLJob was placed (bench/scale.py, docs/benchmarks.md).
 REDECIDE_SLICES = 10
+# How long the uid of an object the watch saw deleted is remembered (`_Tombstones`): far longer than an
+# answer to the operator's own request can lag behind the watch.
+TOMBSTONE_S = 300.0
 
 
 def job_key(body: Mapping[str, Any]) -> str:
@@ -49,6 +52,10 @@ def job_key(body: Mapping[str, Any]) -> str:
 
 def _version(body: Mapping[str, Any]) -> str:
     return str(body["metadata"].get("resourceVersion") or "")
+
+
+def _uid(body: Mapping[str, Any]) -> str:
+    return str(body["metadata"].get("uid") or "")
 
 
 def newer(version: str, than: str) -> bool:
@@ -92,6 +99,7 @@ class ClusterCache:
         # While a resync's lists are in flight: kind -> key -> the resourceVersion the watch last wrote or
         # deleted. None outside a resync.
         self._watched: dict[str, dict[str, str]] | None = None
+        self._deleted = _Tombstones(monotonic)
 
     @contextlib.contextmanager
     def resyncing(self) -> Iterator[None]:
@@ -151,10 +159,10 @@ class ClusterCache:
 
     def store_job(self, body: Mapping[str, Any]) -> None:
         """Keep `body` as the API server just returned it (a status write; `compact.kept`), without
-        re-deciding it. Not over a newer copy (see `put_pod`)."""
+        re-deciding it. Not over a newer copy, nor once deleted (see `put_pod`)."""
         key = job_key(body)
         kept = self.jobs.get(key)
-        if kept is not None and newer(_version(kept), than=_version(body)):
+        if _uid(body) in self._deleted or (kept is not None and newer(_version(kept), than=_version(body))):
             return
         self._note("job", key, body)
         self.jobs[key] = compact.kept(body)
@@ -164,6 +172,7 @@ class ClusterCache:
         """Marked, so the loop forgets the job: a queued one has no pod whose deletion would say so."""
         key = job_key(body)
         self._note("job", key, body)
+        self._deleted.add(_uid(body))
         self.jobs.pop(key, None)
         self._holders_change(key)
         self.mark([key])
@@ -172,11 +181,15 @@ class ClusterCache:
         """Keep `body` unless the cache holds a provably newer copy: the answer to the operator's own
         create can arrive after the watch delivered the pod bound and Running (kwok binds and starts a
         pod within milliseconds), and no later event would undo the older copy (the job stayed
-        Scheduled for good)."""
+        Scheduled for good). Nor once the watch saw it deleted: that answer can come after the deletion
+        too, and with no copy left to compare it would bring the pod back for good (its GPUs held in
+        Horus's books) where a resync alone would clear it."""
         pod = pod_views.view(body)
         kept = self.pods.get(pod.job_key, {}).get(pod.name)
         if kept is not None and newer(kept.version, than=pod.version):
             return kept
+        if pod.uid in self._deleted:
+            return pod
         self._note("pod", job_key(body), body)
         self.pods[pod.job_key][pod.name] = pod
         self._index_claims(pod)
@@ -193,6 +206,7 @@ class ClusterCache:
     def drop_pod(self, body: Mapping[str, Any]) -> None:
         pod = pod_views.view(body)
         self._note("pod", job_key(body), body)
+        self._deleted.add(pod.uid)
         job_pods = self.pods.get(pod.job_key, {})
         job_pods.pop(pod.name, None)
         if not job_pods:
@@ -245,9 +259,12 @@ class ClusterCache:
         self.nodes_changed = True
 
     def put_claim(self, body: Mapping[str, Any]) -> None:
-        """Not over a newer copy: the answer to the operator's own create may come after the watch's."""
+        """Not over a newer copy, nor once deleted: the answer to the operator's own create may come after
+        the watch's events (see `put_pod`)."""
         claim = claim_views.view(body)
         previous = self.claims.get(claim.id)
+        if _uid(body) in self._deleted:
+            return
         if previous is not None and newer(previous.version, than=claim.version):
             return
         self._note("claim", job_key(body), body)
@@ -256,6 +273,7 @@ class ClusterCache:
 
     def drop_claim(self, body: Mapping[str, Any]) -> None:
         self._note("claim", job_key(body), body)
+        self._deleted.add(_uid(body))
         claim = self.claims.pop(claim_views.view(body).id, None)
         if claim is not None:
             self._claim_changed(claim, inventory=bool(claim.allocated))
@@ -356,6 +374,29 @@ class ClusterCache:
 
 
 _KINDS = ("job", "pod", "node", "claim", "slice")
+
+
+class _Tombstones:
+    """The uids of objects the watch saw deleted, each for `TOMBSTONE_S` seconds. A uid names one object
+    for good (one created again under its name gets another), so an answer that carries a buried uid is
+    older than the deletion, whatever its resourceVersion."""
+
+    def __init__(self, monotonic: Callable[[], float]) -> None:
+        self._monotonic = monotonic
+        self._buried: set[str] = set()
+        self._order: deque[tuple[float, str]] = deque()  # (when, uid), oldest first
+
+    def add(self, uid: str) -> None:
+        if not uid or uid in self._buried:
+            return
+        now = self._monotonic()
+        while self._order and self._order[0][0] <= now - TOMBSTONE_S:
+            self._buried.discard(self._order.popleft()[1])
+        self._buried.add(uid)
+        self._order.append((now, uid))
+
+    def __contains__(self, uid: object) -> bool:
+        return bool(uid) and uid in self._buried
 
 
 def _slice_gpus(body: Mapping[str, Any]) -> list[SliceGpu]:

@@ -263,6 +263,54 @@ def test_a_pod_running_before_its_create_returns_makes_its_job_running() -> None
     assert kube.jobs["team-a/job-0"]["status"]["phase"] == "Running"
 
 
+class DeletedBeforeCreateReturns(FakeKube):
+    """The first pod is deleted (by its user, or evicted) and the watch says so before the operator reads
+    the answer to its own create."""
+
+    def __init__(self, cache: ClusterCache) -> None:
+        super().__init__()
+        self.cache = cache
+        self.deleted_uids: list[str] = []
+
+    async def create_pod(self, pod: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        stored, created = await super().create_pod(pod)
+        if not self.deleted_uids:
+            del self.pods[job_key(pod)]
+            self.cache.drop_pod(stored)
+            self.deleted_uids.append(stored["metadata"]["uid"])
+        return stored, created
+
+
+def test_a_pod_deleted_before_its_create_returns_does_not_come_back() -> None:
+    """With no copy left to compare versions with, the create's answer would put the deleted pod back
+    into the cache, holding its GPU in Horus's books until a resync."""
+    cache = ClusterCache()
+    kube = DeletedBeforeCreateReturns(cache)
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    kube.jobs["team-a/job-0"] = DLJobBuilder.stored("job-0").obj()
+    asyncio.run(_settle(_loop(kube, cache)))
+    cached = {pod.uid for pod in cache.all_pods()}
+    assert kube.deleted_uids and not cached & set(kube.deleted_uids)
+    assert cached == {pod["metadata"]["uid"] for pod in kube.pods.values()}
+
+
+def test_a_status_write_answer_for_a_deleted_job_does_not_bring_it_back() -> None:
+    cache = ClusterCache()
+    job = _at(DLJobBuilder.stored("job-0").obj(), "9")
+    cache.put_job(job)
+    cache.drop_job(_at(copy.deepcopy(job), "10"))
+    cache.store_job(_at(copy.deepcopy(job), "9"))
+    assert cache.jobs == {}
+
+
+def test_a_create_answer_for_a_deleted_claim_does_not_bring_it_back() -> None:
+    cache = ClusterCache()
+    claim = {"metadata": {"namespace": "team-a", "name": "job-0-0-gpu-0", "uid": "claim-1"}}
+    cache.drop_claim(_at(copy.deepcopy(claim), "12"))
+    cache.put_claim(_at(claim, "11"))
+    assert cache.claims == {}
+
+
 def test_a_status_write_answer_older_than_the_watched_copy_is_not_kept() -> None:
     cache = ClusterCache()
     cache.put_job(_at(DLJobBuilder.stored("job-0").obj(), "9"))
@@ -504,6 +552,7 @@ def test_the_kept_index_follows_watch_events_as_a_fresh_snapshot_would() -> None
         kept = kept_is_fresh()
         ended, deleted, *_ = kube.pods.values()
         cache.put_pod({**ended, "status": {**ended["status"], "phase": "Succeeded"}})
+        del kube.pods[job_key(deleted)]
         cache.drop_pod(deleted)
         deleted_key = pods.view(deleted).job_key
         cordoned = gpu_node("gpu-node-1")
