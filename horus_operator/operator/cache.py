@@ -154,19 +154,20 @@ class ClusterCache:
             self._holders_changed.add(key)
 
     def put_job(self, body: Mapping[str, Any]) -> None:
-        self.store_job(body)
-        self.mark([job_key(body)])
+        if self.store_job(body):
+            self.mark([job_key(body)])
 
-    def store_job(self, body: Mapping[str, Any]) -> None:
+    def store_job(self, body: Mapping[str, Any]) -> bool:
         """Keep `body` as the API server just returned it (a status write; `compact.kept`), without
-        re-deciding it. Not over a newer copy, nor once deleted (see `put_pod`)."""
+        re-deciding it; whether it was kept: not over a newer copy, nor once deleted (see `put_pod`)."""
         key = job_key(body)
         kept = self.jobs.get(key)
         if _uid(body) in self._deleted or (kept is not None and newer(_version(kept), than=_version(body))):
-            return
+            return False
         self._note("job", key, body)
         self.jobs[key] = compact.kept(body)
         self._holders_change(key)  # its uid decides which pods are its own (`job_pods`)
+        return True
 
     def drop_job(self, body: Mapping[str, Any]) -> None:
         """Marked, so the loop forgets the job: a queued one has no pod whose deletion would say so."""

@@ -37,6 +37,7 @@ import pytest
 from agent_harness import Agents
 
 from horus_operator import devcluster
+from horus_operator.api import keys
 from horus_operator.testing.operator_process import REPO, OperatorProcess
 
 E2E_POOLS = (
@@ -74,9 +75,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _cluster_sections(item: pytest.Item) -> list[tuple[str, str]]:
-    """What the cluster showed when an e2e test failed: every Horus pod (phase, node, why it is not
-    running), the test namespace's events and the scheduler's and kwok's log tails. A pod the operator
-    created that never ran is otherwise invisible in the report (the namespace is gone by then)."""
+    """What the cluster showed when an e2e test failed: every DLJob (phase, node, GPUs, resourceVersion,
+    message) and Horus pod (phase, node, why it is not running), the test namespace's events and the
+    scheduler's and kwok's log tails. A pod the operator created that never ran is otherwise invisible
+    in the report (the namespace is gone by then)."""
     funcargs = getattr(item, "funcargs", {})
     cluster = funcargs.get("cluster")
     if not isinstance(cluster, devcluster.LocalCluster):
@@ -92,7 +94,7 @@ def _cluster_sections(item: pytest.Item) -> list[tuple[str, str]]:
     )
     queries = {
         "DLJobs": ("get", "dljobs", "-A", "-o", jobs),
-        "Horus pods": ("get", "pods", "-A", "-l", "horus.dev/dljob", "-o", columns),
+        "Horus pods": ("get", "pods", "-A", "-l", keys.LABEL_JOB, "-o", columns),
     }
     if isinstance(funcargs.get("namespace"), str):
         queries["events"] = ("get", "events", "-n", funcargs["namespace"], "--sort-by=.lastTimestamp")
