@@ -9,11 +9,12 @@ only) in two ways:
 - from predictions: the job's busy fraction from its graph (the roofline), as for a job never seen;
 - with the observed busy fraction: `Workload.busy` set to the utilization the H200 measured for the
   job alone, as the operator does once the agent has seen a job of that kind alone (correction.py);
-and by the slowdown prior alone on each, beside the constant that predicts the training rows' median
-slowdown. Scores: mean |log(predicted / measured)| and Spearman's rank correlation over every job of
-every pair, per loop; and for the pairs of a saturating job (alone ≥ 90 % busy) with a launch-bound
-one (≤ 60 %), each side's mean predicted and measured slowdown. Asserts nothing; docs/evaluation.md
-quotes the table.
+by the slowdown prior alone on each, and by the model for time-sliced co-tenants (`time_sliced`: each job
+at least its busy fraction over its fair share of the GPU's time; the H200 ran without MPS), beside the
+constant that predicts the training rows' median slowdown. Scores: mean |log(predicted / measured)| and
+Spearman's rank correlation over every job of every pair, per loop; and for the pairs of a saturating job
+(alone ≥ 90 % busy) with a launch-bound one (≤ 60 %), each side's mean predicted and measured slowdown.
+Asserts nothing; docs/evaluation.md quotes the table.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from scipy.stats import spearmanr
 from horus_operator.prediction import artifacts
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.predictor import XGBoostPredictor
+from horus_operator.prediction.timeslicing import time_sliced
 from horus_operator.prediction.training import common
 
 REPO = Path(__file__).resolve().parent.parent
@@ -62,8 +64,9 @@ def measured(pairs: pd.DataFrame) -> pd.DataFrame:
 
 def predicted(
     jobs: pd.DataFrame, predictor: XGBoostPredictor, busy: dict[tuple[str, int], float] | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """(the model's, the prior's) slowdown of each job; `busy`: observed busy fractions, or None."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the model's, the prior's, the model's for time-sliced co-tenants) slowdown of each job; `busy`:
+    observed busy fractions, or None."""
 
     def workload(model: str, batch: int) -> Workload:
         return Workload(model, int(batch), busy=None if busy is None else busy[(model, int(batch))])
@@ -81,7 +84,13 @@ def predicted(
 
     demands = [law.inputs(demand(a), demand(b)) for _, a, b in queries]
     prior = np.exp(law.log_slowdown(np.array(demands)))
-    return np.array([answer.slowdown_a for answer in answers]), prior
+    sliced = time_sliced(predictor)
+    shared = [sliced.slowdowns(GPU, [a, b]) for _, a, b in queries]
+    return (
+        np.array([answer.slowdown_a for answer in answers]),
+        prior,
+        np.array([np.nan if both is None else both[0] for both in shared]),
+    )
 
 
 def scores(truth: np.ndarray, guess: np.ndarray) -> dict[str, float]:
@@ -119,9 +128,10 @@ def run(models: Path | None) -> dict[str, Any]:
     constant = float(np.median(training.loc[training["feasible"], "slowdown"]))
     guesses = {"constant (training median)": np.full(len(jobs), constant)}
     for label, observed in (("from predictions", None), ("with the observed busy fraction", busy)):
-        model, prior = predicted(jobs, predictor, observed)
+        model, prior, sliced = predicted(jobs, predictor, observed)
         guesses[f"model, {label}"] = model
         guesses[f"prior alone, {label}"] = prior
+        guesses[f"model time-sliced, {label}"] = sliced
     result: dict[str, Any] = {"constant": constant, "jobs": len(jobs), "by_loop": {}, "asymmetry": {}}
     for loop, rows in jobs.groupby("loop"):
         index = rows.index.to_numpy()

@@ -153,8 +153,9 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
 @click.option(
     "--time-sliced",
     is_flag=True,
-    help="co-tenants time-slice each GPU (no MPS), as where the truth was measured so: predictions keep "
-    "their GPU time within the GPU's (prediction/timeslicing.py); decisions from truth are unchanged",
+    help="co-tenants time-slice each GPU (no MPS), as where the truth was measured so: each job's predicted "
+    "slowdown is at least its busy fraction over its fair share of the GPU's time "
+    "(prediction/timeslicing.py); decisions from truth are unchanged",
 )
 @click.option(
     "--migration",

@@ -84,9 +84,10 @@ LAS_PREEMPTS = (
 
 
 def deciding_predictor(config: OperatorConfig, predictor: CorrectedPredictor) -> Predictor:
-    """What placement decides with: `predictor`, kept within the GPU's time where co-tenants time-slice
-    (the jobs' workloads say where: `claims.time_slices`; prediction/timeslicing.py). Under `--sharing
-    mps` none does; under `timeslicing` every set, also of pods placed before their workloads said so."""
+    """What placement decides with: `predictor`, each job within its fair share of the GPU's time where
+    co-tenants time-slice (the jobs' workloads say where: `claims.time_slices`; prediction/timeslicing.py).
+    Under `--sharing mps` none does; under `timeslicing` every set, also of pods placed before their workloads
+    said so."""
     if config.sharing == Sharing.MPS:
         return predictor
     return time_sliced(predictor, every=config.sharing == Sharing.TIMESLICING)

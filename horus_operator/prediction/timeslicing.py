@@ -1,4 +1,4 @@
-"""Co-tenants that time-slice a GPU share its time: their predicted slowdowns must add up to no more.
+"""Co-tenants that time-slice a GPU share its time, each its fair share: their slowdowns follow from it.
 
 Without MPS, the kernels of two CUDA contexts never run at once: the GPU runs one context's kernels,
 then the other's. A job that keeps the GPU busy a fraction u of its step alone needs that much of the
@@ -12,13 +12,20 @@ was trained on Gavel's pairs, whose kernels overlapped (on Gavel's V100 the medi
 1.39 with nearly every job saturating), and often predicts two saturating jobs under 2× each: fine
 where MPS lets kernels overlap, too little where co-tenants time-slice.
 
-`conserve_gpu_time` lifts a prediction that breaks the bound onto it, every co-tenant by the same
-factor (the model's split between them kept): it never lowers a slowdown, and leaves alone any set of
-co-tenants whose demands fit. `time_sliced(predictor)` answers with it: the caller decides where
-co-tenants time-slice (`horus simulate --time-sliced`: everywhere; the operator per job, by its binding
-and `--sharing`: `operator/dra/claims.py`, `time_slices`).
-The busy fractions are the predictor's (`job().utilization`: observed where the cluster saw the job's
-kind alone, else the roofline's).
+How that time is split follows from how the GPU serves contexts: each in turn, while it has work. A
+job that asks less than an equal split gets all it asks (its kernels wait only for a turn), and the
+busier ones share the rest: max-min fairness (`fair_shares`). So a job's slowdown is at least its busy
+fraction over its share: two saturating jobs 2× each; a saturating job beside one 30 % busy 1 / 0.7 =
+1.43×, while the light one owes nothing to the split (the H200 measured 1.5-1.7× and 0.95-1.2× for such
+pairs). These floors imply Σ u_i / s_i ≤ 1. `conserve_gpu_time` raises each prediction below its floor
+onto it: it never lowers a slowdown, and leaves alone any set of co-tenants whose demands fit (Σ u_i ≤
+1). The model's own split, nearly even (Gavel's pairs taught it that), stays for the light job: lowering
+it is a fair-share prior, tried and not shipped (docs/evaluation.md, "Measured on an H200").
+
+`time_sliced(predictor)` answers with it: the caller decides where co-tenants time-slice (`horus simulate
+--time-sliced`: everywhere; the operator per job, by its binding and `--sharing`: `operator/dra/claims.py`,
+`time_slices`). The busy fractions are the predictor's (`job().utilization`: observed where the cluster saw
+the job's kind alone, else the roofline's).
 """
 
 from __future__ import annotations
@@ -28,19 +35,33 @@ from collections.abc import Sequence
 from horus_operator.prediction.api import Basis, JobPrediction, LearningPredictor, Predictor, Workload
 
 
+def fair_shares(busy: Sequence[float]) -> tuple[float, ...]:
+    """Each co-tenant's share of the GPU's time when a time-slicing GPU serves demands `busy` (each
+    job's busy fraction alone) max-min fairly: a job asking less than an equal split of what is left
+    gets all it asks, the others split the rest equally."""
+    demands = [min(1.0, max(0.0, u)) for u in busy]
+    shares = [0.0] * len(demands)
+    left, waiting = 1.0, len(demands)
+    for i in sorted(range(len(demands)), key=demands.__getitem__):
+        shares[i] = min(demands[i], left / waiting)
+        left, waiting = left - shares[i], waiting - 1
+    return tuple(shares)
+
+
 def conserve_gpu_time(slowdowns: Sequence[float], busy: Sequence[float]) -> tuple[float, ...]:
-    """`slowdowns`, all raised by one factor where the co-tenants' GPU time (Σ busy / slowdown) would
-    exceed the GPU's; unchanged where it does not."""
-    demand = sum(max(0.0, u) / s for u, s in zip(busy, slowdowns, strict=True))
-    factor = max(1.0, demand)
-    return tuple(s * factor for s in slowdowns)
+    """`slowdowns`, each raised to what its job's fair share of the GPU's time allows (busy / share,
+    `fair_shares`); unchanged where every co-tenant's share covers its demand."""
+    return tuple(
+        max(s, u / share) if u > share else s
+        for s, u, share in zip(slowdowns, busy, fair_shares(busy), strict=True)
+    )
 
 
 class TimeSliced:
-    """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, its slowdowns lifted
-    onto the GPU-time bound. `every`: on every set of co-tenants (the simulator's `--time-sliced`
-    cluster); else on a set where a workload says it time-slices (`Workload.time_sliced`: the operator
-    knows per job, from its binding)."""
+    """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, each slowdown raised to what
+    its job's fair share of the GPU's time allows (`conserve_gpu_time`). `every`: on every set of co-tenants
+    (the simulator's `--time-sliced` cluster); else on a set where a workload says it time-slices
+    (`Workload.time_sliced`: the operator knows per job, from its binding)."""
 
     def __init__(self, predictor: Predictor, *, every: bool = True) -> None:
         self.predictor = predictor
