@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION, OPTIMIZER
-from horus_operator.prediction import catalog, load_predictor, memory, transformer
+from horus_operator.prediction import catalog, load_predictor, memory, timeslicing, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
 from horus_operator.prediction.gpus import PRECISIONS, normalize_gpu
 from horus_operator.prediction.reshape import ShapeError
@@ -28,6 +28,10 @@ PAIR_FRAMEWORK_COLUMNS = ("framework_a", "framework_b")
 # Optional: CPU cores each job keeps busy beside its training loop (what its pod may use beyond one core;
 # a missing column or an empty cell is 0), for the slowdown prior's host term; repeated likewise.
 PAIR_HOST_CPU_COLUMNS = ("host_cpus_a", "host_cpus_b")
+# Optional: each job's GPU busy fraction alone (0-1) as measured (nvidia-smi's utilization, or the node
+# agent's), used in place of the graph's; the names of `horus simulate --truth`'s columns, so a truth file
+# can be read as it is. A missing column or an empty cell is predicted; repeated likewise.
+PAIR_UTILIZATION_COLUMNS = ("util_a_alone", "util_b_alone")
 
 models_option = click.option(
     "--models",
@@ -74,6 +78,19 @@ def _host_cpus(record: dict[str, str], row: int, column: str) -> float:
     return value
 
 
+def _utilization(record: dict[str, str], row: int, column: str) -> float | None:
+    text = record.get(column) or ""
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:  # also refuses nan
+        raise click.ClickException(f"row {row}: {column} {text!r} is not a busy fraction between 0 and 1")
+    return value
+
+
 def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Workload]:
     """(gpu, a, b) of one input row; ClickException naming the row and the bad value."""
     try:
@@ -94,13 +111,15 @@ def _parse_pair(record: dict[str, str], row: int) -> tuple[str, Workload, Worklo
                 precision=_choice(record, row, f"precision_{side}", PRECISIONS, DEFAULT_PRECISION),
                 framework=_choice(record, row, f"framework_{side}", memory.RUNTIMES, DEFAULT_FRAMEWORK),
                 host_cpus=_host_cpus(record, row, f"host_cpus_{side}"),
+                busy=_utilization(record, row, f"util_{side}_alone"),
             )
         )
     return gpu, workloads[0], workloads[1]
 
 
 def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
-    """The rows, and which of the optional columns (precision, framework, host CPUs) the header has."""
+    """The rows, and which of the optional columns (precision, framework, host CPUs, utilization) the
+    header has."""
     with path.open(newline="") as handle:
         reader = csv.DictReader(handle, skipinitialspace=True)
         header = [name.strip() for name in reader.fieldnames or []]
@@ -109,7 +128,12 @@ def _read_pairs(path: Path) -> tuple[list[dict[str, str]], tuple[str, ...]]:
             raise click.ClickException(f"{path}: missing column(s) {', '.join(missing)}")
         reader.fieldnames = header
         records = [{key: (value or "").strip() for key, value in record.items() if key} for record in reader]
-    optional = (*PAIR_PRECISION_COLUMNS, *PAIR_FRAMEWORK_COLUMNS, *PAIR_HOST_CPU_COLUMNS)
+    optional = (
+        *PAIR_PRECISION_COLUMNS,
+        *PAIR_FRAMEWORK_COLUMNS,
+        *PAIR_HOST_CPU_COLUMNS,
+        *PAIR_UTILIZATION_COLUMNS,
+    )
     return records, tuple(column for column in optional if column in header)
 
 
@@ -132,22 +156,34 @@ def _write_atomically(path: Path, rows: Sequence[Sequence[object]]) -> None:
     "--input", "input_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option("--output", "output_path", required=True, type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--time-sliced",
+    is_flag=True,
+    help="The two jobs time-slice the GPU (no MPS; the operator's default for env-bound jobs): each "
+    "slowdown at least the job's busy fraction over its fair share of the GPU's time.",
+)
 @models_option
-def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
+def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Path | None) -> None:
     """Slowdown of both jobs of each pair sharing one GPU, and whether they fit in its memory.
 
     INPUT columns: gpu,model_a,batch_a,model_b,batch_b, and optionally precision_a,precision_b
     (fp32, amp or bf16; a missing column or an empty cell is fp32), framework_a,framework_b (pytorch or
-    tensorflow; empty is pytorch) and host_cpus_a,host_cpus_b (CPU cores each job keeps busy beside its
-    training loop, e.g. data-loader workers; empty is 0). OUTPUT
-    repeats the five and adds slowdown_a,slowdown_b,feasible, then the optional columns the input had.
-    Rows are numbered from 1 after the header.
+    tensorflow; empty is pytorch), host_cpus_a,host_cpus_b (CPU cores each job keeps busy beside its
+    training loop, e.g. data-loader workers; empty is 0) and util_a_alone,util_b_alone (each job's
+    measured GPU utilization alone, 0-1, in place of the graph's; empty is predicted). OUTPUT repeats the
+    five and adds slowdown_a,slowdown_b,feasible, then the optional columns the input had. Rows are
+    numbered from 1 after the header.
     """
     records, optional_columns = _read_pairs(input_path)
     requests = [_parse_pair(record, row) for row, record in enumerate(records, start=1)]
-    predictions = load_predictor(models_dir).pairs(requests)
+    predictor = load_predictor(models_dir)
+    predictions = predictor.pairs(requests)
     rows: list[Sequence[object]] = [(*PAIR_OUTPUT_COLUMNS, *optional_columns)]
-    for record, (_, a, b), prediction in zip(records, requests, predictions, strict=True):
+    for record, (gpu, a, b), prediction in zip(records, requests, predictions, strict=True):
+        slowdowns: tuple[float, ...] = (prediction.slowdown_a, prediction.slowdown_b)
+        if time_sliced:
+            busy = [predictor.job(workload, gpu).utilization for workload in (a, b)]
+            slowdowns = timeslicing.conserve_gpu_time(slowdowns, busy)
         used = {
             "precision_a": a.precision,
             "precision_b": b.precision,
@@ -155,14 +191,12 @@ def pairs(input_path: Path, output_path: Path, models_dir: Path | None) -> None:
             "framework_b": b.framework,
             "host_cpus_a": f"{a.host_cpus:g}",
             "host_cpus_b": f"{b.host_cpus:g}",
+            "util_a_alone": "" if a.busy is None else f"{a.busy:g}",
+            "util_b_alone": "" if b.busy is None else f"{b.busy:g}",
         }
         rows.append(
             [record[column] for column in PAIR_INPUT_COLUMNS]
-            + [
-                f"{prediction.slowdown_a:.4f}",
-                f"{prediction.slowdown_b:.4f}",
-                str(prediction.feasible).lower(),
-            ]
+            + [f"{slowdowns[0]:.4f}", f"{slowdowns[1]:.4f}", str(prediction.feasible).lower()]
             + [used[column] for column in optional_columns]
         )
     _write_atomically(output_path, rows)

@@ -154,6 +154,52 @@ def test_pairs_bad_host_cpus_names_row_and_value(tmp_path: Path) -> None:
     assert not target.exists()
 
 
+def test_pairs_measured_utilization_replaces_the_graph_s_and_is_repeated(tmp_path: Path) -> None:
+    """A job the graph calls saturating that the input says keeps the GPU 5 % busy slows its partner
+    less (the slowdown prior's busy fraction), as the operator's observed profile does."""
+    body = "h200,resnet50,64,resnet18,64,,\nh200,resnet50,64,resnet18,64,0.05,\n"
+    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",util_a_alone,util_b_alone\n")
+    assert code == 0, output
+    with target.open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == [*OUTPUT_COLUMNS, "util_a_alone", "util_b_alone"]
+    assert [(row["util_a_alone"], row["util_b_alone"]) for row in rows] == [("", ""), ("0.05", "")]
+    assert float(rows[1]["slowdown_b"]) < float(rows[0]["slowdown_b"])
+    expected = load_predictor().slowdowns(
+        "h200", [Workload("resnet50", 64, busy=0.05), Workload("resnet18", 64)]
+    )
+    assert expected is not None
+    assert float(rows[1]["slowdown_b"]) == pytest.approx(expected[1], abs=1e-4)
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "busy", "nan"])
+def test_pairs_bad_utilization_names_row_and_value(tmp_path: Path, value: str) -> None:
+    code, output, target = _pairs(
+        tmp_path, f"v100,resnet50,64,lstm-lm,20,{value}\n", header=HEADER.strip() + ",util_b_alone\n"
+    )
+    assert code != 0
+    for fragment in ("row 1", "util_b_alone", repr(value)):
+        assert fragment in output
+    assert not target.exists()
+
+
+def test_time_sliced_pairs_raise_the_busier_job_to_its_fair_share(tmp_path: Path) -> None:
+    """Beside a job measured 45 % busy, a saturating one keeps at most 55 % of a time-sliced GPU: 1.82×,
+    where the model's even split says about 1.5× for both."""
+    source, plain, sliced = tmp_path / "in.csv", tmp_path / "plain.csv", tmp_path / "sliced.csv"
+    source.write_text(HEADER.strip() + ",util_a_alone,util_b_alone\nh200,gpt2,4,resnet18,64,1.0,0.45\n")
+    for target, flags in ((plain, []), (sliced, ["--time-sliced"])):
+        code, output = _run("predict", "pairs", *flags, "--input", str(source), "--output", str(target))
+        assert code == 0, output
+    with plain.open() as handle:
+        before = next(csv.DictReader(handle))
+    with sliced.open() as handle:
+        after = next(csv.DictReader(handle))
+    assert float(before["slowdown_a"]) < 1 / 0.55
+    assert float(after["slowdown_a"]) == pytest.approx(1 / 0.55, abs=1e-4)
+    assert after["slowdown_b"] == before["slowdown_b"]  # the light job asks less than half: no floor
+
+
 def test_pairs_missing_column_is_named(tmp_path: Path) -> None:
     code, output, target = _pairs(
         tmp_path, "v100,resnet50,64,lstm-lm\n", header="gpu,model_a,batch_a,model_b\n"
