@@ -10,18 +10,16 @@ request for a whole GPU, as a user of those schedulers would ask for one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from horus_operator.placement.base import (
     Limits,
-    PlacedCluster,
     PlacementCall,
     RequestKinds,
     summarise_reasons,
 )
 from horus_operator.placement.index import GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Settled
 from horus_operator.prediction.api import Predictor, Workload
 
 
@@ -32,28 +30,26 @@ class BinpackPolicy:
         self.predictions = CachedPredictions(predictor)
         self.limits = limits or Limits()
         self._alike = RequestKinds(_alike)
-        # What the last call searched in vain after its last placement: the call that follows it on that
-        # cluster need not search those kinds of jobs again.
-        self._searched: _Searched | None = None
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
-        previous, self._searched = self._searched, None
+        """Jobs in queue order, each where it packs, reading `scan_depth` jobs and one more for each
+        placed: what the calls after this one would read. A placement only takes room, so a job that fit
+        nowhere still fits nowhere once later ones are placed: those calls would place nothing, and the
+        answer says so (`Settled`)."""
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes until a placement.
+            # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes.
             fits_nowhere: set[int] = set()
-            # (kind, share scope) of the jobs searched in vain since the last placement, and those the
-            # previous call left on this very cluster (each fits nowhere here).
-            in_vain: set[tuple[int, str]] = set()
-            known = previous.in_vain_under(call) if previous is not None else frozenset()
             room, headroom = call.has_room(), call.shared_headroom_mib()
-            for request in call.queue_prefix(queue):
-                if not room:
+            jobs, read = iter(queue), 0
+            # Each job read is reached as those calls would reach it: up to the last they would read,
+            # and the one after a placement that left no room (read, then passed over).
+            while read < self.limits.scan_depth + len(call.assignments):
+                request = next(jobs, None)
+                if request is None or not room:
                     break
+                read += 1
                 alike = self._alike(request)
                 if alike in fits_nowhere:
-                    continue
-                if (alike, request.share_scope) in known:  # searched in vain already: as if searched now
-                    fits_nowhere.add(alike)
                     continue
                 whole = wants_whole_gpus(request)
                 # A long queue in a full cluster asks this of every kind of job on every call: the
@@ -66,19 +62,10 @@ class BinpackPolicy:
                     slots = call.whole_gpus(request)
                     if slots is None:
                         fits_nowhere.add(alike)
-                        in_vain.add((alike, request.share_scope))
                         continue
                     call.place(request, slots, "packed by memory onto an empty GPU")
-                fits_nowhere.clear()
-                in_vain.clear()
-                known = frozenset()
                 room, headroom = call.has_room(), call.shared_headroom_mib()
-            if call.assignments:
-                self._searched = _Searched(PlacedCluster(call), frozenset(in_vain))
-            assignments = call.assignments
-        if self._searched is not None:
-            self._searched.cluster.handed_back()
-        return assignments
+            return Settled(call.assignments)
 
     def _most_allocated(self, call: PlacementCall, request: JobRequest) -> GpuSlot | None:
         best: tuple[float, GpuSlot] | None = None
@@ -107,21 +94,6 @@ class BinpackPolicy:
                 if slot.usable
             )
             return summarise_reasons(reasons, call.unusable())
-
-
-@dataclass(frozen=True)
-class _Searched:
-    """What a call that placed jobs searched in vain after its last placement: `in_vain`, the (kind,
-    share scope) of the jobs that fit nowhere on the cluster it left (`cluster`). Whether a job fits
-    depends only on its kind, its share scope and the cluster, so on that cluster the next call knows
-    those jobs' answers without searching, and decides as it would have (valid for the next call only)."""
-
-    cluster: PlacedCluster
-    in_vain: frozenset[tuple[int, str]]
-
-    def in_vain_under(self, call: PlacementCall) -> frozenset[tuple[int, str]]:
-        """What is known to fit nowhere on `call`'s cluster: `in_vain` if it is the one left, else none."""
-        return self.in_vain if self.cluster.is_under(call) else frozenset()
 
 
 def _alike(request: JobRequest) -> tuple[Workload, int, bool]:

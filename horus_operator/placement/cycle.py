@@ -13,7 +13,8 @@ cycle's queue order) and
    snapshot has a horizon and an empty GPU, and the capped request is the one placed
    (`CycleResult.placed`);
 3. hides nodes in cooldown (a node that recently refused a pod for reasons the policy cannot see);
-4. asks the policy until it places nothing more: one `schedule` call looks only `Limits.scan_depth`
+4. asks the policy until it places nothing more (or answers `Settled`: the next call would place
+   nothing): one `schedule` call looks only `Limits.scan_depth`
    jobs down the queue, and a burst should not wait a cycle per slice; a question the policy answered
    with nothing is not asked again while the borrowed index, the jobs it read and the predictions stay
    the same, or while the jobs the cycle placed are all that started since (`_Unanswered`); a gang is
@@ -60,6 +61,7 @@ from horus_operator.placement.types import (
     JobRequest,
     Node,
     RunningJob,
+    Settled,
     explained_alike,
 )
 from horus_operator.placement.waitqueue import WaitQueue, prefix_length
@@ -185,7 +187,8 @@ class SchedulingCycle:
                     index.remove(key)
         if not borrowed or walk.rejected or walk.held or horizon is not None:
             self._unanswered = None
-        elif ask:  # the last call answered nothing, on the cluster once the caller has started `placed`
+        elif ask:  # the last call answered (or would answer: `Settled`) nothing, on the cluster once the
+            # caller has started `placed`
             started = tuple(
                 RunningJob(walk.feasible_by_key[key], a.node, a.gpu_indices) for key, a in placed.items()
             )
@@ -257,12 +260,12 @@ class SchedulingCycle:
     ) -> None:
         while True:
             more = self.policy.schedule(view, _Remaining(walk, frozenset(placed)))
-            if not more:
-                return
             for assignment in more:
                 request = walk.feasible_by_key[assignment.job]
                 index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
                 placed[assignment.job] = assignment
+            if not more or isinstance(more, Settled):
+                return
 
     def _explain(
         self,

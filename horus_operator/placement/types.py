@@ -144,6 +144,13 @@ class Assignment:
     predicted_step_s: float | None = None  # seconds per step alone on these GPUs (JobPrediction.step_s)
 
 
+class Settled(list[Assignment]):
+    """A `schedule` answer that also says what the next call would: nothing. A policy returns its
+    assignments as `Settled` where it has read every job a call right after it would read (the queue
+    without the placed jobs, on the cluster with them started) and can prove that call places none; the
+    scheduling cycle then does not ask it (every cycle that places ends with such a call otherwise)."""
+
+
 class Policy(Protocol):
     """One decision method, like kube-scheduler's filter -> score -> bind, and its explanation."""
 
@@ -155,7 +162,8 @@ class Policy(Protocol):
         Assignments in one answer are consistent with each other (the policy accounts for its own
         earlier assignments in the same call). The answer depends on the cluster and the jobs of
         `queue` the policy reads, never on `snapshot.now`: the scheduling cycle does not ask again a
-        question answered with nothing while neither changed.
+        question answered with nothing while neither changed, nor the question after a `Settled`
+        answer.
         """
         ...
 

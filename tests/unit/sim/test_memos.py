@@ -3,19 +3,18 @@ every call places every job on the same GPUs at the same times, and only works m
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 from sim_builders import predictor, truth, truth_table
 
-from horus_operator.placement.base import PlacementCall, PredictingPolicy
+from horus_operator.placement.base import PredictingPolicy
 from horus_operator.placement.binpack import BinpackPolicy
 from horus_operator.placement.cycle import CycleResult, SchedulingCycle
 from horus_operator.placement.horus import HorusPolicy
-from horus_operator.placement.index import GpuSlot
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
 from horus_operator.placement.waitqueue import WaitQueue
@@ -41,12 +40,13 @@ class CountingHorus(HorusPolicy):
         return super()._choose(*args, **kwargs)
 
 
-class ForgetfulBinpack(BinpackPolicy):
-    """Binpack without what the previous call searched."""
+class AskedAgainBinpack(BinpackPolicy):
+    """Binpack as the cycle drove it before its answers said `Settled`: a call reads `scan_depth` jobs
+    (lazily, as the walk reaches them) and the cycle asks again after every call that placed."""
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
-        self._searched = None
-        return super().schedule(snapshot, queue)
+        head = itertools.islice(queue, self.limits.scan_depth)
+        return list(super().schedule(snapshot, head))  # type: ignore[arg-type]
 
 
 class CountingCycle(SchedulingCycle):
@@ -91,22 +91,13 @@ def test_horus_decides_the_same_without_its_memo_of_the_previous_search(tmp_path
     assert remembering.windows < forgetting.windows
 
 
-def test_binpack_decides_the_same_without_its_memo_of_the_previous_search(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    searches = Counter[str]()  # jobs binpack searched empty GPUs for, by run
-    run = "remembering"
-    whole_gpus = PlacementCall.whole_gpus
-
-    def counted(call: PlacementCall, request: JobRequest) -> list[GpuSlot] | None:
-        searches[run] += 1
-        return whole_gpus(call, request)
-
-    monkeypatch.setattr(PlacementCall, "whole_gpus", counted)
-    remembered = schedule_of(tmp_path, SchedulingCycle(BinpackPolicy(predictor())))
-    run = "forgetting"
-    assert remembered == schedule_of(tmp_path, SchedulingCycle(ForgetfulBinpack(predictor())))
-    assert searches["remembering"] < searches["forgetting"]
+def test_binpack_decides_the_same_when_its_answers_spare_the_confirming_call(tmp_path: Path) -> None:
+    """A placement only takes room, so a call that reads one job further for each it placed has read
+    all that the calls after it would, which place nothing: the cycle is spared them."""
+    settled = CountingCycle(BinpackPolicy(predictor()), forget=False)
+    asked_again = CountingCycle(AskedAgainBinpack(predictor()), forget=False)
+    assert schedule_of(tmp_path, settled) == schedule_of(tmp_path, asked_again)
+    assert settled.calls < asked_again.calls
 
 
 @pytest.mark.parametrize("policy", ["horus", "binpack", "exclusive"])
