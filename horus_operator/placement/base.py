@@ -7,7 +7,6 @@ same call see them, and undoes them on exit so a borrowed index comes back uncha
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Container, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -252,10 +251,19 @@ class PlacementCall:
                 return fitting[: request.gpus]
         return None
 
-    def queue_prefix(self, queue: Sequence[JobRequest]) -> Iterator[JobRequest]:
-        """The first `scan_depth` jobs of the queue, in the caller's order. Keys are unique, so one pass
-        never meets a job it placed (no filter on `placed`: this is read on every call)."""
-        return itertools.islice(queue, self.limits.scan_depth)
+    def settling_prefix(self, queue: Sequence[JobRequest]) -> Iterator[JobRequest]:
+        """The jobs of the queue that this call and the calls after it would read: `scan_depth` jobs and
+        one more for each placed so far (the next call reads `scan_depth` of those left), each fetched
+        only when the one before has been dealt with, as those calls would reach it. A policy whose
+        placements only take room (a job that fits nowhere still fits nowhere after them) has, once it
+        has read these, what those calls would answer: nothing, which its answer says (`Settled`)."""
+        jobs, read = iter(queue), 0
+        while read < self.limits.scan_depth + len(self.assignments):
+            request = next(jobs, None)
+            if request is None:
+                return
+            read += 1
+            yield request
 
 
 class PlacedCluster:

@@ -32,22 +32,17 @@ class BinpackPolicy:
         self._alike = RequestKinds(_alike)
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
-        """Jobs in queue order, each where it packs, reading `scan_depth` jobs and one more for each
-        placed: what the calls after this one would read. A placement only takes room, so a job that fit
-        nowhere still fits nowhere once later ones are placed: those calls would place nothing, and the
-        answer says so (`Settled`)."""
+        """Jobs in queue order, each where it packs, read as far as the calls after this one would read
+        (`settling_prefix`). A placement only takes room, so a job that fit nowhere still fits nowhere
+        once later ones are placed: those calls would place nothing, and the answer says so
+        (`Settled`)."""
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
             # Jobs alike fit the same GPUs: once one fits nowhere, skip its likes.
             fits_nowhere: set[int] = set()
             room, headroom = call.has_room(), call.shared_headroom_mib()
-            jobs, read = iter(queue), 0
-            # Each job read is reached as those calls would reach it: up to the last they would read,
-            # and the one after a placement that left no room (read, then passed over).
-            while read < self.limits.scan_depth + len(call.assignments):
-                request = next(jobs, None)
-                if request is None or not room:
+            for request in call.settling_prefix(queue):
+                if not room:  # read, then passed over, as the calls after this one would
                     break
-                read += 1
                 alike = self._alike(request)
                 if alike in fits_nowhere:
                     continue

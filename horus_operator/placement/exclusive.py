@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from horus_operator.placement.base import Limits, PlacementCall, summarise_reasons
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest
+from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Settled
 from horus_operator.prediction.api import Predictor
 
 
@@ -23,14 +23,17 @@ class ExclusivePolicy:
         self.limits = limits or Limits()
 
     def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        """Jobs in queue order, each on empty GPUs, read as far as the calls after this one would read
+        (`settling_prefix`): a placement only takes empty GPUs, so those calls would place nothing
+        (`Settled`)."""
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            for request in call.queue_prefix(queue):
+            for request in call.settling_prefix(queue):
                 if call.index.empty_count() == 0:
                     break
                 slots = call.whole_gpus(request)
                 if slots is not None:
                     call.place(request, slots, "whole GPU, first come first served")
-            return call.assignments
+            return Settled(call.assignments)
 
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
         with PlacementCall(snapshot, self.predictions, self.limits) as call:

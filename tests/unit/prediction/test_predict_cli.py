@@ -29,6 +29,14 @@ def _pairs(tmp_path: Path, body: str, header: str = HEADER) -> tuple[int, str, P
     return code, output, target
 
 
+def _rows(tmp_path: Path, body: str, header: str = HEADER) -> list[dict[str, str]]:
+    """The output rows of a `predict pairs` run that must succeed."""
+    code, output, target = _pairs(tmp_path, body, header)
+    assert code == 0, output
+    with target.open() as handle:
+        return list(csv.DictReader(handle))
+
+
 # The interface other tools read: exactly these columns, in this order (extend, never rename).
 OUTPUT_COLUMNS = ["gpu", "model_a", "batch_a", "model_b", "batch_b", "slowdown_a", "slowdown_b", "feasible"]
 
@@ -71,10 +79,7 @@ def test_pairs_errors_name_row_and_value_and_write_nothing(
 
 def test_pairs_precision_columns_are_optional_and_repeated_when_given(tmp_path: Path) -> None:
     body = "h100,bert,64,lstm-lm,20,amp,\nNVIDIA-H100-80GB-HBM3,bert,64,lstm-lm,20,bf16,fp32\n"
-    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",precision_a,precision_b\n")
-    assert code == 0, output
-    with target.open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(tmp_path, body, header=HEADER.strip() + ",precision_a,precision_b\n")
     assert list(rows[0]) == [*OUTPUT_COLUMNS, "precision_a", "precision_b"]
     assert [(row["precision_a"], row["precision_b"]) for row in rows] == [("amp", "fp32"), ("bf16", "fp32")]
     assert rows[1]["gpu"] == "NVIDIA-H100-80GB-HBM3"  # input repeated as given
@@ -114,16 +119,13 @@ def test_pairs_bad_precision_names_row_and_value(tmp_path: Path) -> None:
 def test_pairs_framework_columns_reach_the_memory_rule_and_are_repeated(tmp_path: Path) -> None:
     # Two small CNNs share a V100 under PyTorch; under TensorFlow each one's arena takes half of it.
     body = "v100,resnet50,16,mobilenet_v2,16,,\nv100,resnet50,16,mobilenet_v2,16,tensorflow,tensorflow\n"
-    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",framework_a,framework_b\n")
-    assert code == 0, output
-    with target.open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(tmp_path, body, header=HEADER.strip() + ",framework_a,framework_b\n")
     assert list(rows[0]) == [*OUTPUT_COLUMNS, "framework_a", "framework_b"]
     assert [(row["framework_a"], row["feasible"]) for row in rows] == [
         ("pytorch", "true"),
         ("tensorflow", "false"),
     ]
-    target.unlink()
+    (tmp_path / "out.csv").unlink()
     code, output, target = _pairs(
         tmp_path, "v100,resnet50,16,mobilenet_v2,16,jax\n", header=HEADER.strip() + ",framework_a\n"
     )
@@ -135,10 +137,7 @@ def test_pairs_framework_columns_reach_the_memory_rule_and_are_repeated(tmp_path
 def test_pairs_host_cpu_columns_reach_the_prior_and_are_repeated(tmp_path: Path) -> None:
     # A saturating CNN beside a co-runner that keeps four cores busy: its host work is contended.
     body = "rtx-3090,resnet18,32,ppo,64,,4\nrtx-3090,resnet18,32,ppo,64,0,0\n"
-    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",host_cpus_a,host_cpus_b\n")
-    assert code == 0, output
-    with target.open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(tmp_path, body, header=HEADER.strip() + ",host_cpus_a,host_cpus_b\n")
     assert list(rows[0]) == [*OUTPUT_COLUMNS, "host_cpus_a", "host_cpus_b"]
     assert [(row["host_cpus_a"], row["host_cpus_b"]) for row in rows] == [("0", "4"), ("0", "0")]
     assert float(rows[0]["slowdown_a"]) > float(rows[1]["slowdown_a"])
@@ -158,10 +157,7 @@ def test_pairs_measured_utilization_replaces_the_graph_s_and_is_repeated(tmp_pat
     """A job the graph calls saturating that the input says keeps the GPU 5 % busy slows its partner
     less (the slowdown prior's busy fraction), as the operator's observed profile does."""
     body = "h200,resnet50,64,resnet18,64,,\nh200,resnet50,64,resnet18,64,0.05,\n"
-    code, output, target = _pairs(tmp_path, body, header=HEADER.strip() + ",util_a_alone,util_b_alone\n")
-    assert code == 0, output
-    with target.open() as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _rows(tmp_path, body, header=HEADER.strip() + ",util_a_alone,util_b_alone\n")
     assert list(rows[0]) == [*OUTPUT_COLUMNS, "util_a_alone", "util_b_alone"]
     assert [(row["util_a_alone"], row["util_b_alone"]) for row in rows] == [("", ""), ("0.05", "")]
     assert float(rows[1]["slowdown_b"]) < float(rows[0]["slowdown_b"])

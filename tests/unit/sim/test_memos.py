@@ -12,7 +12,6 @@ import pytest
 from sim_builders import predictor, truth, truth_table
 
 from horus_operator.placement.base import PredictingPolicy
-from horus_operator.placement.binpack import BinpackPolicy
 from horus_operator.placement.cycle import CycleResult, SchedulingCycle
 from horus_operator.placement.horus import HorusPolicy
 from horus_operator.placement.registry import make_policy
@@ -40,13 +39,17 @@ class CountingHorus(HorusPolicy):
         return super()._choose(*args, **kwargs)
 
 
-class AskedAgainBinpack(BinpackPolicy):
-    """Binpack as the cycle drove it before its answers said `Settled`: a call reads `scan_depth` jobs
+def asked_again(policy: PredictingPolicy) -> PredictingPolicy:
+    """`policy` as the cycle drove it before its answers said `Settled`: a call reads `scan_depth` jobs
     (lazily, as the walk reaches them) and the cycle asks again after every call that placed."""
+    schedule = policy.schedule
 
-    def schedule(self, snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
-        head = itertools.islice(queue, self.limits.scan_depth)
-        return list(super().schedule(snapshot, head))  # type: ignore[arg-type]
+    def unsettled(snapshot: ClusterSnapshot, queue: Sequence[JobRequest]) -> list[Assignment]:
+        head = itertools.islice(queue, policy.limits.scan_depth)
+        return list(schedule(snapshot, head))  # type: ignore[arg-type]
+
+    policy.schedule = unsettled  # type: ignore[method-assign]
+    return policy
 
 
 class CountingCycle(SchedulingCycle):
@@ -91,13 +94,15 @@ def test_horus_decides_the_same_without_its_memo_of_the_previous_search(tmp_path
     assert remembering.windows < forgetting.windows
 
 
-def test_binpack_decides_the_same_when_its_answers_spare_the_confirming_call(tmp_path: Path) -> None:
-    """A placement only takes room, so a call that reads one job further for each it placed has read
-    all that the calls after it would, which place nothing: the cycle is spared them."""
-    settled = CountingCycle(BinpackPolicy(predictor()), forget=False)
-    asked_again = CountingCycle(AskedAgainBinpack(predictor()), forget=False)
-    assert schedule_of(tmp_path, settled) == schedule_of(tmp_path, asked_again)
-    assert settled.calls < asked_again.calls
+@pytest.mark.parametrize("policy", ["binpack", "exclusive"])
+def test_placements_that_only_take_room_spare_the_confirming_call(tmp_path: Path, policy: str) -> None:
+    """Where a placement only takes room, a call that reads one job further for each it placed has read
+    all that the calls after it would, which place nothing: its answer is `Settled` and the cycle is
+    spared them."""
+    settled = CountingCycle(make_policy(policy, predictor=predictor()), forget=False)
+    unsettled = CountingCycle(asked_again(make_policy(policy, predictor=predictor())), forget=False)
+    assert schedule_of(tmp_path, settled) == schedule_of(tmp_path, unsettled)
+    assert settled.calls < unsettled.calls
 
 
 @pytest.mark.parametrize("policy", ["horus", "binpack", "exclusive"])
