@@ -269,7 +269,8 @@ class PlacementCall:
 class PlacedCluster:
     """The cluster a call that placed jobs leaves once its caller has started them, so that what the call
     searched in vain after its last placement need not be searched again by the next call (the cycle
-    asks again after every call that placed, and that call nearly always finds nothing).
+    asks again after every call that placed, unless its answer was `Settled`, and that call nearly
+    always finds nothing; horus's are never `Settled`: a placement on an empty GPU opens a pairing).
 
     The next call is on it when it borrows the same index with exactly as many changes since this call
     handed it back as jobs placed, each held as placed (so those changes were their starts and nothing
