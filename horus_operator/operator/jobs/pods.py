@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.api import defaults, keys, pod_annotations
-from horus_operator.api.dljob import JobSpec
+from horus_operator.api.dljob import Binding, JobSpec
 from horus_operator.operator import compact
 from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
@@ -186,7 +186,11 @@ def encode_request(request: JobRequest) -> dict[str, Any]:
     }
 
 
-def decode_request(data: Mapping[str, Any]) -> JobRequest:
+def decode_request(data: Mapping[str, Any], *, env_bound: bool = False) -> JobRequest:
+    """The request a pod's annotation holds. `env_bound`: the pod is bound by env, whose co-tenants
+    time-slice (no MPS pipe is mounted), what a request from before `timeSliced` existed cannot say; the
+    flag matters only under `--sharing auto`, where env-bound jobs are exactly the time-sliced ones
+    (`claims.time_slices`): `mps` ignores it and `timeslicing` applies the bound to every GPU."""
     workload = Workload(
         model=data["model"],
         batch_size=int(data["batchSize"]),
@@ -195,7 +199,7 @@ def decode_request(data: Mapping[str, Any]) -> JobRequest:
         precision=data.get("precision", defaults.DEFAULT_PRECISION),  # absent from pods made before precision
         framework=data.get("framework", defaults.DEFAULT_FRAMEWORK),  # absent from pods made before it
         host_cpus=float(data.get("hostCpus", 0.0)),  # absent from pods made before the CPU term
-        time_sliced=bool(data.get("timeSliced", False)),  # absent from pods made before --sharing auto
+        time_sliced=bool(data.get("timeSliced", env_bound)),  # absent from pods made before --sharing auto
     )
     return JobRequest(
         key=data["key"],
@@ -253,6 +257,7 @@ def view(pod: Mapping[str, Any]) -> PodView:
     annotations' JSON holds) are interned (`compact.py`)."""
     meta, spec, status = pod["metadata"], pod.get("spec", {}), pod.get("status") or {}
     annotations = meta.get("annotations") or {}
+    binding = sys.intern(annotations.get(keys.ANNOTATION_BINDING, "env"))
     return PodView(
         name=meta["name"],
         namespace=sys.intern(meta["namespace"]),
@@ -264,7 +269,7 @@ def view(pod: Mapping[str, Any]) -> PodView:
         gpu_indices=pod_annotations.gpu_indices(annotations),
         gpu_uuids=pod_annotations.split(annotations.get(keys.ANNOTATION_GPU_UUIDS, "")),
         phase=sys.intern(status.get("phase") or "Pending"),
-        request=_request(annotations),
+        request=_request(annotations, env_bound=binding == Binding.ENV),
         predicted=compact.interned(pod_annotations.json_object(annotations, keys.ANNOTATION_PREDICTED)),
         colocated_with=pod_annotations.split(annotations.get(keys.ANNOTATION_COLOCATED, "")),
         deleting=bool(meta.get("deletionTimestamp")),
@@ -272,7 +277,7 @@ def view(pod: Mapping[str, Any]) -> PodView:
         started_at=_time(status.get("startTime")),
         finished_at=_finished_at(status),
         message=_message(status),
-        binding=sys.intern(annotations.get(keys.ANNOTATION_BINDING, "env")),
+        binding=binding,
         claims=pod_annotations.split(annotations.get(keys.ANNOTATION_CLAIMS, "")),
         scheduling_message=_scheduling_message(status),
         created_at=_time(meta.get("creationTimestamp")),
@@ -295,12 +300,12 @@ def controlling_dljob(meta: Mapping[str, Any]) -> str:
     return ""
 
 
-def _request(annotations: Mapping[str, str]) -> JobRequest | None:
+def _request(annotations: Mapping[str, str], *, env_bound: bool) -> JobRequest | None:
     raw = annotations.get(keys.ANNOTATION_REQUEST)
     if not raw:
         return None
     try:
-        return decode_request(compact.interned(json.loads(raw)))
+        return decode_request(compact.interned(json.loads(raw)), env_bound=env_bound)
     except (ValueError, KeyError, TypeError):  # hand-edited annotation: the pod still holds its GPUs
         return None
 

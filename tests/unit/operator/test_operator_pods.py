@@ -201,10 +201,23 @@ def test_host_cpus_travel_with_the_request_and_old_pods_read_as_none() -> None:
     assert pods.decode_request(old).workload.host_cpus == 0.0
 
 
-def test_a_time_sliced_workload_round_trips_and_old_pods_read_as_not_time_sliced() -> None:
+def test_a_time_sliced_workload_round_trips_and_old_pods_read_as_their_binding_shares() -> None:
+    """A pod created before `--sharing auto` has no `timeSliced`: env-bound, its co-tenants time-sliced
+    (no MPS pipe is mounted), as `auto` says of env-bound jobs; DRA-bound, its claim served MPS."""
     job = dljob.parse(DLJobBuilder.stored("x").obj())
     request = jobspec.request(job, Workload("resnet50", 32, time_sliced=True), 1.0)
     encoded = json.loads(json.dumps(pods.encode_request(request)))
     assert pods.decode_request(encoded).workload.time_sliced
-    del encoded["timeSliced"]  # a pod created before `--sharing auto`
+    assert not pods.decode_request({**encoded, "timeSliced": False}, env_bound=True).workload.time_sliced
+    del encoded["timeSliced"]
     assert not pods.decode_request(encoded).workload.time_sliced
+    body = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj()))
+    annotations = body["metadata"]["annotations"]
+    old = json.loads(annotations[keys.ANNOTATION_REQUEST])
+    del old["timeSliced"]
+    annotations[keys.ANNOTATION_REQUEST] = json.dumps(old)
+    env_bound = pods.view(body).request
+    annotations[keys.ANNOTATION_BINDING] = "dra"
+    dra_bound = pods.view(body).request
+    assert env_bound is not None and env_bound.workload.time_sliced
+    assert dra_bound is not None and not dra_bound.workload.time_sliced
