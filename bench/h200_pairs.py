@@ -9,12 +9,12 @@ only) in two ways:
 - from predictions: the job's busy fraction from its graph (the roofline), as for a job never seen;
 - with the observed busy fraction: `Workload.busy` set to the utilization the H200 measured for the
   job alone, as the operator does once the agent has seen a job of that kind alone (correction.py);
-by the slowdown prior alone on each, and by the model for time-sliced co-tenants (`time_sliced`: each job
-at least its busy fraction over its fair share of the GPU's time; the H200 ran without MPS), beside the
-constant that predicts the training rows' median slowdown. Scores: mean |log(predicted / measured)| and
-Spearman's rank correlation over every job of every pair, per loop; and for the pairs of a saturating job
-(alone ≥ 90 % busy) with a launch-bound one (≤ 60 %), each side's mean predicted and measured slowdown.
-Asserts nothing; docs/evaluation.md quotes the table.
+by the slowdown prior alone on each, and by the model for time-sliced co-tenants (`within_fair_shares`:
+each job at least its busy fraction over its fair share of the GPU's time; the H200 ran without MPS),
+beside the constant that predicts the training rows' median slowdown. Scores: mean |log(predicted /
+measured)| and Spearman's rank correlation over every job of every pair, per loop; and for the pairs of a
+saturating job (alone ≥ 90 % busy) with a launch-bound one (≤ 60 %), each side's mean predicted and
+measured slowdown. Asserts nothing; docs/evaluation.md quotes the table.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from scipy.stats import spearmanr
 from horus_operator.prediction import artifacts
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.predictor import XGBoostPredictor
-from horus_operator.prediction.timeslicing import time_sliced
+from horus_operator.prediction.timeslicing import within_fair_shares
 from horus_operator.prediction.training import common
 
 REPO = Path(__file__).resolve().parent.parent
@@ -84,13 +84,11 @@ def predicted(
 
     demands = [law.inputs(demand(a), demand(b)) for _, a, b in queries]
     prior = np.exp(law.log_slowdown(np.array(demands)))
-    sliced = time_sliced(predictor)
-    shared = [sliced.slowdowns(GPU, [a, b]) for _, a, b in queries]
-    return (
-        np.array([answer.slowdown_a for answer in answers]),
-        prior,
-        np.array([np.nan if both is None else both[0] for both in shared]),
-    )
+    sliced = [
+        within_fair_shares(predictor, GPU, (a, b), (answer.slowdown_a, answer.slowdown_b))[0]
+        for (_, a, b), answer in zip(queries, answers, strict=True)
+    ]
+    return np.array([answer.slowdown_a for answer in answers]), prior, np.array(sliced)
 
 
 def scores(truth: np.ndarray, guess: np.ndarray) -> dict[str, float]:

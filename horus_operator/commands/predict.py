@@ -182,8 +182,7 @@ def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Pa
     for record, (gpu, a, b), prediction in zip(records, requests, predictions, strict=True):
         slowdowns: tuple[float, ...] = (prediction.slowdown_a, prediction.slowdown_b)
         if time_sliced:
-            busy = [predictor.job(workload, gpu).utilization for workload in (a, b)]
-            slowdowns = timeslicing.conserve_gpu_time(slowdowns, busy)
+            slowdowns = timeslicing.within_fair_shares(predictor, gpu, (a, b), slowdowns)
         used = {
             "precision_a": a.precision,
             "precision_b": b.precision,

@@ -186,11 +186,11 @@ class ClusterCache:
         too, and with no copy left to compare it would bring the pod back for good (its GPUs held in
         Horus's books) where a resync alone would clear it."""
         pod = pod_views.view(body)
+        if pod.uid in self._deleted:
+            return pod
         kept = self.pods.get(pod.job_key, {}).get(pod.name)
         if kept is not None and newer(kept.version, than=pod.version):
             return kept
-        if pod.uid in self._deleted:
-            return pod
         self._note("pod", job_key(body), body)
         self.pods[pod.job_key][pod.name] = pod
         self._index_claims(pod)
@@ -262,10 +262,10 @@ class ClusterCache:
     def put_claim(self, body: Mapping[str, Any]) -> None:
         """Not over a newer copy, nor once deleted: the answer to the operator's own create may come after
         the watch's events (see `put_pod`)."""
-        claim = claim_views.view(body)
-        previous = self.claims.get(claim.id)
         if _uid(body) in self._deleted:
             return
+        claim = claim_views.view(body)
+        previous = self.claims.get(claim.id)
         if previous is not None and newer(previous.version, than=claim.version):
             return
         self._note("claim", job_key(body), body)

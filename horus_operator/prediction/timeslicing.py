@@ -57,6 +57,15 @@ def conserve_gpu_time(slowdowns: Sequence[float], busy: Sequence[float]) -> tupl
     )
 
 
+def within_fair_shares(
+    predictor: Predictor, gpu: str, workloads: Sequence[Workload], slowdowns: Sequence[float]
+) -> tuple[float, ...]:
+    """`slowdowns` of `workloads` sharing one `gpu` by time-slicing, raised to their fair shares
+    (`conserve_gpu_time`) with the busy fractions `predictor` reads."""
+    busy = [predictor.job(workload, gpu).utilization for workload in workloads]
+    return conserve_gpu_time(slowdowns, busy)
+
+
 class TimeSliced:
     """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, each slowdown raised to what
     its job's fair share of the GPU's time allows (`conserve_gpu_time`). `every`: on every set of co-tenants
@@ -78,8 +87,7 @@ class TimeSliced:
             return predicted
         if not self.every and not any(workload.time_sliced for workload in workloads):
             return predicted
-        busy = [self.predictor.job(workload, gpu).utilization for workload in workloads]
-        return conserve_gpu_time(predicted, busy)
+        return within_fair_shares(self.predictor, gpu, workloads, predicted)
 
 
 class LearningTimeSliced(TimeSliced):
