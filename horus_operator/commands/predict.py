@@ -160,7 +160,8 @@ def _write_atomically(path: Path, rows: Sequence[Sequence[object]]) -> None:
     "--time-sliced",
     is_flag=True,
     help="The two jobs time-slice the GPU (no MPS; the operator's default for env-bound jobs): each "
-    "slowdown at least the job's busy fraction over its fair share of the GPU's time.",
+    "slowdown at least the job's busy fraction over its fair share of the GPU's time, and a job given "
+    "util_*_alone that asks no more than its share at most the time-sharing prior's answer.",
 )
 @models_option
 def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Path | None) -> None:

@@ -154,7 +154,8 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
     "--time-sliced",
     is_flag=True,
     help="co-tenants time-slice each GPU (no MPS), as where the truth was measured so: each job's predicted "
-    "slowdown is at least its busy fraction over its fair share of the GPU's time "
+    "slowdown is at least its busy fraction over its fair share of the GPU's time, and at most the "
+    "time-sharing prior's answer where its observed busy fraction fits that share "
     "(prediction/timeslicing.py); decisions from truth are unchanged",
 )
 @click.option(

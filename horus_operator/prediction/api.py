@@ -113,6 +113,19 @@ class LearningPredictor(Predictor, Protocol):
         ...
 
 
+@runtime_checkable
+class PhysicalPredictor(Predictor, Protocol):
+    """A predictor whose slowdowns start from a physical prior it can answer with alone
+    (`slowdown.SlowdownPrior`: time-sharing of the GPU and the host, from each job's busy fraction and
+    CPU load): what time-slicing bounds a job by where it is served all the GPU time it asks
+    (prediction/timeslicing.py)."""
+
+    def prior_slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+        """The prior's slowdown of each workload beside the others on one `gpu`, from the busy fractions
+        `job` reads, no learned residual or correction in it; None where there is no such prior."""
+        ...
+
+
 class UnknownModelError(ValueError):
     """A model name that is neither in the catalog nor described by features."""
 

@@ -117,6 +117,7 @@ from horus_operator.prediction.api import (
     PRIOR,
     Basis,
     JobPrediction,
+    PhysicalPredictor,
     Predictor,
     Workload,
 )
@@ -498,6 +499,13 @@ class CorrectedPredictor:
             max(1.0, math.exp(self.correction.log_slowdown(gpu, w, _others(workloads, i), slowdown)))
             for i, (w, slowdown) in enumerate(zip(workloads, predicted, strict=True))
         )
+
+    def prior_slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...] | None:
+        """The prior predictor's physical prior (`PhysicalPredictor`) at the busy fractions observed
+        alone, where they were; None where the prior predictor has none."""
+        if not isinstance(self.prior, PhysicalPredictor):
+            return None
+        return self.prior.prior_slowdowns(gpu, [self._observed(gpu, workload) for workload in workloads])
 
     def spreads(
         self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None

@@ -78,6 +78,20 @@ class XGBoostPredictor:
         pairwise = [[self._pairs.get((gpu, own, other), 1.0) for other in keys] for own in keys]
         return slowdown.combine(pairwise)
 
+    def prior_slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...]:
+        """The time-sharing prior's answer alone (`slowdown.SlowdownPrior`, no trees), each ordered pair
+        from both jobs' demands and a set's pairwise excesses added as `slowdowns` adds them."""
+        gpu = normalize_gpu(gpu)
+        demands = [self._job(workload, gpu).demand for workload in workloads]
+        law = self.models.slowdown_prior
+        ordered = [law.inputs(own, other) for own, other in itertools.permutations(demands, 2)]
+        answers = iter(law.slowdowns(np.array(ordered))[0]) if ordered else iter(())
+        pairwise = [
+            [1.0 if i == j else float(next(answers)) for j in range(len(demands))]
+            for i in range(len(demands))
+        ]
+        return slowdown.combine(pairwise)
+
     # ---- batch interface (CLI, simulator warm-up) ----
 
     def pairs(self, requests: Sequence[tuple[str, Workload, Workload]]) -> list[PairPrediction]:

@@ -19,8 +19,19 @@ fraction over its share: two saturating jobs 2× each; a saturating job beside o
 1.43×, while the light one owes nothing to the split (the H200 measured 1.5-1.7× and 0.95-1.2× for such
 pairs). These floors imply Σ u_i / s_i ≤ 1. `conserve_gpu_time` raises each prediction below its floor
 onto it: it never lowers a slowdown, and leaves alone any set of co-tenants whose demands fit (Σ u_i ≤
-1). The model's own split, nearly even (Gavel's pairs taught it that), stays for the light job: lowering
-it is a fair-share prior, tried and not shipped (docs/evaluation.md, "Measured on an H200").
+1).
+
+A job served in full (its demand within its share) loses no GPU time to the split: it only waits for
+a turn while another context holds the GPU. The slowdown prior (`slowdown.SlowdownPrior`) is the upper
+end of that wait: every kernel of a loop that never overlaps its host work with the GPU's waits behind
+the co-runner's. The trees on top of it learnt from Gavel's pairs, whose kernels overlapped and whose
+light jobs contended for the host, to split a pair nearly evenly, which time-slicing does not (the
+H200 measured a launch-bound job 1.07× beside a saturating one, the model said 1.59×). So such a job's
+slowdown is at most the prior's (`served_in_full`), but only where its busy fraction was measured
+(`Workload.busy`, or observed alone by a learning predictor): a roofline guess that calls a saturating
+job light would have it served in full when it is not (the H200's EfficientNet-B0, predicted 34 %
+busy, measured 99 %). Lowering every light job's slowdown to a fair-share answer from predicted busy
+fractions, the fair-share prior, was tried and not shipped (docs/evaluation.md, "Measured on an H200").
 
 `time_sliced(predictor)` answers with it: the caller decides where co-tenants time-slice (`horus simulate
 --time-sliced`: everywhere; the operator per job, by its binding and `--sharing`: `operator/dra/claims.py`,
@@ -32,7 +43,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from horus_operator.prediction.api import Basis, JobPrediction, LearningPredictor, Predictor, Workload
+from horus_operator.prediction.api import (
+    OBSERVED,
+    Basis,
+    JobPrediction,
+    LearningPredictor,
+    PhysicalPredictor,
+    Predictor,
+    Workload,
+)
 
 
 def fair_shares(busy: Sequence[float]) -> tuple[float, ...]:
@@ -57,18 +76,44 @@ def conserve_gpu_time(slowdowns: Sequence[float], busy: Sequence[float]) -> tupl
     )
 
 
+def served_in_full(
+    slowdowns: Sequence[float], busy: Sequence[float], prior: Sequence[float], measured: Sequence[bool]
+) -> tuple[float, ...]:
+    """`slowdowns`, each job whose `measured` busy fraction is within its fair share held to at most
+    the `prior`'s answer for it (never under 1); the others unchanged."""
+    return tuple(
+        min(s, max(1.0, p)) if known and not u > share else s
+        for s, u, share, p, known in zip(slowdowns, busy, fair_shares(busy), prior, measured, strict=True)
+    )
+
+
 def within_fair_shares(
     predictor: Predictor, gpu: str, workloads: Sequence[Workload], slowdowns: Sequence[float]
 ) -> tuple[float, ...]:
-    """`slowdowns` of `workloads` sharing one `gpu` by time-slicing, raised to their fair shares
-    (`conserve_gpu_time`) with the busy fractions `predictor` reads."""
+    """`slowdowns` of `workloads` sharing one `gpu` by time-slicing, with the busy fractions `predictor`
+    reads: raised to their fair shares (`conserve_gpu_time`), and those served in full held to the
+    physical prior where `predictor` has one (`served_in_full`)."""
     busy = [predictor.job(workload, gpu).utilization for workload in workloads]
-    return conserve_gpu_time(slowdowns, busy)
+    floored = conserve_gpu_time(slowdowns, busy)
+    prior = predictor.prior_slowdowns(gpu, workloads) if isinstance(predictor, PhysicalPredictor) else None
+    if prior is None:
+        return floored
+    measured = [_busy_measured(predictor, workload, gpu) for workload in workloads]
+    return served_in_full(floored, busy, prior, measured)
+
+
+def _busy_measured(predictor: Predictor, workload: Workload, gpu: str) -> bool:
+    """The workload carries a measured busy fraction, or the cluster saw its kind alone on `gpu`."""
+    if workload.busy is not None:
+        return True
+    return (
+        isinstance(predictor, LearningPredictor) and predictor.utilization_source(workload, gpu) == OBSERVED
+    )
 
 
 class TimeSliced:
-    """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, each slowdown raised to what
-    its job's fair share of the GPU's time allows (`conserve_gpu_time`). `every`: on every set of co-tenants
+    """A `Predictor` for GPUs whose co-tenants time-slice: `predictor`'s answers, each slowdown within what
+    its job's fair share of the GPU's time says (`within_fair_shares`). `every`: on every set of co-tenants
     (the simulator's `--time-sliced` cluster); else on a set where a workload says it time-slices
     (`Workload.time_sliced`: the operator knows per job, from its binding)."""
 
