@@ -144,3 +144,18 @@ def test_a_learning_predictor_holds_a_job_once_its_busy_fraction_was_observed() 
         "h200", [Workload("resnet18", 64, busy=0.49), pair[1]]
     )
     assert CorrectedPredictor(TablePredictor({"a": (1.0, 1000.0)}, {})).prior_slowdowns("v100", []) is None
+
+
+def test_the_prior_alone_adds_a_set_s_pairwise_excesses_as_the_model_does() -> None:
+    model = load_predictor()
+    trio = [Workload("resnet18", 64, busy=0.5), Workload("gpt2", 4), Workload("lstm-lm", 20, busy=0.3)]
+
+    alone = model.prior_slowdowns("h200", trio)
+
+    for i, own in enumerate(trio):
+        excess = sum(
+            model.prior_slowdowns("h200", [own, other])[0] - 1.0 for j, other in enumerate(trio) if j != i
+        )
+        assert alone[i] == pytest.approx(1.0 + excess)
+    assert model.prior_slowdowns("h200", trio[:1]) == (1.0,)
+    assert min(model.prior_slowdowns("h200", [Workload("ppo", 64), Workload("td3", 64)])) < 1.1
