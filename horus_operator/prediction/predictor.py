@@ -3,7 +3,7 @@
 Everything is cached by (GPU type, workload key): a job's design row, its utilization (the busy
 fraction of `roofline.estimate` on that GPU's datasheet figures, or the observed one its workload
 carries, `Workload.busy`) and memory, and each ordered pair's
-slowdown. Pairs not yet cached are predicted in one batched XGBoost call, so the
+slowdown (and the physical prior's alone, `prior_slowdowns`). Pairs not yet cached are predicted in one batched XGBoost call, so the
 amortised cost of a placement query is a few dictionary look-ups. The slowdown rows end with the
 neighbour columns the shipped measurements give the pair (by GPU type, catalog model name and batch
 size), when the slowdown model was trained with them.
@@ -57,6 +57,7 @@ class XGBoostPredictor:
         self._feature_source = feature_source
         self._jobs: dict[tuple[str, WorkloadKey], _JobEntry] = {}
         self._pairs: dict[tuple[str, WorkloadKey, WorkloadKey], float] = {}
+        self._prior_pairs: dict[tuple[str, WorkloadKey, WorkloadKey], float] = {}  # the prior's alone
 
     # ---- Predictor protocol ----
 
@@ -82,15 +83,21 @@ class XGBoostPredictor:
         """The time-sharing prior's answer alone (`slowdown.SlowdownPrior`, no trees), each ordered pair
         from both jobs' demands and a set's pairwise excesses added as `slowdowns` adds them."""
         gpu = normalize_gpu(gpu)
-        demands = [self._job(workload, gpu).demand for workload in workloads]
-        law = self.models.slowdown_prior
-        ordered = [law.inputs(own, other) for own, other in itertools.permutations(demands, 2)]
-        answers = iter(law.slowdowns(np.array(ordered))[0]) if ordered else iter(())
-        pairwise = [
-            [1.0 if i == j else float(next(answers)) for j in range(len(demands))]
-            for i in range(len(demands))
-        ]
-        return slowdown.combine(pairwise)
+        keyed = [(_key(workload), self._job(workload, gpu)) for workload in workloads]
+        missing = {
+            (own_key, other_key): (own.demand, other.demand)
+            for (own_key, own), (other_key, other) in itertools.permutations(keyed, 2)
+            if (gpu, own_key, other_key) not in self._prior_pairs
+        }
+        if missing:
+            law = self.models.slowdown_prior
+            answers = law.slowdowns(np.array([law.inputs(*demands) for demands in missing.values()]))[0]
+            for (own_key, other_key), value in zip(missing, answers, strict=True):
+                self._prior_pairs[(gpu, own_key, other_key)] = float(value)
+        keys = [key for key, _ in keyed]
+        return slowdown.combine(
+            [[self._prior_pairs.get((gpu, own, other), 1.0) for other in keys] for own in keys]
+        )
 
     # ---- batch interface (CLI, simulator warm-up) ----
 
