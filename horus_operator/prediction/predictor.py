@@ -2,8 +2,8 @@
 
 Everything is cached by (GPU type, workload key): a job's design row, its utilization (the busy
 fraction of `roofline.estimate` on that GPU's datasheet figures, or the observed one its workload
-carries, `Workload.busy`) and memory, and each ordered pair's
-slowdown (and the physical prior's alone, `prior_slowdowns`). Pairs not yet cached are predicted in one batched XGBoost call, so the
+carries, `Workload.busy`) and memory, and each ordered pair's slowdown (and the physical prior's
+alone, `prior_slowdowns`). Pairs not yet cached are predicted in one batched XGBoost call, so the
 amortised cost of a placement query is a few dictionary look-ups. The slowdown rows end with the
 neighbour columns the shipped measurements give the pair (by GPU type, catalog model name and batch
 size), when the slowdown model was trained with them.
