@@ -10,7 +10,8 @@ only) in two ways:
 - with the observed busy fraction: `Workload.busy` set to the utilization the H200 measured for the
   job alone, as the operator does once the agent has seen a job of that kind alone (correction.py);
 by the slowdown prior alone on each, and by the model for time-sliced co-tenants (`within_fair_shares`:
-each job at least its busy fraction over its fair share of the GPU's time; the H200 ran without MPS),
+each job at least its busy fraction over its fair share of the GPU's time, and one whose measured busy
+fraction fits its share at most the prior's answer; the H200 ran without MPS),
 beside the constant that predicts the training rows' median slowdown. Scores: mean |log(predicted /
 measured)| and Spearman's rank correlation over every job of every pair, per loop; and for the pairs of a
 saturating job (alone ≥ 90 % busy) with a launch-bound one (≤ 60 %), each side's mean predicted and
