@@ -74,30 +74,12 @@ class XGBoostPredictor:
         capacity = GPU_SPECS[gpu].memory_mib if memory_mib is None else memory_mib
         if sum(entry.prediction.memory_mib for entry in entries) > capacity:
             return None
-        keys = [_key(workload) for workload in workloads]
-        self._fill_pairs(gpu, [(a, b) for a, b in itertools.permutations(zip(keys, entries, strict=True), 2)])
-        pairwise = [[self._pairs.get((gpu, own, other), 1.0) for other in keys] for own in keys]
-        return slowdown.combine(pairwise)
+        return self._combined(gpu, workloads, self._pairs)
 
     def prior_slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...]:
         """The time-sharing prior's answer alone (`slowdown.SlowdownPrior`, no trees), each ordered pair
         from both jobs' demands and a set's pairwise excesses added as `slowdowns` adds them."""
-        gpu = normalize_gpu(gpu)
-        keyed = [(_key(workload), self._job(workload, gpu)) for workload in workloads]
-        missing = {
-            (own_key, other_key): (own.demand, other.demand)
-            for (own_key, own), (other_key, other) in itertools.permutations(keyed, 2)
-            if (gpu, own_key, other_key) not in self._prior_pairs
-        }
-        if missing:
-            law = self.models.slowdown_prior
-            answers = law.slowdowns(np.array([law.inputs(*demands) for demands in missing.values()]))[0]
-            for (own_key, other_key), value in zip(missing, answers, strict=True):
-                self._prior_pairs[(gpu, own_key, other_key)] = float(value)
-        keys = [key for key, _ in keyed]
-        return slowdown.combine(
-            [[self._prior_pairs.get((gpu, own, other), 1.0) for other in keys] for own in keys]
-        )
+        return self._combined(normalize_gpu(gpu), workloads, self._prior_pairs)
 
     # ---- batch interface (CLI, simulator warm-up) ----
 
@@ -157,6 +139,19 @@ class XGBoostPredictor:
         except ValueError as error:
             raise UnknownModelError(f"workload {workload.model!r}: {error}") from error
 
+    def _combined(
+        self,
+        gpu: str,
+        workloads: Sequence[Workload],
+        answers: Mapping[tuple[str, WorkloadKey, WorkloadKey], float],
+    ) -> tuple[float, ...]:
+        """Each workload's slowdown beside the others from `answers` (`_pairs` or `_prior_pairs`, both
+        filled for every ordered pair first), pairwise excesses added (`slowdown.combine`)."""
+        keyed = [(_key(workload), self._job(workload, gpu)) for workload in workloads]
+        self._fill_pairs(gpu, list(itertools.permutations(keyed, 2)))
+        keys = [key for key, _ in keyed]
+        return slowdown.combine([[answers.get((gpu, own, other), 1.0) for other in keys] for own in keys])
+
     def _fill_pairs(
         self, gpu: str, ordered: Sequence[tuple[tuple[WorkloadKey, _JobEntry], tuple[WorkloadKey, _JobEntry]]]
     ) -> None:
@@ -178,8 +173,9 @@ class XGBoostPredictor:
             matrix = np.hstack([matrix, self.models.neighbours.matrix(queries)])
         residual = self.models.slowdown.predict(matrix)
         predicted = slowdown.from_raw(slowdown.blended(residual, matrix, prior, law))
-        for (own_key, other_key), value in zip(missing, predicted, strict=True):
+        for (own_key, other_key), value, alone in zip(missing, predicted, np.exp(prior), strict=True):
             self._pairs[(gpu, own_key, other_key)] = float(value)
+            self._prior_pairs[(gpu, own_key, other_key)] = float(alone)
 
 
 def _key(workload: Workload) -> WorkloadKey:
