@@ -17,6 +17,9 @@ from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.preemption import PreemptionSettings
 from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
 
+# The settings' defaults, read from instances: a compiled dataclass's class attribute is a descriptor.
+_MOVES, _PREEMPTION = MoveSettings(), PreemptionSettings()
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -34,17 +37,17 @@ class OperatorConfig:
     sharing: Sharing = Sharing.AUTO  # how co-tenants share a GPU (claims.Sharing)
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
     # Moving jobs that allow it (placement/moves.py: MoveSettings, whose defaults these are)
-    migration_restart_cost_seconds: float = MoveSettings.restart_cost_s
-    migration_cooldown_seconds: float = MoveSettings.cooldown_s
-    migration_over_limit_seconds: float = MoveSettings.over_limit_for_s
-    migration_max_moves: int = MoveSettings.max_moves_per_job
+    migration_restart_cost_seconds: float = _MOVES.restart_cost_s
+    migration_cooldown_seconds: float = _MOVES.cooldown_s
+    migration_over_limit_seconds: float = _MOVES.over_limit_for_s
+    migration_max_moves: int = _MOVES.max_moves_per_job
     # The order waiting jobs of one priority are served in, and its starvation bound (queueorder.py)
     queue_order: str = QueueOrder.FIFO.value
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S
     starvation_multiple: float | None = None
     # Under las, running jobs are preempted for waiting ones (placement/preemption.py): a (re)started
     # job runs this long first (and at least 4x its grace period plus the migration restart cost).
-    preemption_min_run_seconds: float = PreemptionSettings.min_run_s
+    preemption_min_run_seconds: float = _PREEMPTION.min_run_s
     metrics_port: int = 9401  # Prometheus /metrics (operator/metrics.py); 0: none. The agent's is 9400.
     # The pod route (operator/podroute/): pods of other controllers, admitted by the webhook this
     # replica serves on `webhook_port` (None: no webhook, no pod route) with the certificate and key in

@@ -343,8 +343,10 @@ class HorusPolicy:
             if not self.limits.admits(slowdown, max_slowdown, spread):
                 return _over_limit(slowdown, max_slowdown, spread, self.limits)
         before = predictions.slowdowns(product, workloads, memory_mib) or (1.0,) * len(workloads)
-        gain = sum(1.0 / s for s in after) - sum(1.0 / s for s in before)
-        utilization = sum(predictions.job(w, product).utilization for w in [*workloads, request.workload])
+        # The 0.0 starts keep the sums floats where `before` is empty (mypyc's floats reject an int 0).
+        gain = sum((1.0 / s for s in after), 0.0) - sum((1.0 / s for s in before), 0.0)
+        jobs = [*workloads, request.workload]
+        utilization = sum((predictions.job(w, product).utilization for w in jobs), 0.0)
         score = gain - self.tunables.utilization_weight * max(0.0, utilization - 1.0)
         return ShareVerdict(gain=gain, score=score, slowdowns=after)
 

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from horus_operator.api import defaults
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.gpus import gpu_spec
@@ -144,6 +146,8 @@ class Assignment:
     predicted_step_s: float | None = None  # seconds per step alone on these GPUs (JobPrediction.step_s)
 
 
+# mypyc (`make compiled`) builds no native subclass of list; an ordinary class here.
+@mypyc_attr(native_class=False)
 class Settled(list[Assignment]):
     """A `schedule` answer that also says what the next call would: nothing. A policy returns its
     assignments as `Settled` where it has read every job a call right after it would read (the queue

@@ -37,6 +37,7 @@ import heapq
 import itertools
 from dataclasses import replace
 
+from mypy_extensions import mypyc_attr
 from tqdm import tqdm
 
 from horus_operator.api.defaults import SETTLED_S
@@ -57,6 +58,8 @@ from horus_operator.sim.truth import Truth
 from horus_operator.sim.workloads import Scenario, SimJob
 
 
+# mypyc (`make compiled`) builds no native subclass of a built-in exception; an ordinary class here.
+@mypyc_attr(native_class=False)
 class SimulationStuck(RuntimeError):
     """Jobs wait with nothing running and nothing arriving: no policy decision can ever start them."""
 

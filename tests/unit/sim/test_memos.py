@@ -20,6 +20,9 @@ from horus_operator.placement.waitqueue import WaitQueue
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.workloads import synthetic
 
+# Subclasses the policy and the cycle to count their work: interpreted only (`make test-compiled`).
+pytestmark = pytest.mark.interpreted
+
 
 class CountingHorus(HorusPolicy):
     """Counts the windows it searches; `forget`: without what the previous call searched."""

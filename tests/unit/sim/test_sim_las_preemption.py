@@ -73,6 +73,7 @@ def run(tmp_path: Path, jobs: list[SimJob], *, gpus: int = 1, preempt: bool = Tr
     return Checked(scenario(jobs, gpus), las_cycle(**kw), truth(tmp_path), preemption=preempting).run()
 
 
+@pytest.mark.interpreted  # `Checked` subclasses the simulation: no compiled run (make test-compiled)
 def test_a_short_job_preempts_a_long_one_once_it_crosses_a_level_worked_by_hand(tmp_path: Path) -> None:
     # One GPU, whole GPUs only (exclusive). x (a, 10 steps/s, 100,000 steps: 10,000 s alone) starts at 0;
     # y (b, 4 steps/s, 4,000 steps: 1,000 s) arrives at 3,000, when x has attained 3,000 GPU-s (level 0):
@@ -91,6 +92,7 @@ def test_a_short_job_preempts_a_long_one_once_it_crosses_a_level_worked_by_hand(
     assert result.preemption["preemptions"] == 1
 
 
+@pytest.mark.interpreted  # `Checked` subclasses the simulation: no compiled run (make test-compiled)
 def test_without_preemption_las_is_first_come_first_served(tmp_path: Path) -> None:
     jobs = [sim_job("x", "a", 100_000, 10, 0), sim_job("y", "b", 4_000, 4, 3_000)]
     result = run(tmp_path, jobs, preempt=False)
@@ -122,6 +124,7 @@ _jobs = st.lists(
 )
 
 
+@pytest.mark.interpreted  # `Checked` subclasses the simulation: no compiled run (make test-compiled)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_jobs, st.sampled_from(["exclusive", "horus", "binpack"]), st.integers(1, 3))
 def test_property_no_job_is_lost_or_placed_twice_and_progress_is_kept(
