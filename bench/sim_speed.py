@@ -10,12 +10,16 @@ per job should stay flat if a run grows linearly.
 `--quick` stops after horus-2500 and the smallest synthetic size; `--size JOBS GPUS` runs that one
 synthetic size alone (the 1,000,000 x 65,536 run); `--plot` draws CPU seconds against jobs per policy.
 The last column is the process's peak resident memory so far (the scenario and every run before).
+The first line says which build ran: the sources, or the compiled one (`make compiled`, hack/compile.py;
+run it in the tree that holds the build, e.g. `cd out/compiled && PYTHONPATH=$PWD ...` after `make
+test-compiled`).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.util
 import random
 import resource
 import time
@@ -95,6 +99,8 @@ def main() -> None:
     table = gavel_truth()
     truth = Truth(table, fallback=load_predictor(args.models))
 
+    compiled = importlib.util.find_spec("horus_operator._native__mypyc") is not None
+    print("build: " + ("compiled (make compiled)" if compiled else "the sources (interpreted)"))
     header = "".join(f"{name + ' wall/CPU s':>21}" for name in POLICIES)
     print(f"{'jobs':>8} {'GPUs':>6}{header}  total wall/CPU s  CPU ms/job  peak RSS GiB")
     if not args.size:
