@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Protocol, runtime_checkable
 
 
@@ -40,6 +41,24 @@ class Workload:
     # placement keeps them within the GPU's time (`timeslicing.py`). Set by the operator from the job's
     # binding and `horus run --sharing`.
     time_sliced: bool = False
+    # The hash of the fields compared, kept: workloads key the placement index's groups and every
+    # prediction cache, and are hashed millions of times in a long simulation.
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash(_compared_fields(self)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Unpickled: the hash again, since another process may hash strings with another seed."""
+        self.__dict__.update(state)
+        self.__post_init__()
+
+
+# The values `Workload.__eq__` compares, in field order: what its kept hash is of.
+_compared_fields = operator.attrgetter(*(spec.name for spec in fields(Workload) if spec.compare))
 
 
 @dataclass(frozen=True)
