@@ -57,9 +57,9 @@ class Group:
 
     __slots__ = ("_first", "_in_order", "_slots", "_top", "key", "token")
 
-    def __init__(self, key: GroupKey) -> None:
+    def __init__(self, key: GroupKey, token: int) -> None:
         self.key = key
-        self.token = group_token(key)
+        self.token = token  # group_token(key)
         self._slots: dict[GpuKey, GpuSlot] = {}
         self._in_order = True
         self._first: int | None = None  # the least rank among its GPUs (None: to work out again)
@@ -188,8 +188,9 @@ class ClusterIndex:
         self._next_rank = 0  # of the next GPU: ranks only grow, so a node added later comes last
         # empty GPUs -> the ranks of the nodes with that many, sorted
         self._nodes_by_empty: list[list[int]] = [[]]
-        # tenant count -> group key -> group; by first GPU once the count is out of `_unsorted`
-        self._shared: dict[int, dict[GroupKey, Group]] = {}
+        # tenant count -> group token -> group; by first GPU once the count is out of `_unsorted`
+        # (by token, not key: an int hashes at once, a key hashes its workloads again)
+        self._shared: dict[int, dict[int, Group]] = {}
         self._unsorted: set[int] = set()
         self._empty_total = 0
         self.changes = 0  # add/remove/follow changes so far: equal counts on one index mean the same state
@@ -303,7 +304,7 @@ class ClusterIndex:
         return self._empty_total
 
     # -- bookkeeping -----------------------------------------------------------------------------
-    def _groups(self, count: int) -> dict[GroupKey, Group]:
+    def _groups(self, count: int) -> dict[int, Group]:
         groups = self._shared.get(count, {})
         if count in self._unsorted:
             self._unsorted.discard(count)
@@ -368,7 +369,7 @@ class ClusterIndex:
             if group.leave(slot):
                 self._unsorted.add(count)
             if not group:
-                del self._shared[count][group.key]
+                del self._shared[count][group.token]
 
     def _attach(self, slot: GpuSlot) -> None:
         if not slot.usable:
@@ -382,9 +383,10 @@ class ClusterIndex:
         count = len(slot.tenants)
         groups = self._shared.setdefault(count, {})
         key = slot.group_key()
-        group = groups.get(key)
+        token = group_token(key)
+        group = groups.get(token)
         if group is None:
-            group = groups[key] = Group(key)
+            group = groups[token] = Group(key, token)
         if group.join(slot):
             self._unsorted.add(count)
         slot.group = group
@@ -404,7 +406,7 @@ def _by_rank(item: tuple[GpuKey, GpuSlot]) -> int:
     return item[1].rank
 
 
-def _by_first_rank(item: tuple[GroupKey, Group]) -> int:
+def _by_first_rank(item: tuple[int, Group]) -> int:
     return item[1].first_rank()
 
 
