@@ -54,7 +54,8 @@ def modules(root: Path) -> list[Path]:
 
 
 def build(root: Path) -> None:
-    """Compiles `modules(root)` beside their sources; C files and objects go to out/compiled-build."""
+    """Compiles `modules(root)` beside their sources; C files, objects and libraries are built in
+    out/compiled-build."""
     from mypyc.build import mypycify
     from setuptools import Distribution
 
@@ -69,6 +70,8 @@ def build(root: Path) -> None:
         "--inplace",
         "--build-temp",
         str(work / "temp"),
+        "--build-lib",
+        str(work / "lib"),
         "--parallel",
         str(os.cpu_count() or 1),
     ]
