@@ -24,6 +24,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,8 +57,14 @@ def modules(root: Path) -> list[Path]:
 def build(root: Path) -> None:
     """Compiles `modules(root)` beside their sources; C files, objects and libraries are built in
     out/compiled-build."""
-    from mypyc.build import mypycify
-    from setuptools import Distribution
+    try:
+        from mypyc.build import mypycify
+        from setuptools import Distribution
+    except ImportError as missing:
+        sys.exit(f"hack/compile.py: {missing.name} is missing; it comes with the dev extras (`make setup`)")
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        sys.exit(f"hack/compile.py: no C compiler ({compiler}) on PATH; hack/install-deps.sh installs gcc")
 
     work = root / "out" / "compiled-build"
     sources = [str(path.relative_to(root)) for path in modules(root)]
