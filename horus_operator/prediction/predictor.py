@@ -74,12 +74,15 @@ class XGBoostPredictor:
         capacity = GPU_SPECS[gpu].memory_mib if memory_mib is None else memory_mib
         if sum(entry.prediction.memory_mib for entry in entries) > capacity:
             return None
-        return self._combined(gpu, workloads, self._pairs)
+        return self._combined(gpu, workloads, entries, self._pairs)
 
     def prior_slowdowns(self, gpu: str, workloads: Sequence[Workload]) -> tuple[float, ...]:
         """The time-sharing prior's answer alone (`slowdown.SlowdownPrior`, no trees), each ordered pair
         from both jobs' demands and a set's pairwise excesses added as `slowdowns` adds them."""
-        return self._combined(normalize_gpu(gpu), workloads, self._prior_pairs)
+        gpu = normalize_gpu(gpu)
+        return self._combined(
+            gpu, workloads, [self._job(workload, gpu) for workload in workloads], self._prior_pairs
+        )
 
     # ---- batch interface (CLI, simulator warm-up) ----
 
@@ -143,13 +146,14 @@ class XGBoostPredictor:
         self,
         gpu: str,
         workloads: Sequence[Workload],
+        entries: Sequence[_JobEntry],
         answers: Mapping[tuple[str, WorkloadKey, WorkloadKey], float],
     ) -> tuple[float, ...]:
-        """Each workload's slowdown beside the others from `answers` (`_pairs` or `_prior_pairs`, both
-        filled for every ordered pair first), pairwise excesses added (`slowdown.combine`)."""
-        keyed = [(_key(workload), self._job(workload, gpu)) for workload in workloads]
-        self._fill_pairs(gpu, list(itertools.permutations(keyed, 2)))
-        keys = [key for key, _ in keyed]
+        """Each workload's slowdown beside the others (`entries`: theirs from `_job`) from `answers`
+        (`_pairs` or `_prior_pairs`, both filled for every ordered pair first), pairwise excesses added
+        (`slowdown.combine`)."""
+        keys = [_key(workload) for workload in workloads]
+        self._fill_pairs(gpu, list(itertools.permutations(zip(keys, entries, strict=True), 2)))
         return slowdown.combine([[answers.get((gpu, own, other), 1.0) for other in keys] for own in keys])
 
     def _fill_pairs(

@@ -122,7 +122,7 @@ _GPU_FIELDS = tuple(spec.name for spec in dataclasses.fields(Gpu))
 def _copy(gpu: Gpu, **changes: Any) -> Gpu:
     """`dataclasses.replace`, faster (8,000 GPUs at 1,000 nodes when a whole cluster reports at once).
     Reads the fields by name: a compiled `Gpu` (`make compiled`) has no `__dict__`."""
-    return Gpu(**{**{name: getattr(gpu, name) for name in _GPU_FIELDS}, **changes})
+    return Gpu(**({name: getattr(gpu, name) for name in _GPU_FIELDS} | changes))
 
 
 def _gpu(entry: Mapping[str, Any]) -> GpuTelemetry:
