@@ -41,7 +41,14 @@ from typing import TypeVar
 from horus_operator.placement.types import JobRequest
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.measured import TruthTable
-from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, SimJob, cluster, draw_max_slowdown
+from horus_operator.sim.workloads import (
+    DEFAULT_GPU,
+    Scenario,
+    SimJob,
+    WorkloadPool,
+    cluster,
+    draw_max_slowdown,
+)
 
 PLAIN_COLUMNS = ("job_id", "submit_s", "gpus", "duration_s", "model", "batch_size")
 PLAIN_OPTIONAL = ("max_slowdown", "priority")
@@ -111,8 +118,15 @@ def _job(
 def _scenario(name: str, jobs: list[SimJob], site: Site, notes: tuple[str, ...]) -> Scenario:
     jobs.sort(key=lambda job: (job.arrival_s, job.request.key))
     first = jobs[0].arrival_s if jobs else 0.0
+    shared = WorkloadPool()
     shifted = tuple(
-        replace(job, request=replace(job.request, submitted_at=job.arrival_s - first)) for job in jobs
+        replace(
+            job,
+            request=replace(
+                job.request, submitted_at=job.arrival_s - first, workload=shared(job.request.workload)
+            ),
+        )
+        for job in jobs
     )
     common = (
         f"homogeneous {site.gpu.upper()} cluster, {GPUS_PER_NODE} GPUs per node",

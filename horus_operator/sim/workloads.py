@@ -48,6 +48,19 @@ MAX_SLOWDOWN_MIX = ((1.0, 0.10), (1.5, 0.20), (2.0, 0.35), (2.5, 0.25), (3.0, 0.
 OVERLOAD = 2.0  # arrival rate x mean isolated duration / GPU count
 
 
+class WorkloadPool:
+    """Hands out one `Workload` object per distinct value. A scenario's jobs of one configuration then
+    share it, so the dictionaries keyed by workloads (every prediction cache, the placement index's
+    groups, truth's memo) find their key by identity instead of comparing it field by field (the
+    dataclass `__eq__`, Python code, on nearly every look-up of a long simulation). Values unchanged."""
+
+    def __init__(self) -> None:
+        self._pool: dict[Workload, Workload] = {}
+
+    def __call__(self, workload: Workload) -> Workload:
+        return self._pool.setdefault(workload, workload)
+
+
 @dataclass(frozen=True)
 class SimJob:
     request: JobRequest  # submitted_at is the arrival time
@@ -130,9 +143,10 @@ def philly_like(
     rate = OVERLOAD * gpus / mean_duration
     arrival = 0.0
     sim_jobs = []
+    shared = WorkloadPool()
     for key, model, batch, duration, max_slowdown in drawn:
         throughput = table.isolated[(gpu, model, batch)]
-        workload = Workload(model, batch, host_cpus=table.host_cpus.get(model, 0.0))
+        workload = shared(Workload(model, batch, host_cpus=table.host_cpus.get(model, 0.0)))
         request = JobRequest(key, workload, 1, max_slowdown, 0, arrival, remaining_s=duration)
         sim_jobs.append(SimJob(request, throughput * duration, throughput))
         arrival += rng.expovariate(rate)
@@ -154,10 +168,11 @@ def gavel_generator(
 ) -> Scenario:
     configs = table.configs(gpu)
     sim_jobs = []
+    shared = WorkloadPool()
     for i in range(jobs):
         model, batch = rng.choice(configs)
         duration = draw_gavel_duration_s(rng)
-        workload = Workload(model, batch, host_cpus=table.host_cpus.get(model, 0.0))
+        workload = shared(Workload(model, batch, host_cpus=table.host_cpus.get(model, 0.0)))
         request = JobRequest(
             f"job-{i:06d}", workload, 1, draw_max_slowdown(rng), 0, 0.0, remaining_s=duration
         )

@@ -123,3 +123,13 @@ def test_simulated_jobs_carry_the_host_cpus_their_pods_would_declare(tmp_path: P
     jobs = synthetic(table, random.Random(1), jobs=40, gpus=4, gpu="v100").jobs
     by_model = {job.request.workload.model: job.request.workload.host_cpus for job in jobs}
     assert by_model == {"a": 0.0, "b": 4.0, "c": 0.0}
+
+
+def test_jobs_of_one_configuration_share_one_workload_object(tmp_path: Path) -> None:
+    """Equal workloads as one object: the simulation's dictionaries keyed by workload then match keys
+    by identity (`WorkloadPool`)."""
+    path = tmp_path / "truth.csv"
+    path.write_text(HEADER + ROWS)
+    jobs = synthetic(TruthTable.from_csv(path), random.Random(1), jobs=40, gpus=4, gpu="v100").jobs
+    workloads = [job.request.workload for job in jobs]
+    assert len({id(workload) for workload in workloads}) == len(set(workloads)) < len(workloads)

@@ -156,3 +156,10 @@ def test_every_trace_format_runs_on_the_gpu_asked_for(tmp_path: Path) -> None:
         assert scenario.gpu == gpu
         assert {g.product for node in scenario.nodes for g in node.gpus} == {gpu}
         assert f"homogeneous {gpu.upper()} cluster" in scenario.notes[0]
+
+
+def test_a_traces_jobs_of_one_configuration_share_one_workload_object(tmp_path: Path) -> None:
+    rows = "a,0,1,60,resnet18,32,,\nb,5,1,60,resnet18,32,,\nc,9,1,60,vgg16,8,,\n"
+    scenario = load_plain(tmp_path, PLAIN + rows)
+    a, b, c = (job.request.workload for job in scenario.jobs)
+    assert a is b and a is not c
