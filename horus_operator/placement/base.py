@@ -223,8 +223,8 @@ class PlacementCall:
         exceeds the predicted), so it bounds what `room` can grant on a shared GPU."""
         headroom: dict[str, float] = {}
         for group in self.index.shared_groups(below=self.limits.max_jobs_per_gpu):
-            product, memory_mib, tenants = group.key
-            predicted = sum(self.predictions.job(workload, product).memory_mib for workload, _ in tenants)
+            product, memory_mib, _ = group.key
+            predicted = self.predictions.tenants_memory_mib(group.token, group.key)
             free = memory_mib - predicted - self.limits.memory_margin_mib
             headroom[product] = max(free, headroom.get(product, free))
         return headroom

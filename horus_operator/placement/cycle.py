@@ -169,7 +169,7 @@ class SchedulingCycle:
         # No guard without a horizon (`guarded` would hand every request back as it is).
         guard = None if horizon is None else functools.partial(guarded, now=snapshot.now, horizon=horizon)
         walk = _Walk(queue, self.max_batch, self._verdicts, self._judge, guard, queue.gang_members)
-        view = dataclasses.replace(snapshot, index=index)
+        view = snapshot if borrowed else dataclasses.replace(snapshot, index=index)
         placed: dict[str, Assignment] = {}
         # A makespan guard re-caps requests as time passes, and a corrected predictor answers anew:
         # a question is the same one only without a guard and on the same predictions.

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from horus_operator.placement.index import workload_order
+from horus_operator.placement.index import GroupKey, workload_order
 from horus_operator.prediction.api import (
+    FROM_PRIOR,
     PREDICTED,
-    PRIOR,
     Basis,
     JobPrediction,
     LearningPredictor,
@@ -35,6 +35,7 @@ class CachedPredictions:
         self._jobs: dict[tuple[Workload, str], JobPrediction] = {}
         self._slowdowns: dict[_GroupKey, tuple[float, ...] | None] = {}
         self._spreads: dict[_GroupKey, tuple[float, ...] | None] = {}
+        self._tenants_memory: dict[int, float] = {}  # group token -> MiB (`tenants_memory_mib`)
         self._revision = self._predictor_revision()
 
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
@@ -46,6 +47,18 @@ class CachedPredictions:
         if found is None:
             found = self.predictor.job(workload, gpu)
             self._jobs[key] = found
+        return found
+
+    def tenants_memory_mib(self, token: int, key: GroupKey) -> float:
+        """The predicted GPU memory of the tenants of a shareable GPU group (`index.Group`; `token` stands
+        for its `key`): binpack asks it of every group after every placement."""
+        self.sync()
+        found = self._tenants_memory.get(token)
+        if found is None:
+            product, _, tenants = key
+            found = self._tenants_memory[token] = sum(
+                (self.job(workload, product).memory_mib for workload, _ in tenants), 0.0
+            )
         return found
 
     def slowdowns(
@@ -99,7 +112,7 @@ class CachedPredictions:
         """Per workload, whether its slowdown next to the others is the model's or corrected by
         observations (not cached: asked once per placement)."""
         if self._learning is None:
-            return tuple(Basis(PRIOR, 0) for _ in workloads)
+            return (FROM_PRIOR,) * len(workloads)
         return self._learning.basis(gpu, workloads)
 
     def utilization_source(self, workload: Workload, gpu: str) -> str:
@@ -118,6 +131,7 @@ class CachedPredictions:
             self._slowdowns.clear()
             self._spreads.clear()
             self._jobs.clear()
+            self._tenants_memory.clear()
             self._revision = revision
         return revision
 

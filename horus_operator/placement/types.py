@@ -99,6 +99,13 @@ class RunningJob:
     node: str
     gpu_indices: tuple[int, ...]
 
+    # Written out, not generated: a placement makes several, and compiled (`make compiled`) this is
+    # native code, where the generated frozen `__init__` stays Python calling `object.__setattr__`.
+    def __init__(self, request: JobRequest, node: str, gpu_indices: tuple[int, ...]) -> None:
+        object.__setattr__(self, "request", request)
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "gpu_indices", gpu_indices)
+
 
 class KeptIndex(Protocol):
     """What a snapshot's kept index (`placement.index.ClusterIndex`, built from these types: naming it

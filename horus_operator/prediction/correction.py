@@ -112,9 +112,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from horus_operator.api.defaults import DEFAULT_FRAMEWORK
 from horus_operator.prediction.api import (
+    FROM_PRIOR,
     OBSERVED,
     PREDICTED,
-    PRIOR,
     Basis,
     JobPrediction,
     PhysicalPredictor,
@@ -401,7 +401,7 @@ class Correction:
     def basis(self, gpu: str, workload: Workload, cotenants: Sequence[Workload]) -> Basis:
         own = signature(workload)
         evidence = self._pair(gpu, own, cotenants) or self._jobs.get((gpu, own)) or self._scales.get(gpu)
-        return Basis(OBSERVED, evidence.samples) if evidence else Basis(PRIOR, 0)
+        return Basis(OBSERVED, evidence.samples) if evidence else FROM_PRIOR
 
     def _pair(self, gpu: str, own: Signature, cotenants: Sequence[Workload]) -> _Residuals | None:
         return self._pairs.get((gpu, own, signature(cotenants[0]))) if len(cotenants) == 1 else None
@@ -526,7 +526,7 @@ class CorrectedPredictor:
     def basis(self, gpu: str, workloads: Sequence[Workload]) -> tuple[Basis, ...]:
         """Per workload, where its predicted slowdown next to the others comes from."""
         if len(workloads) < 2:
-            return tuple(Basis(PRIOR, 0) for _ in workloads)
+            return (FROM_PRIOR,) * len(workloads)
         return tuple(self.correction.basis(gpu, w, _others(workloads, i)) for i, w in enumerate(workloads))
 
     def learn(self, observation: Observation) -> str | None:
