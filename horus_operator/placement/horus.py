@@ -187,9 +187,13 @@ class HorusPolicy:
         signatures = list(map(self._signature, window))
         if hopeless.issuperset(signatures):  # most windows a call reads past: nothing new to sort out
             return [], hopeless
-        first_of = dict(zip(reversed(signatures), reversed(window), strict=True))  # the earliest wins
-        unique = [first_of[signature] for signature in dict.fromkeys(signatures) if signature not in hopeless]
-        return unique, hopeless.union(signatures)
+        seen = set(hopeless)
+        unique = []
+        for request, signature in zip(window, signatures, strict=True):
+            if signature not in seen:  # the first of its signature: the earliest wins
+                seen.add(signature)
+                unique.append(request)
+        return unique, seen
 
     def _choose(
         self,
