@@ -73,8 +73,8 @@ class PredictingPolicy(Policy, Protocol):
 
 
 class RequestKinds:
-    """Small integers for kinds of jobs (`kind_of(request)`, e.g. workload and GPU count): jobs of one
-    kind fit the same places, so a policy that found one fits nowhere skips its likes.
+    """Small integers for kinds of jobs (`of(request)`, by `kind_of`, e.g. workload and GPU count): jobs
+    of one kind fit the same places, so a policy that found one fits nowhere skips its likes.
 
     Remembered per job key while the job's request object stays the same, so a waiting job's kind is
     worked out once, not on every call that reads it (hashing a workload runs Python code). The memo
@@ -87,7 +87,8 @@ class RequestKinds:
         self._kinds: dict[Hashable, int] = {}
         self._of_job: dict[str, tuple[JobRequest, int]] = {}
 
-    def __call__(self, request: JobRequest) -> int:
+    def of(self, request: JobRequest) -> int:
+        """`request`'s kind (a method, not `__call__`: compiled callers then call it natively)."""
         known = self._of_job.get(request.key)
         if known is not None and known[0] is request:
             return known[1]

@@ -43,7 +43,7 @@ class BinpackPolicy:
             for request in call.settling_prefix(queue):
                 if not room:  # read, then passed over, as the calls after this one would
                     break
-                alike = self._alike(request)
+                alike = self._alike.of(request)
                 if alike in fits_nowhere:
                     continue
                 whole = wants_whole_gpus(request)

@@ -184,7 +184,8 @@ class HorusPolicy:
         """The first job of each signature in `window`, minus signatures known to fit nowhere (the first
         of alike jobs is the one any option would pick: earlier in the queue wins ties); and those
         signatures together with `hopeless`."""
-        signatures = list(map(self._signature, window))
+        kinds = self._signature
+        signatures = [kinds.of(request) for request in window]
         if hopeless.issuperset(signatures):  # most windows a call reads past: nothing new to sort out
             return [], hopeless
         seen = set(hopeless)
@@ -251,7 +252,7 @@ class HorusPolicy:
         if wants_whole_gpus(request):
             return 0.0
         best = 0.0
-        signature = self._signature(request)
+        signature = self._signature.of(request)
         for group in call.index.shared_groups(below=self.limits.max_jobs_per_gpu):
             verdict = self._verdict(call, group.token, group.key, signature, request)
             if isinstance(verdict, ShareVerdict):
@@ -260,7 +261,7 @@ class HorusPolicy:
         host = group_token(host_key)
         for other in window:
             if other is not request and not wants_whole_gpus(other):
-                verdict = self._verdict(call, host, host_key, self._signature(other), other)
+                verdict = self._verdict(call, host, host_key, self._signature.of(other), other)
                 if isinstance(verdict, ShareVerdict):
                     best = max(best, verdict.gain)
         return best
@@ -270,7 +271,7 @@ class HorusPolicy:
     ) -> Option | None:
         best: tuple[float, int, Option] | None = None
         shareable = [
-            (position, request, self._signature(request))
+            (position, request, self._signature.of(request))
             for position, request in enumerate(candidates)
             if not wants_whole_gpus(request)
         ]
@@ -377,7 +378,7 @@ class HorusPolicy:
             reason = call.room(request, slot)
             if reason is None and slot.tenants:
                 key = slot.group_key()
-                verdict = self._verdict(call, group_token(key), key, self._signature(request), request)
+                verdict = self._verdict(call, group_token(key), key, self._signature.of(request), request)
                 if isinstance(verdict, str):
                     reason = f"no GPU keeps the slowdowns under maxSlowdown: {verdict}"
                 elif verdict.gain < self.tunables.min_gain:

@@ -108,6 +108,7 @@ class Basis:
 
 FROM_PRIOR = Basis(PRIOR, 0)  # the model alone: one value, not a new object per question
 
+
 @runtime_checkable
 class LearningPredictor(Predictor, Protocol):
     """A predictor corrected by what the cluster observes (`correction.CorrectedPredictor`): placement's
