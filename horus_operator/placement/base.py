@@ -79,9 +79,12 @@ class RequestKinds:
     Remembered per job key while the job's request object stays the same, so a waiting job's kind is
     worked out once, not on every call that reads it (hashing a workload runs Python code). The memo
     forgets every job once it holds `remembered` of them: those are long gone, and it refills with the
-    waiting ones."""
+    waiting ones. Calls read the head of the queue (`Limits.scan_depth` jobs, the cycle's `max_batch` at
+    most), so a few thousand hold them all; a memo as large as a long simulation's backlog spreads them
+    over megabytes (binpack at 100,000 jobs ran 5-7 % faster with 4,096 than with 100,000, most likely
+    the processor's caches)."""
 
-    def __init__(self, kind_of: Callable[[JobRequest], Hashable], remembered: int = 100_000) -> None:
+    def __init__(self, kind_of: Callable[[JobRequest], Hashable], remembered: int = 4_096) -> None:
         self._kind_of = kind_of
         self._remembered = remembered
         self._kinds: dict[Hashable, int] = {}
