@@ -237,12 +237,15 @@ class HorusPolicy:
                 continue
             prospects = self._pairing_prospects(call, request, window, option.slots[0])
             if best is None or prospects < best[0]:
-                reason = (
-                    f"alone on an empty GPU (best predicted pairing gain {prospects:.2f} "
-                    "among the queue's head and the shared GPUs)"
-                )
-                best = (prospects, Option(request, option.slots, option.score, reason))
-        return None if best is None else best[1]
+                best = (prospects, option)
+        if best is None:
+            return None
+        prospects, option = best
+        reason = (
+            f"alone on an empty GPU (best predicted pairing gain {prospects:.2f} "
+            "among the queue's head and the shared GPUs)"
+        )
+        return Option(option.request, option.slots, option.score, reason)
 
     def _pairing_prospects(
         self, call: PlacementCall, request: JobRequest, window: list[JobRequest], slot: GpuSlot
@@ -269,7 +272,8 @@ class HorusPolicy:
     def _best_share(
         self, call: PlacementCall, candidates: list[JobRequest], held: set[GpuKey], min_gain: float
     ) -> Option | None:
-        best: tuple[float, int, Option] | None = None
+        # (score, -position, request, GPU, verdict): the Option, and its reason, made for the winner only
+        best: tuple[float, int, JobRequest, GpuSlot, ShareVerdict] | None = None
         shareable = [
             (position, request, self._signature.of(request))
             for position, request in enumerate(candidates)
@@ -299,9 +303,11 @@ class HorusPolicy:
                     continue
                 slot = call.first_with_room(request, group.slots.values(), held)
                 if slot is not None:
-                    option = Option(request, (slot,), verdict.score, self._share_reason(verdict))
-                    best = (verdict.score, -position, option)
-        return None if best is None else best[2]
+                    best = (verdict.score, -position, request, slot, verdict)
+        if best is None:
+            return None
+        score, _, request, slot, verdict = best
+        return Option(request, (slot,), score, self._share_reason(verdict))
 
     def _hold_for(self, call: PlacementCall, head: JobRequest) -> set[GpuKey]:
         """GPUs nobody else may take in this call, so they drain for a starving head of the queue.
