@@ -131,3 +131,19 @@ def test_without_a_borrowed_index_every_cycle_asks() -> None:
     cycle.run(full, queue)
     cycle.run(full, queue)
     assert policy.asked == 2
+
+
+def test_a_job_queued_again_with_another_request_is_judged_again() -> None:
+    """A cycle's walk takes the jobs the last walk found feasible as feasible without looking them up
+    only where the job is that very request: a job requeued with a request no node can run is judged."""
+    cluster = nodes(1, gpus=1)
+    index = ClusterIndex(cluster, (running(job("old", "good"), "n0", 0),))
+    view = dataclasses.replace(snapshot(cluster), index=index)
+    queue = WaitQueue([job("a", "good"), job("b", "good"), job("c", "good")])
+    cycle = _cycle()
+    first = cycle.run(view, queue, explain=lambda request: True)
+    assert set(first.explanations) == {"a", "b", "c"} and not first.unsatisfiable
+    queue.add(job("b", "giant"))  # replaces b's request
+    again = cycle.run(view, queue, explain=lambda request: True)
+    assert {key: problem.cause for key, problem in again.unsatisfiable.items()} == {"b": Cause.MEMORY}
+    assert set(again.explanations) == {"a", "c"}
