@@ -23,6 +23,7 @@ from horus_operator.prediction.api import (
 )
 
 _GroupKey = tuple[str, float, tuple[Workload, ...]]  # GPU type, its memory, the workloads in sorted order
+_UNASKED: tuple[float, ...] = (-1.0,)  # `_per_workload`'s cache miss, told apart by identity
 
 
 class CachedPredictions:
@@ -96,11 +97,10 @@ class CachedPredictions:
         order = sorted(range(len(workloads)), key=lambda i: workload_order(workloads[i]))
         canonical = tuple(workloads[i] for i in order)
         key = (gpu, memory_mib, canonical)
-        if key in cache:
-            sorted_answer = cache[key]
-        else:
-            sorted_answer = ask(gpu, canonical, memory_mib)
-            cache[key] = sorted_answer
+        # One look-up, not `in` then `[]`: a key hashes its workloads again each time (Python code).
+        sorted_answer = cache.get(key, _UNASKED)
+        if sorted_answer is _UNASKED:
+            sorted_answer = cache[key] = ask(gpu, canonical, memory_mib)
         if sorted_answer is None:
             return None
         answer = [0.0] * len(workloads)
