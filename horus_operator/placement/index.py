@@ -72,7 +72,9 @@ class Group:
     def slots(self) -> dict[GpuKey, GpuSlot]:
         """Its GPUs by rank (sorted here, after a GPU joined out of order)."""
         if not self._in_order:
-            self._slots = dict(sorted(self._slots.items(), key=_by_rank))
+            # (rank, ...) tuples: ranks are unique, so the sort compares ints alone and calls no key
+            ranked = sorted([(slot.rank, key, slot) for key, slot in self._slots.items()])
+            self._slots = {key: slot for _, key, slot in ranked}
             self._in_order = True
             # A new dict: no holes to walk
             self._top = next(reversed(self._slots.values())).rank if self._slots else -1
@@ -308,7 +310,9 @@ class ClusterIndex:
         groups = self._shared.get(count, {})
         if count in self._unsorted:
             self._unsorted.discard(count)
-            groups = self._shared[count] = dict(sorted(groups.items(), key=_by_first_rank))
+            # (first rank, ...) tuples: no two groups share a GPU, so the sort compares ints alone
+            ranked = sorted([(group.first_rank(), token, group) for token, group in groups.items()])
+            groups = self._shared[count] = {token: group for _, token, group in ranked}
         return groups
 
     def _slots_of(self, job: RunningJob) -> Iterator[GpuSlot]:
@@ -404,10 +408,6 @@ class ClusterIndex:
 
 def _by_rank(item: tuple[GpuKey, GpuSlot]) -> int:
     return item[1].rank
-
-
-def _by_first_rank(item: tuple[int, Group]) -> int:
-    return item[1].first_rank()
 
 
 def _put_ranked(slots: dict[GpuKey, GpuSlot], slot: GpuSlot) -> None:
