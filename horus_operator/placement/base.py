@@ -228,7 +228,7 @@ class PlacementCall:
         headroom: dict[str, float] = {}
         for group in self.index.shared_groups(below=self.limits.max_jobs_per_gpu):
             product, memory_mib, _ = group.key
-            predicted = self.predictions.tenants_memory_mib(group.token, group.key)
+            predicted = self.predictions.tenants_memory_mib(group)
             free = memory_mib - predicted - self.limits.memory_margin_mib
             headroom[product] = max(free, headroom.get(product, free))
         return headroom

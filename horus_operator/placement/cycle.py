@@ -173,7 +173,8 @@ class SchedulingCycle:
         walk = _Walk(
             queue,
             self.max_batch,
-            (self._verdicts, self._reached_feasible),
+            self._verdicts,
+            self._reached_feasible,
             self._judge,
             guard,
             queue.gang_members,
@@ -205,11 +206,12 @@ class SchedulingCycle:
             self._unanswered = _Unanswered(
                 index, index.changes, view.nodes, started, left, whole_queue, revision
             )
-        # Every job of `_reached_feasible` keeps its verdict in the memo: the walk takes one for the other.
-        if len(self._verdicts) > 2 * self.max_batch:  # forget jobs that left the queue (or lie deep in it)
+        trimmed = len(self._verdicts) > 2 * self.max_batch
+        if trimmed:  # forget jobs that left the queue (or lie deep in it)
             self._verdicts = {key: self._verdicts[key] for key in walk.reached()}
-            self._reached_feasible = walk.feasible
-        elif walk.feasible:  # a cycle that asked nothing reached none: the last list still serves
+        # Every job of `_reached_feasible` keeps its verdict in the memo (the walk takes one for the
+        # other); a cycle that asked nothing reached none, and the last list still serves.
+        if trimmed or walk.feasible:
             self._reached_feasible = walk.feasible
         requests = {key: walk.feasible_by_key[key] for key in placed}
         return CycleResult(tuple(placed.values()), requests, walk.rejected, explanations)
@@ -377,8 +379,8 @@ class _Walk:
     the way are `rejected`, members of gangs not all queued (`gang_members` counts the queued ones) are
     `unarrived`, and members of the gangs `held` back are not offered.
 
-    `known` is `judge`'s memo by key (the request judged, its verdict) and the feasible jobs the last
-    walk reached on the capacity that memo stands for, in order. Most of a cycle's walk meets those
+    `known` is `judge`'s memo by key (the request judged, its verdict); `last_feasible` the feasible jobs
+    the last walk reached on the capacity that memo stands for, in order. Most of a cycle's walk meets those
     again in the same order, less the jobs started since: a job that is the very request the last walk
     found feasible is feasible (its verdict in the memo says so), which the walk sees by following that
     list instead of looking each job up (the look-up was a tenth of a long simulation's time)."""
@@ -387,14 +389,16 @@ class _Walk:
         self,
         queue: Iterable[JobRequest],
         limit: int,
-        known: tuple[Mapping[str, tuple[JobRequest, Unsatisfiable | None]], list[JobRequest]],
+        known: Mapping[str, tuple[JobRequest, Unsatisfiable | None]],
+        last_feasible: list[JobRequest],
         judge: Callable[[JobRequest], Unsatisfiable | None],
         guard: Callable[[JobRequest], JobRequest] | None,
         gang_members: Callable[[str], int],
     ) -> None:
         self._source = iter(queue)
         self._limit = limit
-        self._known, self._last_feasible = known
+        self._known = known
+        self._last_feasible = last_feasible
         self._last_at = 0  # where the walk is in `_last_feasible`
         self._judge = judge
         self._guard = guard

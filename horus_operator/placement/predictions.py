@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from horus_operator.placement.index import GroupKey, workload_order
+from horus_operator.placement.index import Group, workload_order
 from horus_operator.prediction.api import (
     FROM_PRIOR,
     PREDICTED,
@@ -50,14 +50,14 @@ class CachedPredictions:
             self._jobs[key] = found
         return found
 
-    def tenants_memory_mib(self, token: int, key: GroupKey) -> float:
-        """The predicted GPU memory of the tenants of a shareable GPU group (`index.Group`; `token` stands
-        for its `key`): binpack asks it of every group after every placement."""
+    def tenants_memory_mib(self, group: Group) -> float:
+        """The predicted GPU memory of the tenants of a shareable GPU group, cached by its token: binpack
+        asks it of every group after every placement."""
         self.sync()
-        found = self._tenants_memory.get(token)
+        found = self._tenants_memory.get(group.token)
         if found is None:
-            product, _, tenants = key
-            found = self._tenants_memory[token] = sum(
+            product, _, tenants = group.key
+            found = self._tenants_memory[group.token] = sum(
                 (self.job(workload, product).memory_mib for workload, _ in tenants), 0.0
             )
         return found
