@@ -37,7 +37,7 @@ class GpuSpec:
     fp32_tflops: float  # boost clock
     fp16_tflops: float  # tensor cores (fp32 accumulate) where present; 0: no fast FP16 path
     bf16_tflops: float  # 0: no BF16 fast path (before Ampere)
-    sm_count: int
+    sm_count: int  # 0 where NVIDIA publishes none (B200, B300, GB200); no model reads it
 
     def peak_tflops(self, precision: str) -> float:
         """Peak rate of the matrix maths a training step at `precision` runs on: FP32 for fp32, the

@@ -35,6 +35,10 @@ GFD_PRODUCTS = [
     ("NVIDIA-GeForce-RTX-4090", "rtx-4090"),
     ("NVIDIA-RTX-A6000", "rtx-a6000"),
     ("NVIDIA-RTX-6000-Ada-Generation", "rtx-6000-ada"),
+    ("NVIDIA-B200", "b200"),
+    ("NVIDIA-B300-SXM6-AC", "b300"),
+    ("NVIDIA-GB200", "gb200"),
+    ("NVIDIA-GeForce-RTX-5090", "rtx-5090"),
     # short names, as in `horus predict --gpu` and the simulator
     ("v100", "v100"),
     ("P100", "p100"),
@@ -57,6 +61,7 @@ def test_large_gpus_keep_their_memory() -> None:
     assert gpu_spec("NVIDIA-H100-80GB-HBM3").memory_mib == 80 * 1024
     assert gpu_spec("NVIDIA-H200").memory_mib == 141 * 1024
     assert gpu_spec("NVIDIA-A100-SXM4-40GB").memory_mib == 40 * 1024
+    assert gpu_spec("NVIDIA-B200").memory_mib == 180 * 1024
 
 
 def test_precision_picks_the_fast_path_where_there_is_one() -> None:
@@ -67,7 +72,10 @@ def test_precision_picks_the_fast_path_where_there_is_one() -> None:
         gpu_spec("h100").peak_tflops("fp8")
 
 
-@pytest.mark.parametrize("product", ["", "x900", "AMD-MI250", "NVIDIA-GH200-480GB"])
+# The RTX 5090 D is its own product (a China variant with other limits), not an RTX 5090.
+@pytest.mark.parametrize(
+    "product", ["", "x900", "AMD-MI250", "NVIDIA-GH200-480GB", "NVIDIA-GeForce-RTX-5090-D"]
+)
 def test_unknown_products_are_refused_by_name(product: str) -> None:
     with pytest.raises(UnknownGpuError, match="unknown GPU"):
         normalize_gpu(product)
