@@ -32,6 +32,10 @@ LABEL_MANAGED = "horus.dev/managed"  # "true" on a pod (or a namespace) whose GP
 SCHEDULING_GATE = "horus.dev/placement"
 ANNOTATION_VISIBLE_DEVICES = "horus.dev/visible-devices"  # NVIDIA_VISIBLE_DEVICES, written at release
 CONDITION_PLACED = "horus.dev/Placed"  # the pod condition that says why a gated pod waits
+# The pod condition (pods/status: the operator's to write, not the pod owner's) that Horus sets just before
+# it releases a pod, its message the digest of the placement record it writes: a record that no longer
+# matches was not written by Horus (`podroute/release.py`).
+CONDITION_RELEASED = "horus.dev/Released"
 ANNOTATION_MODEL = "horus.dev/model"  # catalog name, onnx:<configmap>[/<key>] or huggingface:<…>
 ANNOTATION_BATCH_SIZE = "horus.dev/batch-size"
 ANNOTATION_PRECISION = "horus.dev/precision"

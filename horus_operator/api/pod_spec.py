@@ -60,6 +60,10 @@ FIELDS: Mapping[str, str] = {
 # The owner's annotations (`FIELDS`' keys); every other horus.dev/ annotation on a pod is Horus's record
 # of a placement and may not be written by its owner (`placement_records`).
 SPEC_ANNOTATIONS = frozenset(FIELDS.values()) | {keys.ANNOTATION_GROUP, keys.ANNOTATION_GROUP_SIZE}
+# The horus.dev/ annotations a pod's owner writes: the spec's at creation, the progress its job reports
+# while it runs. Every other one is Horus's placement record (the admission policy
+# manifests/pod-records.yaml lists the same keys).
+OWNER_ANNOTATIONS = SPEC_ANNOTATIONS | {keys.ANNOTATION_PROGRESS}
 
 # The workloads whose pods are a gang by their own label (or annotation), named as messages name them.
 WORKLOAD_LABELS: Mapping[str, str] = {"PyTorchJob": keys.LABEL_PYTORCHJOB, "JobSet": keys.LABEL_JOBSET}
@@ -108,8 +112,9 @@ def wants_horus(labels: Mapping[str, str], annotations: Mapping[str, str]) -> bo
 
 
 def placement_records(annotations: Mapping[str, str]) -> list[str]:
-    """The horus.dev/ annotations on a pod that only Horus writes (its record of where the pod runs)."""
-    return sorted(k for k in annotations if k.startswith(keys.PREFIX) and k not in SPEC_ANNOTATIONS)
+    """The horus.dev/ annotations on a pod that only Horus writes (its record of where the pod runs): all
+    but the spec's and the progress its own training job reports."""
+    return sorted(k for k in annotations if k.startswith(keys.PREFIX) and k not in OWNER_ANNOTATIONS)
 
 
 def parse(pod: Mapping[str, Any], *, namespace: str = "") -> JobSpec:

@@ -151,13 +151,22 @@ class Kube:
 
     async def set_pod_condition(self, namespace: str, name: str, condition: Mapping[str, Any]) -> None:
         """Set one condition of a pod's status (a strategic merge: the others stay). Best effort."""
-        body = {"status": {"conditions": [dict(condition)]}}
         try:
-            await self.raw(self._core.patch_namespaced_pod_status, name, namespace, body)
+            await self.guard_pod_condition(namespace, name, condition)
         except (apierrors.ApiError, apierrors.ApiUnavailable) as error:
             log.warning(
                 "condition %s on pod %s/%s not set: %s", condition.get("type"), namespace, name, error
             )
+
+    async def guard_pod_condition(
+        self, namespace: str, name: str, condition: Mapping[str, Any], version: str | None = None
+    ) -> dict[str, Any]:
+        """Set one condition of a pod's status, only while the pod is at `version` when one is given
+        (`Conflict` otherwise); the pod as stored."""
+        body: dict[str, Any] = {"status": {"conditions": [dict(condition)]}}
+        if version is not None:
+            body["metadata"] = {"resourceVersion": version}
+        return await self.raw(self._core.patch_namespaced_pod_status, name, namespace, body)
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return (await self.raw(self._core.list_node))["items"]

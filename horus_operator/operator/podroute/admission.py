@@ -175,11 +175,20 @@ def _without_ours(spec: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
+def reads_gpus(container: Mapping[str, Any]) -> bool:
+    """Whether `container` reads its GPUs from the pod's annotation, as the webhook makes it."""
+    return any(_reading_annotation(env) for env in container.get("env") or [])
+
+
 def _ours(env: Mapping[str, Any]) -> bool:
-    """The variable as the webhook wrote it (the API server adds the fieldRef's apiVersion), or the
-    "no GPU" it gives a DRA-bound pod's init containers."""
+    """The variable as the webhook wrote it, or the "no GPU" it gives a DRA-bound pod's init containers."""
+    return _reading_annotation(env) or (env.get("name") == VISIBLE_DEVICES and env.get("value") == NO_GPU)
+
+
+def _reading_annotation(env: Mapping[str, Any]) -> bool:
+    """The GPU variable read from the annotation (the API server adds the fieldRef's apiVersion)."""
     field = ((env.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
-    return env.get("name") == VISIBLE_DEVICES and (field == DEVICES_FIELD or env.get("value") == NO_GPU)
+    return env.get("name") == VISIBLE_DEVICES and field == DEVICES_FIELD
 
 
 def _reading_gpus(container: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,20 +1,31 @@
-"""A managed pod as the pod route reads it, and the one patch that releases it (pure).
+"""A managed pod as the pod route reads it, and the writes that release it (pure).
 
 A managed pod is in one of three states, all read from the pod alone (so a restarted operator knows
 each at once): **gated** (the scheduling gate `horus.dev/placement` is on: waiting for Horus),
-**placed** (the gate is gone and the pod carries Horus's placement record: it holds its GPUs like a
-DLJob's pod until it ends), or **unplaced** (no gate and no record: created while the webhook was not
-called, so kube-scheduler places it as any pod; Horus never touches it).
+**placed** (the gate is gone and the pod carries the placement record Horus released it with: it holds
+its GPUs like a DLJob's pod until it ends), or **unplaced** (no gate and no record: created while the
+webhook was not called, so kube-scheduler places it as any pod; Horus never touches it).
 
-Releasing is one JSON patch: the placement record and `horus.dev/visible-devices` (which the
-containers read through the downward API), `kubernetes.io/hostname` added to the node selector (a
-gated pod's node selection may be tightened, Kubernetes ≥ 1.30), and the gate removed, guarded by the
-resourceVersion the decision read. The API server applies all of it or none, so no crash leaves a pod
-half released, and a pod that changed since (another replica released it) is not released again.
+Releasing is two writes. First the pod's condition `horus.dev/Released`, whose message is the digest of
+the placement record about to be written (pods/status: the operator's to write, never the pod owner's,
+whom RBAC gives the pod and not its status). Then one JSON patch: the placement record and
+`horus.dev/visible-devices` (which the containers read through the downward API),
+`kubernetes.io/hostname` added to the node selector (a gated pod's node selection may be tightened,
+Kubernetes ≥ 1.30), and the gate removed. Each write is guarded by the resourceVersion the one before
+read, so a pod that changed since (another replica released it) is not released again; the patch is
+applied whole or not at all, so no crash leaves a pod half released.
+
+Whoever may patch a pod can rewrite its annotations and remove its gate. The admission policy
+`horus-pod-records` (manifests/pod-records.yaml) refuses that to everyone but the operator; without it,
+or around it, `tampered` says why a pod's record is not Horus's: a record whose digest is not the
+released one, a pod bound to another node than its record's, a gate removed from a pod the webhook
+gated with no release. Such a pod holds no GPU in Horus's books, and the route stops it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,8 +33,9 @@ from typing import Any
 
 from horus_operator.api import keys, pod_spec
 from horus_operator.api.dljob import InvalidJob
-from horus_operator.operator.jobs import pods
+from horus_operator.operator.jobs import pods, template
 from horus_operator.operator.jobs.pods import PodView
+from horus_operator.operator.podroute import admission
 
 
 @dataclass(frozen=True)
@@ -32,8 +44,9 @@ class ManagedPod:
     body: Mapping[str, Any]
     view: PodView  # as any Horus pod: node, GPUs and request from the placement record
     gated: bool
-    placed: bool
+    placed: bool  # released by Horus, its record as released: it holds its GPUs
     group: pod_spec.Group | None  # its gang; None alone, or where its group annotations are bad
+    tampered: str = ""  # why its placement is not Horus's (`tampered`); "" when it is, or it waits
 
     @property
     def namespace(self) -> str:
@@ -49,8 +62,9 @@ class ManagedPod:
 
     @property
     def waiting(self) -> bool:
-        """Gated, not deleted, not ended: the scheduling cycle should place it."""
-        return self.gated and not self.placed and self.view.holds_gpus
+        """Gated, not deleted, not ended: the scheduling cycle should place it (a record on a gated pod
+        is no one's: the release writes its own over it)."""
+        return self.gated and self.view.holds_gpus
 
     @property
     def created_at(self) -> float:
@@ -65,13 +79,68 @@ def read(body: Mapping[str, Any]) -> ManagedPod:
     except InvalidJob:  # the verdict on the pod says so (`route.PodRoute.waiting`)
         group = None
     gates = (body.get("spec") or {}).get("schedulingGates") or []
+    gated = any(gate.get("name") == keys.SCHEDULING_GATE for gate in gates)
+    view = pods.view(body)
+    why = "" if gated else tampered(body, view)
     return ManagedPod(
         key=pod_spec.request_key(meta["namespace"], meta["name"]),
         body=body,
-        view=pods.view(body),
-        gated=any(gate.get("name") == keys.SCHEDULING_GATE for gate in gates),
-        placed=keys.ANNOTATION_NODE in (meta.get("annotations") or {}),
+        view=view,
+        gated=gated,
+        placed=not gated and not why and keys.ANNOTATION_NODE in (meta.get("annotations") or {}),
         group=group,
+        tampered=why,
+    )
+
+
+def tampered(body: Mapping[str, Any], view: PodView) -> str:
+    """Why an ungated managed pod's placement is not the one Horus released, "" when it is (or it is
+    unplaced: no record, never gated by the webhook)."""
+    annotations = body["metadata"].get("annotations") or {}
+    if keys.ANNOTATION_NODE not in annotations:
+        if _webhook_gated(body.get("spec") or {}):
+            return f"its scheduling gate {keys.SCHEDULING_GATE} was removed by someone other than Horus"
+        return ""
+    if not _released_as(body, record_digest(annotations)):
+        return "its placement record (metadata.annotations['horus.dev/…']) is not the one Horus released"
+    if view.bound_node and view.bound_node != view.node:
+        return f"it runs on node {view.bound_node}, its placement record says {view.node}"
+    return ""
+
+
+def record_digest(annotations: Mapping[str, str]) -> str:
+    """The digest of a pod's placement record (`pod_spec.placement_records`), as the condition
+    `horus.dev/Released` states it."""
+    record = {key: annotations[key] for key in pod_spec.placement_records(annotations)}
+    return "sha256:" + hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+
+
+def released_condition(annotations: Mapping[str, str], now: datetime) -> dict[str, str]:
+    """The condition set before the release that writes `annotations` (the whole placement record)."""
+    return {
+        "type": keys.CONDITION_RELEASED,
+        "status": "True",
+        "reason": "Released",
+        "message": record_digest(annotations),
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def _released_as(body: Mapping[str, Any], digest: str) -> bool:
+    """Whether Horus released the pod with the record of `digest`. A pod released by a Horus before
+    the condition existed has only `horus.dev/Placed` True: trusted as that Horus trusted it."""
+    conditions = {c.get("type"): c for c in (body.get("status") or {}).get("conditions") or []}
+    released = conditions.get(keys.CONDITION_RELEASED)
+    if released is not None:
+        return released.get("status") == "True" and released.get("message") == digest
+    return (conditions.get(keys.CONDITION_PLACED) or {}).get("status") == "True"
+
+
+def _webhook_gated(spec: Mapping[str, Any]) -> bool:
+    """Whether the webhook bound the pod (its containers read the GPU annotation, or it references
+    claims of its own): it was gated at creation, and only Horus's release removes that gate."""
+    return bool(admission.own_claims(spec)) or any(
+        admission.reads_gpus(container) for _, container in template.containers(spec)
     )
 
 

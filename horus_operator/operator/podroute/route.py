@@ -80,6 +80,7 @@ class PodRoute:
         self._told: dict[str, str] = {}  # queue key -> the last reason posted (Event and condition)
         self._tasks: set[asyncio.Task[None]] = set()
         self._gangs: dict[str, set[str]] = {}  # gang name -> the queue keys of its pods as last seen
+        self._stopping: set[str] = set()  # uids of the pods deleted for a placement not Horus's
 
     @staticmethod
     def owns(key: str) -> bool:
@@ -142,6 +143,8 @@ class PodRoute:
     def waiting(self, key: str) -> Waiting | None:
         """The request to queue for `key`, None when it is not a gated pod Horus can place (yet)."""
         pod = self.pods.get(key)
+        if pod is not None and pod.tampered and not pod.view.deleting:
+            self._stop(pod)
         if pod is None or not pod.waiting:
             return None
         verdict = self._verdict(pod)
@@ -229,8 +232,14 @@ class PodRoute:
         if not own:  # env binding: what the containers read through the downward API
             devices = pods.visible_devices(assignment.gpu_indices, tuple(uuids))
             annotations[keys.ANNOTATION_VISIBLE_DEVICES] = devices
-        operations = release.release_operations(pod, annotations, hostname)
         try:
+            # The record's digest first, where the pod's owner cannot write: the release that follows
+            # is Horus's by it (`release.tampered`).
+            condition = release.released_condition(annotations, self._clock())
+            noted = release.read(
+                await self._kube.guard_pod_condition(pod.namespace, pod.name, condition, pod.version)
+            )
+            operations = release.release_operations(noted, annotations, hostname)
             stored = await self._kube.json_patch_pod(pod.namespace, pod.name, operations)
         except (apierrors.Conflict, apierrors.Rejected) as error:
             log.info(
@@ -287,6 +296,21 @@ class PodRoute:
                 log.info("pod %s/%s cannot be placed: %s", pod.namespace, pod.name, message)
             self._tell(pod, "Warning", "InvalidSpec", message)
 
+    def _stop(self, pod: ManagedPod) -> None:
+        """Delete a pod whose placement is not Horus's (`release.tampered`), once, saying why: it holds
+        no GPU in Horus's books, and may use GPUs given to others. Its controller makes it again, gated."""
+        if pod.view.uid in self._stopping:
+            return
+        self._stopping.add(pod.view.uid)
+        message = f"stopped: {pod.tampered}"
+        log.warning("pod %s/%s %s", pod.namespace, pod.name, message)
+        self._spawn(
+            self._kube.post_event(
+                pod.body, kind="Warning", reason="Tampered", message=message, involved_kind=POD
+            )
+        )
+        self._spawn(self._kube.delete_pod(pod.namespace, pod.name))
+
     def explain(self, key: str, message: str) -> None:
         pod = self.pods.get(key)
         if pod is not None and pod.waiting:
@@ -340,3 +364,4 @@ class PodRoute:
     def _forget(self, pod: ManagedPod) -> None:
         self._told.pop(pod.key, None)
         self._verdicts.pop(pod.view.uid, None)
+        self._stopping.discard(pod.view.uid)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -153,11 +154,75 @@ def gated(**spec: Any) -> dict[str, Any]:
 def test_a_managed_pod_is_gated_placed_or_neither() -> None:
     waiting = release.read(gated())
     assert waiting.gated and not waiting.placed and waiting.waiting and waiting.key == "pod:team/p"
-    placed = gated(schedulingGates=[])
-    placed["metadata"]["annotations"][keys.ANNOTATION_NODE] = "gpu-node-0"
+    placed = released(gated(schedulingGates=[]), {keys.ANNOTATION_NODE: "gpu-node-0"})
     assert release.read(placed).placed and not release.read(placed).waiting
     unplaced = release.read(gated(schedulingGates=[]))  # created while the webhook was not called
-    assert not unplaced.gated and not unplaced.placed and not unplaced.waiting
+    assert not unplaced.gated and not unplaced.placed and not unplaced.waiting and not unplaced.tampered
+
+
+def released(body: dict[str, Any], record: dict[str, str]) -> dict[str, Any]:
+    """`body` as Horus releases it: `record` written, the condition stating its digest set."""
+    body["metadata"]["annotations"].update(record)
+    condition = release.released_condition(body["metadata"]["annotations"], datetime(2026, 12, 2, tzinfo=UTC))
+    body["status"] = {"conditions": [condition]}
+    return body
+
+
+RECORD = {keys.ANNOTATION_NODE: "gpu-node-0", keys.ANNOTATION_GPUS: "1", keys.ANNOTATION_VISIBLE_DEVICES: "1"}
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({keys.ANNOTATION_NODE: "gpu-node-1"}, "not the one Horus released"),
+        ({keys.ANNOTATION_VISIBLE_DEVICES: "all"}, "not the one Horus released"),
+        ({keys.ANNOTATION_COLOCATED: "other/x"}, "not the one Horus released"),
+    ],
+)
+def test_a_record_changed_after_release_is_not_horuss(change: dict[str, str], why: str) -> None:
+    body = released(gated(schedulingGates=[]), RECORD)
+    body["metadata"]["annotations"].update(change)
+    pod = release.read(body)
+    assert why in pod.tampered and not pod.placed and not pod.waiting
+
+
+def test_a_record_horus_never_released_is_not_horuss_and_a_gated_pods_record_waits_for_the_release() -> None:
+    forged = gated(schedulingGates=[])
+    forged["metadata"]["annotations"].update(RECORD)  # a pod made with a record, past the webhook
+    assert "not the one Horus released" in release.read(forged).tampered
+    gated_forged = gated()
+    gated_forged["metadata"]["annotations"].update(RECORD)  # the release writes its own over it
+    pod = release.read(gated_forged)
+    assert pod.waiting and not pod.placed and not pod.tampered
+
+
+def test_a_pod_bound_to_another_node_than_its_record_is_not_horuss() -> None:
+    body = released(gated(schedulingGates=[]), RECORD)
+    body["spec"]["nodeName"] = "gpu-node-3"
+    assert "runs on node gpu-node-3" in release.read(body).tampered
+    body["spec"]["nodeName"] = "gpu-node-0"
+    assert release.read(body).placed
+
+
+def test_a_gate_removed_from_a_pod_the_webhook_gated_is_not_horuss() -> None:
+    body = pod(labels={keys.LABEL_MANAGED: "true"}, annotations=MODEL)
+    changes = admission.admit(body)
+    assert changes is not None
+    body["spec"].update(changes["spec"], schedulingGates=[])
+    assert "scheduling gate horus.dev/placement was removed" in release.read(body).tampered
+
+
+def test_a_pod_released_by_a_horus_before_the_digest_is_trusted_as_it_was() -> None:
+    body = gated(schedulingGates=[])
+    body["metadata"]["annotations"].update(RECORD)
+    body["status"] = {"conditions": [{"type": keys.CONDITION_PLACED, "status": "True"}]}
+    assert release.read(body).placed
+
+
+def test_the_progress_its_job_reports_is_no_part_of_the_record() -> None:
+    body = released(gated(schedulingGates=[]), RECORD)
+    body["metadata"]["annotations"][keys.ANNOTATION_PROGRESS] = "12.5"
+    assert release.read(body).placed
 
 
 def test_the_release_is_one_patch_that_keeps_other_gates_and_node_labels() -> None:

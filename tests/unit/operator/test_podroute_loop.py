@@ -78,6 +78,20 @@ class PodKube(FakeKube):
     async def set_pod_condition(self, namespace: str, name: str, condition: dict[str, Any]) -> None:
         self.conditions[name] = dict(condition)
 
+    async def guard_pod_condition(
+        self, namespace: str, name: str, condition: dict[str, Any], version: str | None = None
+    ) -> dict[str, Any]:
+        stored = self.managed[f"{namespace}/{name}"]
+        if version is not None and version != stored["metadata"]["resourceVersion"]:
+            raise apierrors.Conflict(409, "Conflict")
+        kept = [c for c in stored["status"].get("conditions", []) if c["type"] != condition["type"]]
+        stored["status"]["conditions"] = [*kept, dict(condition)]
+        stored["metadata"]["resourceVersion"] = str(next(self._versions))
+        return copy.deepcopy(stored)
+
+    async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
+        self.managed.pop(f"{namespace}/{name}", None)
+
     async def post_event(
         self, involved: dict[str, Any], *, kind: str, reason: str, message: str, **_: Any
     ) -> None:
@@ -336,3 +350,29 @@ def test_dra_bound_pods_of_the_route_share_a_gpu_with_nobody() -> None:
     asyncio.run(route.resync())
     scopes = {route.waiting(f"pod:team/{name}").request.share_scope for name in "ab"}  # type: ignore[union-attr]
     assert len(scopes) == 2 and "" not in scopes
+
+
+def test_a_record_rewritten_after_release_holds_no_gpu_and_its_pod_is_stopped() -> None:
+    kube = _cluster(gpus=1)
+    kube.add("a")
+    asyncio.run(_run(_loop(kube)[0]))
+    released = kube.managed["team/a"]
+    assert released["metadata"]["annotations"][keys.ANNOTATION_GPUS] == "0"
+    # Its owner (who may patch the pod, not its status) points the record and the devices elsewhere.
+    released["metadata"]["annotations"][keys.ANNOTATION_VISIBLE_DEVICES] = "all"
+    kube.add("b")
+    asyncio.run(_run(_loop(kube)[0]))  # a restarted operator: nothing in memory says who wrote what
+    assert "team/a" not in kube.managed
+    assert [(name, reason) for name, reason, _ in kube.pod_events if reason == "Tampered"] == [
+        ("a", "Tampered")
+    ]
+    assert kube.managed["team/b"]["metadata"]["annotations"][keys.ANNOTATION_GPUS] == "0"
+
+
+def test_a_gate_removed_by_the_pods_owner_stops_the_pod() -> None:
+    kube = _cluster(gpus=1)
+    kube.add("a")
+    kube.managed["team/a"]["spec"]["schedulingGates"] = []  # removed by hand, nothing released
+    asyncio.run(_run(_loop(kube)[0]))
+    assert "team/a" not in kube.managed and kube.patches == 0
+    assert any("scheduling gate" in message for _, reason, message in kube.pod_events if reason == "Tampered")
