@@ -96,19 +96,6 @@ def _annotation(key: str) -> str:
     return "/metadata/annotations/" + key.replace("/", "~1")
 
 
-def test_the_policy_is_accepted_as_written(
-    cluster: devcluster.LocalCluster, operator: OperatorProcess
-) -> None:
-    def checked() -> dict[str, Any] | None:
-        policy = json.loads(
-            cluster.kubectl("get", "validatingadmissionpolicy", "horus-pod-records", "-o", "json").stdout
-        )
-        return policy.get("status", {}).get("typeChecking")
-
-    type_checking = wait_for(checked, timeout=30, what="the API server to type-check the policy")
-    assert not type_checking.get("expressionWarnings"), type_checking
-
-
 def test_a_tenant_who_may_patch_its_pods_may_not_touch_horuss_records_or_gate(
     cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
 ) -> None:
