@@ -30,11 +30,12 @@ HOST_CPUS_CSV = REPO / "data" / "colocation" / "gavel_host_cpus.csv"
 
 
 def without_gpu(path: Path, gpu: str, directory: Path) -> Path:
-    """A copy of a measurement CSV (with a `gpu` column) in `directory` without `gpu`'s rows."""
+    """A copy of a measurement CSV (with a `gpu` column) in `directory` without `gpu`'s rows (a row
+    naming no GPU, as some published peaks do, is not `gpu`'s)."""
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     fields = list(rows[0]) if rows else []
-    kept = [row for row in rows if normalize_gpu(row["gpu"]) != gpu]
+    kept = [row for row in rows if not row["gpu"] or normalize_gpu(row["gpu"]) != gpu]
     copy = directory / f"{path.stem}-without-{gpu}.csv"
     with copy.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields, lineterminator="\n")

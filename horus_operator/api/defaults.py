@@ -20,6 +20,12 @@ DEFAULT_FRAMEWORK = "pytorch"
 ONNX_KEY = "model.onnx"  # spec.model.onnx.key: the ConfigMap key of the graph
 HF_CONFIG_KEY = "config.json"  # spec.model.huggingface.key
 OPTIMIZER = "adam"  # spec.model.huggingface.optimizer: what its state costs in memory
+# spec.model.huggingface.weightsDtype: what the weights are loaded in. No default here: a config whose
+# torch_dtype is bfloat16 or float16 is loaded in that (as the common fine-tuning recipes do), else fp32.
+WEIGHTS_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32")
+# spec.model.huggingface.attention: PyTorch's and Hugging Face's default, which stores no T×T scores.
+ATTENTION = "sdpa"
+ATTENTIONS: tuple[str, ...] = (ATTENTION, "eager")
 GRACE_PERIOD_S = 30  # spec.migration.gracePeriodSeconds: to checkpoint after SIGTERM
 BATCH_SIZE = 1  # for objects stored without the schema (which requires spec.batchSize)
 
@@ -35,6 +41,7 @@ SPEC: Mapping[str, object] = {
     "model.huggingface.key": HF_CONFIG_KEY,
     "model.huggingface.optimizer": OPTIMIZER,
     "model.huggingface.gradientCheckpointing": False,
+    "model.huggingface.attention": ATTENTION,
     "migration.allowed": False,
     "migration.gracePeriodSeconds": GRACE_PERIOD_S,
     "simulation.fail": False,

@@ -200,6 +200,30 @@ def input_shape(value: object) -> tuple[int, ...]:
     return tuple(sizes)
 
 
+@dataclass(frozen=True)
+class HuggingfaceStorage:
+    """How spec.model.huggingface says the job stores its model: what `transformer.Training` takes as
+    `weights_dtype` and `attention`."""
+
+    weights_dtype: str | None  # None: the config's torch_dtype decides (`transformer.weights_dtype`)
+    attention: str
+
+
+def huggingface_storage(spec: Mapping[str, Any]) -> HuggingfaceStorage:
+    """spec.model.huggingface's weightsDtype and attention, defaulted as crds/dljob.yaml does;
+    InvalidJob naming one outside the CRD's enum (an object stored without the schema, or under a CRD
+    from before the fields, which then gets the defaults)."""
+    weights = spec.get("weightsDtype")
+    if weights is not None and weights not in defaults.WEIGHTS_DTYPES:
+        raise InvalidJob(
+            f"{HUGGINGFACE}.weightsDtype", weights, f"one of {', '.join(defaults.WEIGHTS_DTYPES)}"
+        )
+    attention = spec.get("attention", defaults.ATTENTION)
+    if attention not in defaults.ATTENTIONS:
+        raise InvalidJob(f"{HUGGINGFACE}.attention", attention, f"one of {', '.join(defaults.ATTENTIONS)}")
+    return HuggingfaceStorage(weights, attention)
+
+
 def created_at(body: Mapping[str, Any]) -> float:
     """When the DLJob was created (epoch seconds; 0 when not yet stored): its place in the queue."""
     stamp = body["metadata"].get("creationTimestamp")

@@ -12,7 +12,14 @@ from pathlib import Path
 
 import click
 
-from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION, OPTIMIZER
+from horus_operator.api.defaults import (
+    ATTENTION,
+    ATTENTIONS,
+    DEFAULT_FRAMEWORK,
+    DEFAULT_PRECISION,
+    OPTIMIZER,
+    WEIGHTS_DTYPES,
+)
 from horus_operator.prediction import catalog, load_predictor, memory, timeslicing, transformer
 from horus_operator.prediction.api import UnknownGpuError, UnknownModelError, Workload
 from horus_operator.prediction.gpus import PRECISIONS, normalize_gpu
@@ -229,6 +236,18 @@ def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Pa
     default=OPTIMIZER,
     show_default=True,
 )
+@click.option(
+    "--weights-dtype",
+    type=click.Choice(WEIGHTS_DTYPES),
+    help="Weights loaded in (with --hf-config); default: the config's torch_dtype where half, else fp32.",
+)
+@click.option(
+    "--attention",
+    type=click.Choice(ATTENTIONS),
+    default=ATTENTION,
+    show_default=True,
+    help="Attention implementation (with --hf-config): sdpa stores no sequence × sequence scores.",
+)
 @click.option("--batch-size", required=True, type=click.IntRange(min=1))
 @click.option(
     "--gpu",
@@ -260,6 +279,8 @@ def job(
     lora_targets: tuple[str, ...],
     gradient_checkpointing: bool,
     optimizer: str,
+    weights_dtype: str | None,
+    attention: str,
     batch_size: int,
     gpu: str,
     precision: str,
@@ -277,7 +298,12 @@ def job(
     try:
         gpu_type = normalize_gpu(gpu)
         if hf_config is not None:
-            training = _training(sequence_length, lora_rank, lora_targets, gradient_checkpointing, optimizer)
+            lora = _lora(lora_rank, lora_targets)
+            if sequence_length is None:
+                raise click.UsageError("--hf-config needs --sequence-length")
+            training = transformer.Training(
+                sequence_length, optimizer, lora, gradient_checkpointing, weights_dtype, attention
+            )
             described = transformer.describe(_read_config(hf_config), training)
             name = f"{hf_config.name} ({described.shape.family})"
             workload = Workload(name, batch_size, dict(described.profile), "hf:" + described.key, precision)
@@ -330,19 +356,10 @@ def _catalog_workload(name: str, shape: tuple[int, ...] | None, batch_size: int,
         raise click.ClickException(f"--input-shape {list(shape)}: {name} cannot take it: {error}") from error
 
 
-def _training(
-    sequence_length: int | None,
-    lora_rank: int | None,
-    lora_targets: tuple[str, ...],
-    gradient_checkpointing: bool,
-    optimizer: str,
-) -> transformer.Training:
-    if sequence_length is None:
-        raise click.UsageError("--hf-config needs --sequence-length")
+def _lora(lora_rank: int | None, lora_targets: tuple[str, ...]) -> transformer.Lora | None:
     if lora_targets and lora_rank is None:
         raise click.UsageError("--lora-target needs --lora-rank")
-    lora = transformer.Lora(lora_rank, tuple(lora_targets)) if lora_rank is not None else None
-    return transformer.Training(sequence_length, optimizer, lora, gradient_checkpointing)
+    return transformer.Lora(lora_rank, tuple(lora_targets)) if lora_rank is not None else None
 
 
 def _read_config(path: Path) -> dict[str, object]:
@@ -360,6 +377,8 @@ def _described(described: transformer.Description) -> dict[str, object]:
         "sequence_length": described.training.sequence_length,
         "params": described.params,
         "trainable_params": described.trainable_params,
+        "weights_dtype": described.weights_dtype,
+        "attention": described.training.attention,
         "flops_per_token": round(described.flops_per_token),
     }
 

@@ -77,9 +77,10 @@ OPTIONAL_PROFILE: Mapping[str, float] = {"recurrent_step_ops": 0.0}
 # columns the shipped models read, stay as they are. `at_batch` carries them, the per-sample ones also
 # per batch (`…_per_batch`).
 MEMORY_NAMES: tuple[str, ...] = (
-    "trainable_param_bytes",  # parameters with gradients (FP32): all of them unless adapters are trained
-    "optimizer_state_bytes",  # what the optimizer keeps for them (Adam: two FP32 moments)
-    "kept_activation_bytes_per_sample",  # activation bytes held for backward under checkpointing
+    "weight_bytes",  # every weight as loaded in half precision (no FP32 copy, no autocast copies)
+    "trainable_param_bytes",  # parameters with gradients (in their dtype): all unless adapters are trained
+    "optimizer_state_bytes",  # what the optimizer keeps for them (Adam: two moments, in their dtype)
+    "kept_activation_bytes_per_sample",  # held for backward under checkpointing, LoRA or SDPA attention
     "fp32_activation_bytes_per_sample",  # held at FP32 whatever the precision, beyond the graph (the loss)
 )
 # Profile entries measured over the whole inferred batch and divided by its size.

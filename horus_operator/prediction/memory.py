@@ -7,9 +7,10 @@ in use     = overhead + (weight_factor × parameter bytes
 
 `weight_factor` is PARAM_FACTOR = 4 (weights, gradients and Adam's two moments, FP32), plus
 HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). A job that
-says more (`features.MEMORY_NAMES`: a Hugging Face config counted by `transformer`) has gradients and
-optimizer state for its trainable parameters only (LoRA), its optimizer's state, and the activations
-gradient checkpointing keeps, in place of those defaults. Activations kept for backward are stored
+says more (`features.MEMORY_NAMES`: a Hugging Face config counted by `transformer`) has its weights as
+loaded (in half precision: no FP32 copy and no autocast copies), gradients and optimizer state for its
+trainable parameters only (LoRA) in their dtype, its optimizer's state, and the activations it keeps
+(checkpointing, SDPA attention), in place of those defaults. Activations kept for backward are stored
 at half size under amp/bf16. The process floor (`process_floor_mib`: what any training process of a
 runtime holds on a GPU generation — CUDA context, cuBLAS/cuDNN workspaces, allocator cache) is data,
 `data/process_floor.csv`, each row a measured tiny-model peak or a nearer generation's, saying which.
@@ -171,7 +172,8 @@ class MemoryModel:
         half_copies = weight_factor(self.param_factor, precision) - self.param_factor
         trainable = job_features.get("trainable_param_bytes", param_bytes)
         optimizer = job_features.get("optimizer_state_bytes", (self.param_factor - 2.0) * trainable)
-        return (1.0 + half_copies) * param_bytes + trainable + optimizer
+        weights = job_features.get("weight_bytes", (1.0 + half_copies) * param_bytes)
+        return weights + trainable + optimizer
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -184,11 +186,11 @@ def weight_factor(param_factor: float, precision: str) -> float:
 
 
 def _weights_and_gradients(job_features: Mapping[str, float]) -> float:
-    """FLOOR_PARAM_FACTOR × parameter bytes where every parameter is trained; only the trained ones'
-    gradients where the job says which (LoRA)."""
+    """FLOOR_PARAM_FACTOR × parameter bytes where every parameter is trained; the weights as loaded and
+    only the trained ones' gradients where the job says so (half-precision weights, LoRA)."""
     param_bytes = job_features["param_bytes"]
     trainable = job_features.get("trainable_param_bytes", param_bytes)
-    return param_bytes + (FLOOR_PARAM_FACTOR - 1.0) * trainable
+    return job_features.get("weight_bytes", param_bytes) + (FLOOR_PARAM_FACTOR - 1.0) * trainable
 
 
 def _activation_bytes(job_features: Mapping[str, float], precision: str) -> float:

@@ -9,8 +9,10 @@ catalog's exported graphs check it (tests/unit/prediction/test_transformer.py): 
 equal.
 
 Beside the profile it gives what a graph cannot say and the memory model reads (`features.MEMORY_NAMES`):
-the bytes of trainable parameters (their gradients), of the optimizer's state, of the activations
-kept for backward under gradient checkpointing, and of the loss over the vocabulary (held at FP32).
+the bytes of the weights where they are loaded in half precision (`weightsDtype`), of trainable
+parameters (their gradients), of the optimizer's state, of the activations kept for backward (under
+gradient checkpointing, LoRA, or SDPA attention, which stores no T×T scores), and of the loss over the
+vocabulary (held at FP32). The profile stays the eager graph's whatever the attention.
 
 Pure: a config is a mapping, nothing is read or downloaded.
 """
@@ -24,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from horus_operator.api.defaults import OPTIMIZER
+from horus_operator.api.defaults import ATTENTION, ATTENTIONS, OPTIMIZER, WEIGHTS_DTYPES
 from horus_operator.prediction import features
 from horus_operator.prediction import transformer_graph as tg
 from horus_operator.prediction.transformer_graph import Shape
@@ -40,6 +42,11 @@ DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
     "bert": ("query", "value"),
 }
 ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head (LM head, classifier)
+# Bytes per value of each weightsDtype (defaults.WEIGHTS_DTYPES).
+DTYPE_BYTES: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp32": tg.FP32}
+FP32 = "fp32"
+# A config.json's torch_dtype naming a half precision, as the weightsDtype it loads in by default.
+_HALF_TORCH_DTYPES: Mapping[str, str] = {"bfloat16": "bf16", "float16": "fp16"}
 
 
 class ConfigError(ValueError):
@@ -65,6 +72,8 @@ class Training:
     optimizer: str = OPTIMIZER
     lora: Lora | None = None
     gradient_checkpointing: bool = False
+    weights_dtype: str | None = None  # None: the config's torch_dtype where half, else fp32
+    attention: str = ATTENTION  # "sdpa" or "eager" (defaults.ATTENTIONS)
 
 
 # ---- reading a config ----
@@ -195,6 +204,7 @@ class Description:
     # features.PROFILE_NAMES, and the features.MEMORY_NAMES that differ from what a graph implies
     profile: Mapping[str, float]
     key: str = ""  # identifies the config and training setup (a digest), for caching predictions
+    weights_dtype: str = FP32  # what the weights are loaded in (`weights_dtype`)
 
     @property
     def flops_per_token(self) -> float:
@@ -216,23 +226,36 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     base = sum(times * _base_params(block, shape) for block, times in weighted)
     adapters = sum(times * _adapter_params(block, training.lora, targets) for block, times in weighted)
     trainable = adapters if training.lora is not None else base
+    dtype = weights_dtype(config, training)
+    width = DTYPE_BYTES[dtype]
     profile = _tally(weighted)
     profile.update(params=float(base + adapters), param_bytes=float(tg.FP32 * (base + adapters)))
     profile["input_bytes_per_sample"] = float(INDEX_BYTES * s)
-    profile["trainable_param_bytes"] = float(tg.FP32 * trainable)
-    profile["optimizer_state_bytes"] = float(tg.FP32 * OPTIMIZER_STATES[training.optimizer] * trainable)
+    # Trained parameters keep their gradients and the optimizer's state in their own dtype: FP32, or
+    # the half precision the whole model is loaded in (torchtune's convention, adapters included).
+    profile["trainable_param_bytes"] = float(width * trainable)
+    profile["optimizer_state_bytes"] = float(width * OPTIMIZER_STATES[training.optimizer] * trainable)
+    if dtype != FP32:  # loaded in half: no FP32 weights, and autocast has no half copies to make
+        profile["weight_bytes"] = float(width * (base + adapters))
     # The loss over the vocabulary, not in a forward graph: Hugging Face's (and torchtune's) cast the
     # logits to FP32 (`logits.float()`) and log-softmax them, keeping both for backward, at any precision.
     # A sequence classifier's loss is over its labels, once per sequence.
     logits = shape.labels if shape.labels else s * shape.vocab
     profile["fp32_activation_bytes_per_sample"] = float(LOSS_FP32_COPIES * tg.FP32 * logits)
-    if training.gradient_checkpointing:
-        profile["kept_activation_bytes_per_sample"] = _checkpointed_bytes(blocks, shape, s)
-    elif training.lora is not None:
-        profile["kept_activation_bytes_per_sample"] = sum(
-            times * tg.activation_bytes(block, kept_only=True) for block, times in weighted
-        )
-    return Description(shape, training, base + adapters, trainable, profile, key=_digest(config, training))
+    kept = _kept_bytes(blocks, shape, training)
+    if kept != profile["activation_bytes_per_sample"]:  # memory reads the graph's where they agree
+        profile["kept_activation_bytes_per_sample"] = kept
+    key = _digest(config, training)
+    return Description(shape, training, base + adapters, trainable, profile, key=key, weights_dtype=dtype)
+
+
+def weights_dtype(config: Mapping[str, Any], training: Training) -> str:
+    """The dtype the weights are loaded in: the training's, else the config's `torch_dtype` where it is
+    a half precision (Llama, Mistral and Qwen2 publish bfloat16 or float16, and the common fine-tuning
+    recipes load them so), else FP32 (what a model is loaded in when no dtype is asked for)."""
+    if training.weights_dtype is not None:
+        return training.weights_dtype
+    return _HALF_TORCH_DTYPES.get(str(config.get("torch_dtype")), FP32)
 
 
 def _digest(config: Mapping[str, Any], training: Training) -> str:
@@ -254,6 +277,12 @@ def _check_training(shape: Shape, training: Training) -> None:
         )
     if training.lora is not None and not 1 <= training.lora.rank <= MAX_DIMENSION:
         raise ConfigError("lora.rank", f"from 1 to {MAX_DIMENSION}, got {training.lora.rank}")
+    if training.weights_dtype is not None and training.weights_dtype not in WEIGHTS_DTYPES:
+        raise ConfigError(
+            "weightsDtype", f"{training.weights_dtype!r}: expected one of {', '.join(WEIGHTS_DTYPES)}"
+        )
+    if training.attention not in ATTENTIONS:
+        raise ConfigError("attention", f"{training.attention!r}: expected one of {', '.join(ATTENTIONS)}")
 
 
 def _lora_targets(shape: Shape, lora: Lora | None) -> frozenset[str]:
@@ -307,11 +336,14 @@ def _tally(weighted: Iterable[tuple[tg.Block, int]]) -> dict[str, float]:
     return counts
 
 
-def _checkpointed_bytes(blocks: tg.Blocks, shape: Shape, s: int) -> float:
-    """Activation bytes kept under gradient checkpointing (Hugging Face's, one checkpoint per layer):
-    the inputs of layers 2…L (the outputs of the layers before them; the first layer's input is the
-    embeddings' output, counted with them), and one layer's activations while it is recomputed for its
-    backward; the embeddings and the head are not checkpointed."""
-    start, layer, end = (tg.activation_bytes(block, kept_only=True) for block in blocks)
-    inputs = (shape.layers - 1) * s * shape.hidden * tg.FP32
+def _kept_bytes(blocks: tg.Blocks, shape: Shape, training: Training) -> float:
+    """Activation bytes held for backward, attention stored as `training.attention` stores it. Under
+    gradient checkpointing (Hugging Face's, one checkpoint per layer): the inputs of layers 2…L (the
+    outputs of the layers before them; the first layer's input is the embeddings' output, counted with
+    them), and one layer's activations while it is recomputed for its backward; the embeddings and the
+    head are not checkpointed. Without it, every layer's."""
+    start, layer, end = (tg.activation_bytes(b, kept_only=True, attention=training.attention) for b in blocks)
+    if not training.gradient_checkpointing:
+        return start + shape.layers * layer + end
+    inputs = (shape.layers - 1) * training.sequence_length * shape.hidden * tg.FP32
     return start + inputs + layer + end

@@ -5,7 +5,8 @@ transpose, MatMul and bias Add; RMSNorm's seven elementwise steps; eager attenti
 mask and softmax; LoRA's adapters) with their category, FLOPs and output size, in the categories and
 under the counting rules of `features`. The lists follow the graphs `hack/gen_catalog.py --from-torch`
 exports (transformers, `attn_implementation="eager"`): the catalog's exported transformers are
-matched entry for entry (tests/unit/prediction/test_transformer.py).
+matched entry for entry (tests/unit/prediction/test_transformer.py). Beside what eager attention
+stores, each attention node says what SDPA stores in its place (`Nodes.sdpa_out`), for memory only.
 
 Pure: dimensions in, node lists out.
 """
@@ -56,6 +57,11 @@ class Nodes:
     # Whether backward needs the output, so memory holds it. A graph cannot say; the graph-like profile
     # counts every output (features' proxy), memory only these where the description knows better.
     kept: bool = True
+    # What SDPA (PyTorch's fused attention, flash or memory-efficient, Hugging Face's default) stores in
+    # place of this eager attention node's output; None: the same as eager. The fused kernel never
+    # materialises the T×T scores, their scaling, mask or softmax; it keeps one logsumexp per query row
+    # and head for its backward (and the output, which eager keeps too).
+    sdpa_out: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,9 +154,9 @@ def _attention(s: int, heads: int, head_dim: int, *, merge_nodes: int) -> tuple[
     matmul = 2.0 * heads * s * s * head_dim
     return (
         Nodes("other", 1),
-        Nodes("attention", 1, matmul, scores),
-        _elementwise(2, scores),
-        Nodes("activation", 1, scores, scores),
+        Nodes("attention", 1, matmul, scores, sdpa_out=heads * s),  # SDPA: the logsumexp
+        Nodes("elementwise", 2, scores, scores, sdpa_out=0.0),
+        Nodes("activation", 1, scores, scores, sdpa_out=0.0),
         Nodes("attention", 1, matmul, heads * s * head_dim),
         Nodes("other", merge_nodes),
     )
@@ -273,11 +279,19 @@ FAMILIES: Mapping[str, Callable[[Shape, int, NewBuilder], Blocks]] = {
 }
 
 
-def activation_bytes(block: Block, *, kept_only: bool = False) -> float:
+EAGER = "eager"
+
+
+def activation_bytes(block: Block, *, kept_only: bool = False, attention: str = EAGER) -> float:
     """Bytes of the block's node outputs for one sample: all of them (the profile's graph-like count),
-    or only those backward needs (`kept_only`: what memory holds)."""
+    or only those backward needs (`kept_only`: what memory holds), with attention stored as eager
+    attention stores it (the exported graph's) or, for any other `attention`, as SDPA does."""
     return sum(
-        node.count * node.out * node.itemsize
+        node.count * _stored(node, attention) * node.itemsize
         for node in block.nodes
         if node.category != "other" and (node.kept or not kept_only)
     )
+
+
+def _stored(node: Nodes, attention: str) -> float:
+    return node.out if attention == EAGER or node.sdpa_out is None else node.sdpa_out

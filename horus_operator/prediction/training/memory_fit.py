@@ -155,7 +155,9 @@ SOURCE_COLUMNS = ("source", "gpu", "runtime", "model", "batch", "precision", "me
 
 
 def _bert_features(config: Mapping[str, Any], tokens: int, batch: int) -> Mapping[str, float]:
-    profile = transformer.describe(config, transformer.Training(sequence_length=tokens)).profile
+    """The BERT as the sources ran it: eager attention (PyTorch 1.12 and TensorFlow have no SDPA)."""
+    training = transformer.Training(sequence_length=tokens, attention="eager")
+    profile = transformer.describe(config, training).profile
     return features.at_batch(profile, batch)
 
 

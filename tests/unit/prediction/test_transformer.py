@@ -57,6 +57,8 @@ def test_the_count_equals_the_profile_of_the_graph_hugging_face_exports(name: st
 # The parameter counts the Hugging Face Hub shows for the published weights of each model.
 PUBLISHED_PARAMS = {
     "llama-3-8b.json": 8_030_261_248,
+    "llama-2-7b.json": 6_738_415_616,
+    "llama-3.2-3b.json": 3_212_749_824,
     "mistral-7b-v0.1.json": 7_241_732_096,
     "qwen2-7b.json": 7_615_616_512,
 }
@@ -77,7 +79,8 @@ def test_lora_trains_only_its_adapters() -> None:
     adapters = 32 * 16 * ((4096 + 4096) + (4096 + 1024))
     assert lora.trainable_params == adapters
     assert lora.params == full.params + adapters
-    assert lora.profile["optimizer_state_bytes"] == 2 * 4 * adapters
+    # Adam's two moments, in bf16 (the config's torch_dtype, the adapters' dtype as torchtune keeps them)
+    assert lora.profile["optimizer_state_bytes"] == 2 * 2 * adapters
     assert lora.profile["flops_per_sample"] > full.profile["flops_per_sample"]
 
 
@@ -109,8 +112,8 @@ def test_a_bert_sequence_classifier_has_the_pooler_and_a_classifier_in_place_of_
 
 
 def test_checkpointing_keeps_layer_inputs_and_one_layer() -> None:
-    plain = _describe(LLAMA_160M, 2048)
-    kept = _describe(LLAMA_160M, 2048, gradient_checkpointing=True).profile[
+    plain = _describe(LLAMA_160M, 2048, attention="eager")
+    kept = _describe(LLAMA_160M, 2048, gradient_checkpointing=True, attention="eager").profile[
         "kept_activation_bytes_per_sample"
     ]
     assert "kept_activation_bytes_per_sample" not in plain.profile
@@ -143,15 +146,17 @@ def test_what_cannot_be_counted_is_named(config: dict[str, Any], training: dict[
     assert raised.value.key == key
 
 
-def test_a_described_bert_is_never_under_a_measured_bert_peak() -> None:
+@pytest.mark.parametrize(("attention", "least"), [("eager", 1.0), ("sdpa", 0.9)])
+def test_a_described_bert_is_not_under_a_measured_bert_peak(attention: str, least: float) -> None:
     # milabench's BERT-base peaks (data/memory/): the memory envelope covers them for the catalog's
-    # graph of BERT-base; the config route counts Hugging Face's eager graph, which holds more.
+    # graph of BERT-base; the config route counts Hugging Face's eager graph, which holds more. Under
+    # SDPA (which milabench's attention is not recorded to be) none is more than 10 % under (issue 26).
     samples = memory_fit.peak_samples(
         REPO / "data" / "memory" / "milabench_scaling_nvidia.csv", common.catalog_name
     )
     bert = samples[samples["model"] == "bert"]
     assert len(bert) > 0
-    profile = _describe({"model_type": "bert"}, 512).profile
+    profile = _describe({"model_type": "bert"}, 512, attention=attention).profile
     model = artifacts.load().memory
     predicted = np.array(
         [
@@ -159,7 +164,7 @@ def test_a_described_bert_is_never_under_a_measured_bert_peak() -> None:
             for batch, precision in zip(bert["batch"], bert["precision"], strict=True)
         ]
     )
-    assert (predicted >= bert["measured_mib"].to_numpy()).all()
+    assert (predicted >= least * bert["measured_mib"].to_numpy()).all()
 
 
 def _memory(profile: dict[str, float], batch: int = 4, precision: str = "bf16") -> float:
@@ -167,8 +172,9 @@ def _memory(profile: dict[str, float], batch: int = 4, precision: str = "bf16") 
 
 
 def test_lora_and_checkpointing_lower_predicted_memory_and_plain_jobs_keep_the_old_rule() -> None:
-    config = json.loads((EXAMPLES / "mistral-7b-v0.1.json").read_text())
-    full = dict(_describe(config, 2048).profile)
+    # FP32 weights and eager attention: what every job was counted as before issue 45
+    config = {**json.loads((EXAMPLES / "mistral-7b-v0.1.json").read_text()), "torch_dtype": "float32"}
+    full = dict(_describe(config, 2048, attention="eager").profile)
     lora = dict(_describe(config, 2048, lora=Lora(rank=16)).profile)
     both = dict(_describe(config, 2048, lora=Lora(rank=16), gradient_checkpointing=True).profile)
     assert _memory(both) < _memory(lora) < _memory(full)
@@ -189,3 +195,41 @@ def test_lora_and_checkpointing_lower_predicted_memory_and_plain_jobs_keep_the_o
     assert model.floor_mib(features.at_batch(both, 4), "bf16") < model.floor_mib(
         features.at_batch(full, 4), "bf16"
     )
+
+
+def test_half_weights_cost_two_bytes_each_and_no_copies() -> None:
+    # Llama-2-7B's published config says float16: loaded so, the weights are 2 bytes each, and a full
+    # fine-tune keeps gradients and Adam's moments in that dtype too (torchtune's bf16 recipes).
+    config = json.loads((EXAMPLES / "llama-2-7b.json").read_text())
+    half = _describe(config, 2048)
+    assert half.weights_dtype == "fp16"
+    assert half.profile["weight_bytes"] == 2 * half.params
+    assert half.profile["optimizer_state_bytes"] == 2 * 2 * half.trainable_params
+    assert half.profile["param_bytes"] == 4 * half.params  # the profile stays the exported graph's
+    fp32 = _describe(config, 2048, weights_dtype="fp32")
+    assert "weight_bytes" not in fp32.profile
+    assert fp32.profile["trainable_param_bytes"] == 4 * fp32.trainable_params
+
+
+def test_sdpa_keeps_no_scores_and_leaves_the_profile_eager() -> None:
+    eager = _describe(LLAMA_160M, 2048, attention="eager").profile
+    sdpa = _describe(LLAMA_160M, 2048).profile
+    assert {name: sdpa[name] for name in features.PROFILE_NAMES} == {
+        name: eager[name] for name in features.PROFILE_NAMES
+    }
+    # per layer: the scores, their scale and mask, and the softmax (12 heads × 2,048², FP32) dropped,
+    # a logsumexp per head and query row kept
+    dropped = 12 * (4 * 12 * 2048 * 2048 * 4 - 12 * 2048 * 4)
+    assert sdpa["kept_activation_bytes_per_sample"] == eager["activation_bytes_per_sample"] - dropped
+
+
+def test_the_llama_2_7b_lora_recipe_fits_a_24_gb_gpu() -> None:
+    # torchtune's Llama-2-7B LoRA (rank 8 on q_proj and v_proj, bf16, checkpointing, AdamW, batch 4 ×
+    # 2,048 tokens) measured 19.8 GiB on an RTX 4090 (data/memory/published_peaks.csv): neither the
+    # prediction nor the refusal floor may put it beyond 24 GB.
+    config = json.loads((EXAMPLES / "llama-2-7b.json").read_text())
+    recipe = _describe(config, 2048, lora=Lora(8), gradient_checkpointing=True, optimizer="adamw")
+    job = features.at_batch(recipe.profile, 4)
+    model = artifacts.load().memory
+    assert model.floor_mib(job, "bf16") < model.memory_mib(job, "bf16", "rtx-4090") < 22 * 1024
+    assert model.memory_mib(job, "bf16", "rtx-4090") > 0.9 * 19.8 * 1024
