@@ -3,7 +3,9 @@
 A tenant is a user who may create DLJobs in one namespace and nothing else (a Role, acted out through
 impersonation); the operator runs with the manifests' admission policy and tenancy ConfigMap installed.
 Each attempt that once got through is refused at admission or fails its job with a message naming the
-field, and nothing a tenant does moves, holds or reveals another namespace's GPU, pod or Secret.
+field, and nothing a tenant does moves, holds or reveals another namespace's GPU, pod, Secret or
+ConfigMap (issue 44: the allowlist covers Pod Security "baseline", ConfigMaps are checked as Secrets
+are, `maxPriority` bounds spec.priority, and no status quotes a value read from a ConfigMap).
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def dljob_only(cluster: devcluster.LocalCluster, operator: OperatorProcess) -> I
     _tenancy(cluster, dljobOnlyTenants="false", allowedServiceAccounts="default", allowedPriorityClasses="")
 
 
-def _tenancy(cluster: devcluster.LocalCluster, **data: str) -> None:
+def _tenancy(cluster: devcluster.LocalCluster, **data: str | None) -> None:
+    """Set keys of ConfigMap horus-tenancy; None removes one."""
     patch = json.dumps({"data": data})
     cluster.kubectl("patch", "configmap", "horus-tenancy", "-n", OWN_NAMESPACE, "--type=merge", "-p", patch)
 
@@ -79,17 +82,29 @@ class Tenant:
             "create", "rolebinding", role, "-n", namespace, f"--role={role}", f"--user={self.user}"
         )
 
+    def may_read(self, resource: str, name: str) -> None:
+        """Let the tenant `get` one object by name (a Role with resourceNames)."""
+        role = f"read-{resource}-{name}"
+        self.cluster.kubectl(
+            "create", "role", role, "-n", self.namespace, "--verb=get", f"--resource={resource}",
+            f"--resource-name={name}",
+        )  # fmt: skip
+        self.cluster.kubectl(
+            "create", "rolebinding", role, "-n", self.namespace, f"--role={role}", f"--user={self.user}"
+        )
+
     def may(self, *verb_resource: str) -> bool:
         asked = self.cluster.kubectl(
             "auth", "can-i", *verb_resource, "-n", self.namespace, "--as", self.user, check=False
         )
         return asked.stdout.strip() == "yes"
 
-    def submit(self, body: dict[str, Any]) -> str:
+    def submit(self, body: dict[str, Any], *options: str) -> str:
         """The API server's answer to the tenant's `kubectl create`: "" when admitted, else its message."""
         done = self.cluster.kubectl(
-            "create", "-n", self.namespace, "--as", self.user, "-f", "-", input=json.dumps(body), check=False
-        )
+            "create", "-n", self.namespace, "--as", self.user, "-f", "-", *options,
+            input=json.dumps(body), check=False,
+        )  # fmt: skip
         return "" if done.returncode == 0 else done.stderr
 
 
@@ -124,7 +139,24 @@ def _container(**fields: Any) -> dict[str, Any]:
     return {"spec": {"containers": [{"name": "train", "image": IMAGE, **fields}]}}
 
 
+def _secured(**fields: Any) -> dict[str, Any]:
+    return _container(securityContext=fields)
+
+
+def _volume(**source: Any) -> dict[str, Any]:
+    return _template(volumes=[{"name": "v", **source}])
+
+
+# What a team keeps in a ConfigMap of its namespace: JSON, but no model config.
+LEAK = '{"model_type": "db-password=hunter2"}'
 SECRET_ENV = {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "team-credentials", "key": "token"}}}
+SETTINGS_ENV = {
+    "name": "DB",
+    "valueFrom": {"configMapKeyRef": {"name": "app-settings", "key": "config.json"}},
+}
+C0 = "spec.template.spec.containers[0]"
+POD = "spec.template.spec.securityContext"
+APPARMOR = "container.apparmor.security.beta.kubernetes.io/train"
 ESCALATIONS: dict[str, tuple[dict[str, Any], str]] = {  # name -> (template, what the refusal names)
     "host-network": (_template(hostNetwork=True), "hostNetwork"),
     "host-pid": (_template(hostPID=True), "hostPID"),
@@ -150,6 +182,74 @@ ESCALATIONS: dict[str, tuple[dict[str, Any], str]] = {  # name -> (template, wha
         _container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
         "NVIDIA_VISIBLE_DEVICES",
     ),
+    # Pod Security "baseline", field by field (issue 44: these once ran, or were admitted).
+    "selinux-spc": (
+        _template(securityContext={"seLinuxOptions": {"type": "spc_t"}}),
+        f"{POD}.seLinuxOptions.type",
+    ),
+    "selinux-user": (
+        _secured(seLinuxOptions={"user": "system_u"}),
+        f"{C0}.securityContext.seLinuxOptions.user",
+    ),
+    "apparmor": (
+        _secured(appArmorProfile={"type": "Unconfined"}),
+        f"{C0}.securityContext.appArmorProfile.type",
+    ),
+    "apparmor-annotation": (
+        {"metadata": {"annotations": {APPARMOR: "unconfined"}}, **_template()},
+        f"spec.template.metadata.annotations[{APPARMOR}]",
+    ),
+    "seccomp": (
+        _template(securityContext={"seccompProfile": {"type": "Unconfined"}}),
+        f"{POD}.seccompProfile.type",
+    ),
+    "seccomp-container": (
+        _secured(seccompProfile={"type": "Unconfined"}),
+        f"{C0}.securityContext.seccompProfile.type",
+    ),
+    "sysctl": (
+        _template(securityContext={"sysctls": [{"name": "kernel.msgmax", "value": "65536"}]}),
+        f"{POD}.sysctls[0].name",
+    ),
+    "proc-mount": (_secured(procMount="Unmasked"), f"{C0}.securityContext.procMount"),
+    "host-process": (
+        _secured(windowsOptions={"hostProcess": True}),
+        f"{C0}.securityContext.windowsOptions.hostProcess",
+    ),
+    "probe-host": (
+        _container(livenessProbe={"httpGet": {"host": "169.254.169.254", "port": 80}}),
+        f"{C0}.livenessProbe.httpGet.host",
+    ),
+    "csi-secret": (
+        _volume(csi={"driver": "cephfs.csi.ceph.com", "nodePublishSecretRef": {"name": "team-credentials"}}),
+        "spec.template.spec.volumes[0].csi",
+    ),
+    "cephfs-secret": (
+        _volume(cephfs={"monitors": ["10.0.0.1:6789"], "secretRef": {"name": "team-credentials"}}),
+        "spec.template.spec.volumes[0].cephfs",
+    ),
+    "ephemeral": (
+        _volume(ephemeral={"volumeClaimTemplate": {"spec": {"storageClassName": "any"}}}),
+        "spec.template.spec.volumes[0].ephemeral",
+    ),
+    "topology-spread": (
+        _template(
+            topologySpreadConstraints=[
+                {"maxSkew": 1, "topologyKey": "no-such-label", "whenUnsatisfiable": "DoNotSchedule"}
+            ]
+        ),
+        "spec.template.spec.topologySpreadConstraints",
+    ),
+    # ConfigMaps the tenant may not read, as Secrets.
+    "config-map-env": (_container(env=[SETTINGS_ENV]), f"{C0}.env[0].valueFrom.configMapKeyRef"),
+    "config-map-env-from": (
+        _container(envFrom=[{"configMapRef": {"name": "app-settings"}}]),
+        f"{C0}.envFrom[0].configMapRef",
+    ),
+    "config-map-volume": (
+        _volume(projected={"sources": [{"configMap": {"name": "app-settings"}}]}),
+        "spec.template.spec.volumes[0].projected.sources[0].configMap",
+    ),
 }
 
 
@@ -163,9 +263,17 @@ def test_dljob_only_tenants_are_held_to_the_allowlist_and_see_only_their_gpus(
     cluster.kubectl(
         "create", "configmap", "all-gpus", "-n", namespace, "--from-literal=NVIDIA_VISIBLE_DEVICES=all"
     )
+    cluster.kubectl(
+        "create", "configmap", "app-settings", "-n", namespace, f"--from-literal=config.json={LEAK}"
+    )
     for name, (template, field) in ESCALATIONS.items():
         refused = tenant.submit(_job(name, template))
         assert field in refused, (name, refused)
+    model_config_map = DLJobBuilder("model").model(
+        huggingface={"configMap": "app-settings", "sequenceLength": 8}
+    )
+    assert "spec.model.huggingface.configMap (app-settings)" in tenant.submit(model_config_map.obj())
+    tenant.may_read("configmaps", "all-gpus")  # what the sidecar below reads: by name, as it may
     # Within the allowlist: admitted and placed, and every container, init container and sidecar sees
     # exactly the assigned GPU (an explicit env entry beats envFrom and the image's ENV).
     sidecars = [
@@ -181,6 +289,57 @@ def test_dljob_only_tenants_are_held_to_the_allowlist_and_see_only_their_gpus(
         env = {e["name"]: e.get("value") for e in container.get("env", [])}
         assert env["NVIDIA_VISIBLE_DEVICES"] == gpus, container["name"]
     assert set(dljobs(cluster, namespace)) == {"allowed"}
+
+
+def test_max_priority_bounds_every_dljobs_priority(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, dljob_only: None, namespace: str
+) -> None:
+    """A priority of 1,000,000 once took the next free GPU ahead of another team's earlier job (and, under
+    the las queue order, could not be preempted)."""
+    tenant = Tenant(cluster, namespace)
+    _tenancy(cluster, maxPriority="100")
+    try:
+        eager = DLJobBuilder("eager").spec(priority=1_000_000).obj()
+        refused = wait_for(  # a dry run until the policy has read the bound
+            lambda: tenant.submit(eager, "--dry-run=server"),
+            timeout=30,
+            what="the policy to read maxPriority",
+        )
+        assert "spec.priority=1000000: refused: above maxPriority in ConfigMap horus-tenancy (100)" in refused
+        assert tenant.submit(DLJobBuilder("fair").spec(priority=100).obj()) == ""
+        by_admin = DLJobBuilder("admin").spec(priority=101).obj()  # a pod creator's DLJob too
+        created = cluster.kubectl(
+            "create", "-n", namespace, "-f", "-", input=json.dumps(by_admin), check=False
+        )
+        assert "spec.priority=101: refused" in created.stderr
+    finally:
+        _tenancy(cluster, maxPriority=None)
+    assert set(dljobs(cluster, namespace)) == {"fair"}
+
+
+def test_no_status_quotes_a_value_read_from_a_config_map(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    """The operator reads a DLJob's model ConfigMap with its own rights: a tenant once got
+    `model_type='db-password=hunter2'` back in a status. A DLJob naming a ConfigMap that holds no model
+    (stored by a pod creator here; a DLJob-only tenant who may not read it is refused at admission, test
+    above) fails naming the key, and no status or Event quotes what the ConfigMap holds."""
+    cluster.kubectl(
+        "create", "configmap", "app-settings", "-n", namespace, f"--from-literal=config.json={LEAK}",
+        "--from-literal=model.onnx=db-password=hunter2",
+    )  # fmt: skip
+    apply(
+        cluster,
+        namespace,
+        DLJobBuilder("hf").model(huggingface={"configMap": "app-settings", "sequenceLength": 8}).obj(),
+        DLJobBuilder("onnx").model(onnx={"configMap": "app-settings", "key": "model.onnx"}).obj(),
+    )
+    jobs = wait_phases(cluster, namespace, ["hf", "onnx"], {"Failed"}, timeout=60)
+    hf, onnx = (jobs[name]["status"]["message"] for name in ("hf", "onnx"))
+    assert hf.startswith(f"spec.model.huggingface.configMap='{namespace}/app-settings[config.json]': ")
+    assert "config.model_type" in hf and "unreadable ONNX graph" in onnx
+    written = cluster.kubectl("get", "dljobs,events", "-n", namespace, "-o", "json").stdout
+    assert "hunter2" not in written
 
 
 def test_a_stored_job_beyond_the_allowlist_fails_in_the_operator_naming_the_field(

@@ -2,7 +2,10 @@
 scheduling cycle places (the spec itself and the checks that need nothing else: `api/dljob.py`).
 
 Pure: reading a ConfigMap file and the catalog are injected, so the checks are unit-tested without a
-cluster. Each raises an `InvalidJob` naming the offending field.
+cluster. Each raises an `InvalidJob` naming the offending field. A model read from a ConfigMap is read
+with the operator's rights, which may be more than the DLJob's owner has: a refusal then names the
+ConfigMap and the key (field) it could not use, never a value read there (the status is the owner's to
+read).
 """
 
 from __future__ import annotations
@@ -105,7 +108,9 @@ class WorkloadResolver:
         try:
             features = self.onnx_features(data, job.batch_size)
         except Exception as error:  # any parse failure of user data is the user's input error
-            raise InvalidJob("spec.model.onnx", where, f"unreadable ONNX graph: {error}") from error
+            # The parser's words may quote the data (node names, bytes): its kind of complaint only.
+            reason = f"unreadable ONNX graph ({type(error).__name__})"
+            raise InvalidJob("spec.model.onnx", where, reason) from error
         dljob.check_features(features, f"spec.model.onnx ({where})")
         return _custom(features, job.batch_size, "onnx:" + _digest(data))
 
@@ -116,8 +121,10 @@ class WorkloadResolver:
         try:
             described = transformer.describe(config, _hf_training(spec))
         except transformer.ConfigError as error:
-            value = _at_path({**spec, "config": config}, error.key)
-            raise InvalidJob(f"{HUGGINGFACE}.{error.key}", value, str(error).split(": ", 1)[1]) from error
+            if "configMap" in spec:
+                raise _uncountable_config_map(_config_map_ref(job, spec), spec, error) from error
+            value = _at_path({**spec, "config": config}, error.key)  # inline: the DLJob's own values
+            raise InvalidJob(f"{HUGGINGFACE}.{error.key}", value, _reason(error)) from error
         dljob.check_features(at_batch(described.profile, job.batch_size), HUGGINGFACE)
         return _custom(described.profile, job.batch_size, "huggingface:" + described.key)
 
@@ -134,7 +141,7 @@ class WorkloadResolver:
         return config
 
     def _hf_config_map(self, job: JobSpec, spec: Mapping[str, Any]) -> object:
-        where = f"{job.namespace}/{spec['configMap']}[{spec.get('key', defaults.HF_CONFIG_KEY)}]"
+        where = _config_map_ref(job, spec)
         try:
             data = self.read_onnx(
                 job.namespace, str(spec["configMap"]), str(spec.get("key", defaults.HF_CONFIG_KEY))
@@ -143,8 +150,43 @@ class WorkloadResolver:
             raise InvalidJob(f"{HUGGINGFACE}.configMap", where, f"not found: {error}") from error
         try:
             return json.loads(data)
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise InvalidJob(f"{HUGGINGFACE}.configMap", where, f"not a JSON config: {error}") from error
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:  # its words quote a byte, or where
+            raise InvalidJob(f"{HUGGINGFACE}.configMap", where, "not a JSON config") from error
+
+
+def _config_map_ref(job: JobSpec, spec: Mapping[str, Any]) -> str:
+    """spec.model.huggingface's ConfigMap key as `namespace/name[key]` (names the DLJob gives)."""
+    return f"{job.namespace}/{spec['configMap']}[{spec.get('key', defaults.HF_CONFIG_KEY)}]"
+
+
+# The ConfigError keys (transformer.py) whose reason quotes nothing but the DLJob's own spec.
+SPEC_ONLY_REASONS = frozenset({"optimizer", "lora.rank", "weightsDtype", "attention"})
+# Why a config read from a ConfigMap could not be counted, by key, in words that quote none of its values.
+CONFIG_MAP_REASONS: Mapping[str, str] = {
+    "config.model_type": "is missing or not a model type Horus counts (docs/prediction.md lists them)",
+    "sequenceLength": f"must be 1 to {transformer.MAX_DIMENSION} and within the config's learned positions",
+    "lora.targetModules": "names a module that is no linear layer of the config's model",
+}
+SIZE_REASON = f"is missing, not an integer from 1 to {transformer.MAX_DIMENSION}, or at odds with another"
+
+
+def _uncountable_config_map(
+    where: str, spec: Mapping[str, Any], error: transformer.ConfigError
+) -> InvalidJob:
+    """A config read from ConfigMap key `where` that cannot be counted, named by its key: the ConfigMap may
+    hold what the DLJob's owner may not read (a tenant once got `model_type='db-password=hunter2'` back),
+    and transformer.py's reasons quote values, or counts derived from them."""
+    if error.key in SPEC_ONLY_REASONS:
+        return InvalidJob(f"{HUGGINGFACE}.{error.key}", _at_path(spec, error.key), _reason(error))
+    if error.key.startswith("config."):
+        reason = CONFIG_MAP_REASONS.get(error.key, SIZE_REASON)
+        return InvalidJob(f"{HUGGINGFACE}.configMap", where, f"its {error.key} {reason}")
+    reason = CONFIG_MAP_REASONS.get(error.key, "does not fit the config read from the ConfigMap")
+    return InvalidJob(f"{HUGGINGFACE}.{error.key}", _at_path(spec, error.key), f"{reason} ({where})")
+
+
+def _reason(error: transformer.ConfigError) -> str:
+    return str(error).split(": ", 1)[1]
 
 
 def _hf_training(spec: Mapping[str, Any]) -> transformer.Training:
@@ -156,11 +198,14 @@ def _hf_training(spec: Mapping[str, Any]) -> transformer.Training:
     targets = (lora or {}).get("targetModules", [])
     if not isinstance(targets, list) or not all(isinstance(name, str) for name in targets):
         raise InvalidJob(f"{HUGGINGFACE}.lora.targetModules", targets, "a list of module names")
+    storage = dljob.huggingface_storage(spec)
     return transformer.Training(
         sequence_length=_integer(spec, "sequenceLength", None),
         optimizer=str(spec.get("optimizer", defaults.OPTIMIZER)),
         lora=transformer.Lora(_integer(lora, "rank", None, "lora."), tuple(targets)) if lora else None,
         gradient_checkpointing=spec.get("gradientCheckpointing") is True,
+        weights_dtype=storage.weights_dtype,
+        attention=storage.attention,
     )
 
 

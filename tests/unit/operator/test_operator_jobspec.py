@@ -212,9 +212,32 @@ def test_lora_and_checkpointing_reach_the_workloads_memory_terms() -> None:
     assert lora.features_key != full.features_key
 
 
+def test_weights_dtype_and_attention_reach_the_workloads_memory_terms() -> None:
+    def features(**storage: str) -> dict[str, float]:
+        workload = _resolver().workload(_hf_job(config=GPT2_SMALL, sequenceLength=128, **storage))
+        assert workload.features is not None
+        return dict(workload.features)
+
+    default, half = features(), features(weightsDtype="bf16")
+    assert "weight_bytes" not in default  # GPT-2's config states no half dtype: FP32, counted as before
+    assert half["weight_bytes"] == default["param_bytes"] / 2
+    eager = features(attention="eager")
+    # Eager keeps what the graph holds (no term of its own): SDPA less, no T x T scores.
+    assert default["kept_activation_bytes_per_sample"] < eager["activation_bytes_per_sample"]
+    assert "kept_activation_bytes_per_sample" not in eager
+
+
 @pytest.mark.parametrize(
     ("huggingface", "field_path"),
     [
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "weightsDtype": "int4"},
+            "spec.model.huggingface.weightsDtype",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "attention": "flash"},
+            "spec.model.huggingface.attention",
+        ),
         (
             {"config": {**GPT2_SMALL, "n_head": 3}, "sequenceLength": 128},
             "spec.model.huggingface.config.n_head",
@@ -302,3 +325,57 @@ def test_an_input_shape_that_cannot_be_counted_names_the_field(
         _shape_resolver().workload(_shape_job(shape, **model))
     assert caught.value.field_path == "spec.model.inputShape"
     assert reason in str(caught.value)
+
+
+SECRET = "db-password=hunter2"
+
+
+@pytest.mark.parametrize(
+    ("config", "named", "reason"),
+    [
+        ({"model_type": SECRET}, "config.model_type", jobspec.CONFIG_MAP_REASONS["config.model_type"]),
+        ({**GPT2_SMALL, "n_embd": SECRET}, "config.n_embd", jobspec.SIZE_REASON),
+        ({**GPT2_SMALL, "n_head": 7}, "config.n_head", jobspec.SIZE_REASON),  # not "7 heads … width 64"
+    ],
+)
+def test_a_config_map_value_never_reaches_the_status(config: dict, named: str, reason: str) -> None:
+    """A ConfigMap is read with the operator's rights: a refusal names the key, never what it holds."""
+    files = {("team-a", "app-settings", "config.json"): json.dumps(config).encode()}
+    with pytest.raises(dljob.InvalidJob) as caught:
+        _resolver(files).workload(_hf_job(configMap="app-settings", sequenceLength=8))
+    assert caught.value.field_path == "spec.model.huggingface.configMap"
+    assert str(caught.value) == (
+        f"spec.model.huggingface.configMap='team-a/app-settings[config.json]': its {named} {reason}"
+    )
+
+
+def test_a_spec_field_at_odds_with_a_config_map_quotes_the_spec_only() -> None:
+    files = {("team-a", "configs", "config.json"): json.dumps(GPT2_SMALL).encode()}
+    with pytest.raises(dljob.InvalidJob) as beyond:  # 129 tokens exceed GPT2_SMALL's 128 positions
+        _resolver(files).workload(_hf_job(configMap="configs", sequenceLength=129))
+    assert (beyond.value.field_path, beyond.value.value) == ("spec.model.huggingface.sequenceLength", 129)
+    assert "128" not in str(beyond.value)
+    with pytest.raises(dljob.InvalidJob) as optimizer:  # a reason of the spec alone keeps its words
+        _resolver(files).workload(_hf_job(configMap="configs", sequenceLength=8, optimizer="lion"))
+    assert "expected one of" in str(optimizer.value)
+
+
+def test_unreadable_data_is_named_not_quoted() -> None:
+    files = {
+        ("team-a", "configs", "config.json"): SECRET.encode() + b"\xff",
+        ("team-a", "graphs", "model.onnx"): SECRET.encode(),
+    }
+    not_json = _resolver(files).workload
+    with pytest.raises(dljob.InvalidJob) as caught:
+        not_json(_hf_job(configMap="configs", sequenceLength=8))
+    assert str(caught.value).endswith(": not a JSON config")
+
+    def quoting_parser(data: bytes, batch_size: int) -> dict[str, float]:
+        raise ValueError(f"bad node {data!r}")
+
+    resolver = jobspec.WorkloadResolver(
+        canonical_model=_canonical, read_onnx=lambda *key: files[key], onnx_features=quoting_parser
+    )
+    with pytest.raises(dljob.InvalidJob) as graph:
+        resolver.workload(dljob.parse(DLJobBuilder.stored("net").model(onnx={"configMap": "graphs"}).obj()))
+    assert "unreadable ONNX graph (ValueError)" in str(graph.value) and "hunter2" not in str(graph.value)
