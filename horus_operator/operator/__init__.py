@@ -17,9 +17,9 @@ What each module may touch:
 - `entry.py`, `handlers.py`, `dra/handlers.py` and `telemetry/handlers.py` are the only modules that
   import kopf: they feed watch events to the cache and hand the settings (`config.OperatorConfig`, built
   once by `horus run`) to `runtime.build`, which wires everything on one injected clock.
-- The decision modules (`jobs.reconcile`, `jobs.jobspec`, `jobs.pods`, `jobs.template`, `jobs.tenancy`,
-  `dra.claims`, `dra.slices`, `moves.migration`, `telemetry.gpunodes`, `telemetry.observed`,
-  `cluster_view`, …) are pure: API dicts in, decisions out, the time passed in; they import no adapter,
-  no kopf, no asyncio, no metrics.
+- The decision modules (`jobs.reconcile`, `jobs.refusals`, `jobs.volumes`, `jobs.jobspec`, `jobs.pods`,
+  `jobs.template`, `jobs.tenancy`, `dra.claims`, `dra.slices`, `moves.migration`, `telemetry.gpunodes`,
+  `telemetry.observed`, `cluster_view`, …) are pure: API dicts in, decisions out, the time passed in;
+  they import no adapter, no kopf, no asyncio, no metrics.
 `.importlinter` checks these rules (`make lint`).
 """

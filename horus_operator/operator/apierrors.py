@@ -3,6 +3,11 @@ exceptions, so no other module needs the Kubernetes client to tell a conflict fr
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
+MESSAGE_LIMIT = 500  # characters of the API server's message a status or an Event repeats
+
 
 class ApiError(Exception):
     """The API server answered with an error status. `reason` is its one-line reason phrase; `body` the
@@ -45,3 +50,36 @@ def of_status(status: int, reason: str, body: str = "") -> ApiError:
     """The exception for an answer with `status`."""
     kind = {404: NotFound, 409: Conflict, 400: Rejected, 403: Rejected, 422: Rejected}.get(status, ApiError)
     return kind(status, reason, body)
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One complaint of a refusal's Status (`details.causes[]`) that names a field of the object."""
+
+    field: str
+    message: str
+
+
+def explained(body: str) -> tuple[str, tuple[Cause, ...]]:
+    """What a refusal's body says, never the body itself: the Status's `message` on one line ("" where
+    it gives none) and its causes that name a field. A body that is no JSON (a proxy's error page) is
+    its first `MESSAGE_LIMIT` characters on one line."""
+    try:
+        status = json.loads(body)
+    except ValueError:
+        return _one_line(body), ()
+    if not isinstance(status, dict):
+        return "", ()
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    named = tuple(
+        Cause(str(c["field"]), _one_line(str(c.get("message") or "")))
+        for c in causes or ()
+        if isinstance(c, dict) and c.get("field")
+    )
+    return _one_line(str(status.get("message") or "")), named
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= MESSAGE_LIMIT else line[: MESSAGE_LIMIT - 1] + "…"

@@ -1,5 +1,5 @@
-"""In-memory view of DLJobs, Horus pods and nodes (and, where DRA is served, ResourceClaims and
-ResourceSlices), fed by kopf watch events (and a full list on start).
+"""In-memory view of DLJobs, Horus pods and nodes, the names of PersistentVolumeClaims (and, where DRA is
+served, ResourceClaims and ResourceSlices), fed by kopf watch events (and a full list on start).
 
 The API server stays the truth: the cache only saves re-listing on every decision. Each change marks the
 affected jobs dirty and wakes the scheduling loop.
@@ -88,6 +88,9 @@ class ClusterCache:
         # at 10,000 env-bound jobs (docs/benchmarks.md).
         self._dra_jobs: dict[str, None] = {}
         self.claims_changed = False
+        # "namespace/name" of every PersistentVolumeClaim not being deleted: a job waits for those its
+        # template names (jobs/volumes.py). Names only: nothing else of a claim is read.
+        self.volume_claims: dict[str, None] = {}
         self.dirty: set[str] = set()
         # The DLJobs whose GPU-holding pods may have changed since `take_holders_changed` (the kept index
         # re-reads them); None: any may have (a resync, or never taken).
@@ -205,8 +208,18 @@ class ClusterCache:
             self._dra_jobs[pod.job_key] = None
 
     def drop_pod(self, body: Mapping[str, Any]) -> None:
-        pod = pod_views.view(body)
         self._note("pod", job_key(body), body)
+        self._forget_pod(pod_views.view(body))
+
+    def deleted_pod(self, job: str, name: str) -> None:
+        """A pod of DLJob `job` the operator has just deleted at once (grace 0): gone from Horus's books
+        before the watch says so. Its job may be placed again in the same cycle, and the kept index holds
+        one job per key: the old pod, still held, would take the new one's place."""
+        pod = self.pods.get(job, {}).get(name)
+        if pod is not None:
+            self._forget_pod(pod)
+
+    def _forget_pod(self, pod: PodView) -> None:
         self._deleted.add(pod.uid)
         job_pods = self.pods.get(pod.job_key, {})
         job_pods.pop(pod.name, None)
@@ -301,6 +314,31 @@ class ClusterCache:
         self.nodes_changed = True
         self.wake.set()
 
+    def put_volume_claim(self, body: Mapping[str, Any]) -> None:
+        """A claim being deleted counts as gone: kube-scheduler refuses a pod that names it."""
+        if body["metadata"].get("deletionTimestamp"):
+            self.drop_volume_claim(body)
+            return
+        key = job_key(body)
+        self._note("volume_claim", key, body)
+        if key not in self.volume_claims:
+            self.volume_claims[key] = None
+            self._namespace_changed(body["metadata"]["namespace"])
+
+    def drop_volume_claim(self, body: Mapping[str, Any]) -> None:
+        key = job_key(body)
+        self._note("volume_claim", key, body)
+        if key in self.volume_claims:
+            del self.volume_claims[key]
+            self._namespace_changed(body["metadata"]["namespace"])
+
+    def _namespace_changed(self, namespace: str) -> None:
+        """A claim came or went: the namespace's jobs are re-decided (those waiting for it are placed)."""
+        self.mark(key for key in self.jobs if key.startswith(f"{namespace}/"))
+
+    def has_volume_claim(self, namespace: str, name: str) -> bool:
+        return f"{namespace}/{name}" in self.volume_claims
+
     def slice_gpus(self) -> list[SliceGpu]:
         return [gpu for listed in self.slices.values() for gpu in listed]
 
@@ -316,6 +354,7 @@ class ClusterCache:
         nodes: Iterable[Mapping[str, Any]],
         claims: Iterable[Mapping[str, Any]] = (),
         resource_slices: Iterable[Mapping[str, Any]] = (),
+        volume_claims: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         """Start from full listings (truth after a restart or a lost lease), requested after
         `resyncing`; what the watches wrote meanwhile stands unless the listing is provably newer."""
@@ -334,6 +373,10 @@ class ClusterCache:
             _keyed(resource_slices, lambda b: b["metadata"]["name"], _slice_gpus),
             watched["slice"],
         )
+        live_claims = (body for body in volume_claims if not body["metadata"].get("deletionTimestamp"))
+        merged_volume_claims = _merge(
+            self.volume_claims, _keyed(live_claims, job_key, lambda _: None), watched["volume_claim"]
+        )
         self.jobs.clear()
         self.jobs.update(merged_jobs)
         self.pods.clear()
@@ -348,6 +391,7 @@ class ClusterCache:
         self._nodes_summary = None
         self.claims = {claim.id: claim for claim in merged_claims.values()}
         self.slices = merged_slices
+        self.volume_claims = merged_volume_claims
         self.nodes_changed = self.claims_changed = True
         self._holders_changed = None
         self.mark(stale_jobs | set(self.jobs) | set(self.pods))
@@ -374,7 +418,7 @@ class ClusterCache:
         return [pod for job_pods in self.pods.values() for pod in job_pods.values()]
 
 
-_KINDS = ("job", "pod", "node", "claim", "slice")
+_KINDS = ("job", "pod", "node", "claim", "slice", "volume_claim")
 
 
 class _Tombstones:

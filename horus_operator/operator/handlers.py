@@ -81,6 +81,9 @@ kopf.on.event("", "v1", "pods", labels={keys.LABEL_JOB: kopf.PRESENT}, id="pod_c
     mirror(ClusterCache.put_pod, ClusterCache.drop_pod)
 )
 kopf.on.event("", "v1", "nodes", id="node_changed")(mirror(ClusterCache.put_node, ClusterCache.drop_node))
+kopf.on.event("", "v1", "persistentvolumeclaims", id="volume_claim_changed")(
+    mirror(ClusterCache.put_volume_claim, ClusterCache.drop_volume_claim)
+)
 
 
 @kopf.on.probe(id="scheduling")

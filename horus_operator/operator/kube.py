@@ -184,6 +184,14 @@ class Kube:
             )
         return listing["items"]
 
+    async def list_volume_claims(self, namespace: str | None) -> list[dict[str, Any]]:
+        """PersistentVolumeClaims (core/v1): which exist, before a job that names one is placed."""
+        if namespace:
+            listing = await self.raw(self._core.list_namespaced_persistent_volume_claim, namespace)
+        else:
+            listing = await self.raw(self._core.list_persistent_volume_claim_for_all_namespaces)
+        return listing["items"]
+
     async def list_slices(self) -> list[dict[str, Any]]:
         fn = self._custom.list_cluster_custom_object
         return (await self.raw(fn, keys.DRA_GROUP, keys.DRA_VERSION, "resourceslices"))["items"]

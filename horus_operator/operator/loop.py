@@ -26,11 +26,11 @@ from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.api.keys import GPU_DRIVER
 from horus_operator.operator import cluster_view, metrics, status
 from horus_operator.operator.apierrors import ApiError
-from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.config import OperatorConfig
 from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.keeper import ClaimKeeper
-from horus_operator.operator.jobs import jobspec, pods, reconcile, template, tenancy
+from horus_operator.operator.jobs import jobspec, pods, reconcile, refusals, template, tenancy, volumes
 from horus_operator.operator.jobs.feasibility import as_invalid
 from horus_operator.operator.jobs.graphs import GraphQueue
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
@@ -71,7 +71,7 @@ class LoopConfig:
     not_ready_grace: timedelta = timedelta(seconds=OperatorConfig.not_ready_grace_seconds)
     max_batch: int = 1000  # most waiting jobs considered per cycle
     max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
-    node_cooldown: timedelta = timedelta(minutes=2)  # a node that left a Horus pod unschedulable is skipped
+    node_cooldown: timedelta = timedelta(minutes=2)  # a node to blame for an unschedulable pod is skipped
     # Status writes and Events in flight at once. Pod creation is the critical path of a burst; reports
     # queue behind it instead of competing for the API server (they converge moments later).
     report_concurrency: int = 4
@@ -167,6 +167,7 @@ class SchedulingLoop:
         self._gpu_nodes: tuple[Node, ...] = ()  # the last view's nodes (`gpu_nodes`'s `previous`)
         self._kept = IndexKeeper()  # the cluster's index, by the cache's changes (`_view`)
         self._tenancy = tenancy.Tenancy()
+        self._suspects = refusals.NodeSuspects(window_s=config.node_cooldown.total_seconds())
         self._tenancy_read_at: datetime | None = None
 
     async def run(self, leading: asyncio.Event) -> None:
@@ -196,12 +197,13 @@ class SchedulingLoop:
         namespace = self._config.namespace
         dra = self._claims is not None
         with self._cache.resyncing():  # the watches keep running: their events meanwhile beat the lists
-            jobs, horus_pods, nodes, resource_claims, resource_slices = await asyncio.gather(
+            jobs, horus_pods, nodes, resource_claims, resource_slices, volume_claims = await asyncio.gather(
                 self._kube.list_dljobs(namespace),
                 self._kube.list_horus_pods(namespace),
                 self._kube.list_nodes(),
                 self._kube.list_claims(namespace) if dra else _nothing(),
                 self._kube.list_slices() if dra else _nothing(),
+                self._kube.list_volume_claims(namespace),
             )
             self._cache.replace_all(
                 jobs=jobs,
@@ -209,6 +211,7 @@ class SchedulingLoop:
                 nodes=nodes,
                 claims=resource_claims,
                 resource_slices=resource_slices,
+                volume_claims=volume_claims,
             )
         await self._read_tenancy(self._clock())
         if self._podroute is not None:
@@ -319,6 +322,7 @@ class SchedulingLoop:
                 # A pod no GPU node can hold would be refused on each node in turn, cooling them all.
                 unsatisfiable=record.unsatisfiable
                 or template.beyond_every_node(job.template, nodes.largest_allocatable),
+                missing_volume=volumes.missing_claim(job, self._cache.has_volume_claim),
                 waiting_message=record.waiting or _reading(job),
                 queue=record.place,
                 extra=status.owned_by_others(current),
@@ -327,10 +331,10 @@ class SchedulingLoop:
                 preempts=self._preempter is not None,
             ),
         )
-        if decision.avoid_node:
+        if node := decision.avoid_node or decision.suspect_node:  # skipped if to blame (jobs/refusals.py)
             self._metrics.refused(metrics.UNSCHEDULABLE)
-            until = now + self._config.node_cooldown
-            self._cycle.cooldowns.note(decision.avoid_node, until.timestamp())
+        if decision.avoid_node or (node and self._suspects.refused(node, key, now.timestamp())):
+            self._cycle.cooldowns.note(node, (now + self._config.node_cooldown).timestamp())
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
         # A request only for a job to place or between pods: most jobs re-decided are running
         wanted = decision.place_attempt is not None or decision.moving is not None
@@ -359,9 +363,15 @@ class SchedulingLoop:
         """Delete the pods a decision names: a stuck pod at once (its node may never confirm), a moved one
         with its job's grace period."""
         meta, grace = body["metadata"], decision.delete_grace_s
+        if decision.store_first:  # what the status records goes with the pods: stored before they go
+            patch = status.loop_patch(body.get("status") or {}, decision.status)
+            if await self.reports.write(body, patch) is None:
+                return  # deleted meanwhile
         for name in decision.delete_pods:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
             await self._kube.delete_pod(meta["namespace"], name, grace or 0)
+            if not grace:  # gone at once: its job may be placed again in this cycle
+                self._cache.deleted_pod(job_key(body), name)
             if grace is None:
                 self.reports.post_later(
                     body, kind="Warning", reason="Replacing", message=decision.delete_reason
@@ -384,7 +394,7 @@ class SchedulingLoop:
         if workload is None or job_pods:
             return None
         try:
-            tenancy.check(job.template, self._tenancy)
+            tenancy.check_job(job, self._tenancy)
         except InvalidJob as invalid:
             return invalid
         return None

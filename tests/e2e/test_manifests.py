@@ -133,8 +133,24 @@ def test_the_operator_works_with_no_more_than_its_manifest_rbac(
     cluster.kubectl(
         "create", "configmap", "garbage", "-n", namespace, "--from-literal=model.onnx=not protobuf"
     )
-    # A claim that does not exist: no node can take the pod, which the operator cannot judge in advance.
-    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "absent"}}
+    # A claim that never binds (no StorageClass, no PersistentVolume): no node can take the pod, which the
+    # operator cannot judge in advance (a claim that does not exist it can: that job waits, no pod made).
+    never_binds = {
+        "storageClassName": "",
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}},
+    }
+    apply(
+        cluster,
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": "unbound"},
+            "spec": never_binds,
+        },
+    )
+    claim = {"name": "data", "persistentVolumeClaim": {"claimName": "unbound"}}
     no_node = {"containers": [{"name": "train", "image": IMAGE}], "volumes": [claim]}
     operator.start()
     try:

@@ -17,8 +17,9 @@ from typing import Any
 from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.claims import ClaimId, ClaimView
-from horus_operator.operator.jobs import health
+from horus_operator.operator.jobs import health, refusals
 from horus_operator.operator.jobs.pods import TERMINAL_PHASES, PodView
+from horus_operator.operator.jobs.refusals import Blame
 from horus_operator.operator.moves import migration, preemption
 
 
@@ -33,8 +34,18 @@ class Phase(StrEnum):
 
 TERMINAL = frozenset({Phase.SUCCEEDED, Phase.FAILED})
 PREEMPTED = "Preempted"  # the Scheduled condition's reason while a preempted pod stops
+UNSCHEDULABLE = "Unschedulable"  # the Failed condition's reason: refused twice for a pod-level reason
 # Failures the user can fix by editing the spec: a new generation is judged again.
-SPEC_REASONS = frozenset({"InvalidSpec", "Unsatisfiable"})
+SPEC_REASONS = frozenset({"InvalidSpec", "Unsatisfiable", UNSCHEDULABLE})
+CONDITION_ORDER = (
+    "Scheduled",
+    refusals.CONDITION,
+    "ClaimsAllocated",
+    "Running",
+    "Complete",
+    "Failed",
+    *health.TYPES,
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +54,16 @@ class Decision:
     place_attempt: int | None = None  # attempt number of the pod to place, None: nothing to place
     delete_pods: tuple[str, ...] = ()  # stuck pods to remove before re-placing
     delete_reason: str = ""
+    # The status records what deleting the pods takes away (a pod-level refusal, refusals.py): it is
+    # stored before they are deleted, as a move is (level-triggered: a restart in between finds either)
+    store_first: bool = False
     avoid_node: str = ""  # a node that could not take the job's pod (e.g. full of CPU): skip it for a while
+    # A node that refused the job's pod for a reason of unknown blame: skipped once it refuses another
+    # job's too (refusals.NodeSuspects)
+    suspect_node: str = ""
     # A move (operator/moves/migration.py): delete with the job's grace period (None: at once, the node may be
-    # gone), and place the next pod where the move chose, if it still fits.
+    # gone, with a Replacing Event; 0: at once, without), and place the next pod where the move chose, if it
+    # still fits.
     delete_grace_s: int | None = None
     move_to: migration.InProgress | None = None
     moving: migration.InProgress | None = None  # the move under way, whose target is held meanwhile
@@ -61,6 +79,7 @@ class Context:
     not_ready_grace: timedelta = timedelta(minutes=5)  # Kubernetes' default before it evicts such pods
     verdict: InvalidJob | None = None  # the job cannot run as written
     unsatisfiable: InvalidJob | None = None  # no GPU/node of this cluster can ever fit it
+    missing_volume: InvalidJob | None = None  # a PersistentVolumeClaim it names does not exist (volumes.py)
     waiting_message: str = ""  # why the scheduler left it queued
     queue: Mapping[str, Any] | None = None  # its place in the queue and why (status.queue), if told
     extra: Mapping[str, Any] = field(default_factory=dict)  # status fields others own (e.g. observed)
@@ -71,7 +90,9 @@ class Context:
 
 def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
     if is_final(job, current):
-        return Decision(status=_final(job, current, ctx))
+        return Decision(
+            status=_final(job, current, ctx), delete_pods=_refused_left(current, pods), delete_grace_s=0
+        )
     if ctx.verdict is not None:
         return Decision(_failed(job, current, ctx, "InvalidSpec", str(ctx.verdict)))
     current = preemption.settled(migration.settled(current, pods), pods)
@@ -93,15 +114,7 @@ def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ct
         return _without_live_pod(job, current, live, latest, next_attempt, ctx)
     stuck = _stuck_reason(latest, ctx)
     if stuck:
-        status = _queued(job, current, ctx, next_attempt, f"re-placing: {stuck}")
-        avoid = latest.node if latest.node in ctx.nodes else ""
-        return Decision(
-            status,
-            place_attempt=next_attempt,
-            delete_pods=(latest.name,),
-            delete_reason=stuck,
-            avoid_node=avoid,
-        )
+        return _replace(job, current, latest, next_attempt, ctx, stuck)
     phase = Phase.RUNNING if latest.phase == "Running" else Phase.SCHEDULED
     status = _from_pod(job, current, latest, ctx, phase, next_attempt)
     status["message"] += _not_ready_note(latest, ctx)
@@ -181,6 +194,8 @@ def _without_live_pod(
         return Decision(_failed(job, current, ctx, "BackoffLimitExceeded", message))
     if ctx.unsatisfiable is not None:
         return Decision(_failed(job, current, ctx, "Unsatisfiable", str(ctx.unsatisfiable)))
+    if ctx.missing_volume is not None:
+        return Decision(_queued(job, current, ctx, next_attempt, f"waiting: {ctx.missing_volume}"))
     message = ctx.waiting_message or "waiting for a GPU"
     if latest is not None:
         message = f"retry {failures}/{job.backoff_limit} after pod {latest.name} failed; {message}"
@@ -212,11 +227,64 @@ def _final(job: JobSpec, current: Mapping[str, Any], ctx: Context) -> dict[str, 
     return status
 
 
+def _replace(
+    job: JobSpec, current: Mapping[str, Any], pod: PodView, next_attempt: int, ctx: Context, stuck: str
+) -> Decision:
+    """Delete a stuck pod and place the job again (not before a claim it names exists), cooling the node
+    where the node is to blame (refusals.py). A second pod refused for the same pod-level reason fails
+    the job instead. Either is stored before the pod is deleted (`store_first`): no decision in between
+    can miss the evidence and place the job again."""
+    refusal = _refusal(pod, ctx)
+    blame = refusal.blame if refusal is not None else Blame.NODE
+    noting: dict[str, tuple[str, str, str]] = {}
+    if refusal is not None and refusal.blame == Blame.JOB:
+        refused = refusals.Noted(pod.name, pod.node, refusal.cause)
+        before = refusals.noted(current, job.generation)
+        if before is not None and refusals.is_repeat(refused, before):
+            failed = _failed(job, current, ctx, UNSCHEDULABLE, refusals.repeated(refused, before))
+            return Decision(failed, delete_pods=(pod.name,), delete_grace_s=0, store_first=True)
+        noting[refusals.CONDITION] = refused.condition(refusal.plugin)
+    reason = f"{stuck}: {refusal.cause}" if refusal is not None and refusal.cause else stuck
+    node = pod.node if pod.node in ctx.nodes else ""
+    return Decision(
+        _queued(job, current, ctx, next_attempt, f"re-placing: {reason}", noting=noting),
+        place_attempt=next_attempt if ctx.missing_volume is None else None,
+        delete_pods=(pod.name,),
+        delete_reason=reason,
+        store_first=bool(noting),
+        avoid_node=node if blame == Blame.NODE else "",
+        suspect_node=node if blame == Blame.UNKNOWN else "",
+    )
+
+
+def _refusal(pod: PodView, ctx: Context) -> refusals.Refusal | None:
+    """What kube-scheduler said of a pod it left unschedulable past the grace period on a node that
+    exists; None for a pod stuck otherwise (its node gone or NotReady: the node is to blame)."""
+    if (pod.bound_node or pod.node) not in ctx.nodes or not _unschedulable_too_long(pod, ctx):
+        return None
+    return refusals.judge(pod.scheduling_message)
+
+
+def _refused_left(current: Mapping[str, Any], pods: Sequence[PodView]) -> tuple[str, ...]:
+    """The unbound pods of a job failed for being refused by kube-scheduler, left where the operator
+    stopped between storing the failure and deleting them: Horus counts their GPUs held until gone."""
+    failed = _condition(current, "Failed") or {}
+    if current.get("phase") != Phase.FAILED or failed.get("reason") != UNSCHEDULABLE:
+        return ()
+    return tuple(
+        p.name for p in pods if not p.bound_node and not p.deleting and p.phase not in TERMINAL_PHASES
+    )
+
+
+def _unschedulable_too_long(pod: PodView, ctx: Context) -> bool:
+    return pod.unschedulable_since is not None and ctx.now - pod.unschedulable_since > ctx.unschedulable_grace
+
+
 def _stuck_reason(pod: PodView, ctx: Context) -> str:
     node = pod.bound_node or pod.node
     if node not in ctx.nodes:
         return f"node {node} is gone"
-    if pod.unschedulable_since is not None and ctx.now - pod.unschedulable_since > ctx.unschedulable_grace:
+    if _unschedulable_too_long(pod, ctx):
         grace = int(ctx.unschedulable_grace.total_seconds())
         return f"pod {pod.name} unschedulable on {pod.node} for over {grace}s"
     not_ready_since = ctx.not_ready_since.get(node)
@@ -260,13 +328,15 @@ def _queued(
     message: str,
     *,
     reason: str = "Waiting",
+    noting: Mapping[str, tuple[str, str, str]] | None = None,
 ) -> dict[str, Any]:
-    """`reason`: the Scheduled condition's (Waiting, or Preempted while a preempted pod stops)."""
+    """`reason`: the Scheduled condition's (Waiting, or Preempted while a preempted pod stops); `noting`:
+    other conditions to set (a pod-level refusal, refusals.py)."""
     status = _base(job, current, ctx, Phase.QUEUED, attempts)
     status["message"] = message
     if ctx.queue:
         status["queue"] = dict(ctx.queue)
-    updates = {"Scheduled": ("False", reason, message)}
+    updates = {"Scheduled": ("False", reason, message), **(noting or {})}
     updates.update(health.conditions(Phase.QUEUED, "Queued", message))
     status["conditions"] = _conditions(current, ctx, job, updates)
     return status
@@ -317,6 +387,8 @@ def _from_pod(
         if ends is not None:
             status["estimatedCompletionTime"] = _stamp(ends)
     updates = {"Scheduled": ("True", "Placed", where)}
+    if pod.bound_node:  # kube-scheduler took this pod: an earlier pod-level refusal no longer counts
+        updates.update(refusals.settled(current, where))
     allocation = claims.allocation(pod, ctx.claims, ctx.foreign)
     if allocation is not None:
         updates["ClaimsAllocated"] = allocation
@@ -376,7 +448,7 @@ def _conditions(
             ),
             "observedGeneration": job.generation,
         }
-    order = ["Scheduled", "ClaimsAllocated", "Running", "Complete", "Failed", *health.TYPES]
+    order = CONDITION_ORDER
     return [merged[k] for k in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))]
 
 

@@ -7,7 +7,6 @@ node. Each finding is an `InvalidJob` naming the template field and value.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -16,6 +15,7 @@ from typing import Any
 
 from horus_operator.api import keys
 from horus_operator.api.dljob import InvalidJob
+from horus_operator.operator import apierrors
 
 FIELD = "spec.template.spec"
 GPU_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"})  # Horus sets them
@@ -193,21 +193,16 @@ def beyond_every_node(template: Mapping[str, Any], largest: Mapping[str, float])
 
 def refused(pod: Mapping[str, Any], reason: str, body: str) -> InvalidJob:
     """The API server's refusal (its Status `body`) of the pod built from the template, as the template
-    field it names first; the user fixes the template, so the pod's own field paths are translated."""
-    try:
-        status = json.loads(body)
-        causes = [c for c in status["details"]["causes"] if c.get("field")]
-    except (ValueError, KeyError, TypeError, AttributeError):
-        status, causes = {}, []
+    field it names first; the user fixes the template, so the pod's own field paths are translated.
+    Without a field (a quota, an admission webhook or policy), what the API server said, on one line:
+    never the Status's JSON."""
+    message, causes = apierrors.explained(body)
     if not causes:
-        message = status.get("message", body) if isinstance(status, dict) else body
-        return InvalidJob("spec.template", None, f"pod refused ({reason}): {message}")
+        return InvalidJob("spec.template", None, f"pod refused ({reason}): {message or 'no reason given'}")
     first, *others = causes
-    also = "".join(f"; also {_template_field(c['field'])}: {c.get('message', '')}" for c in others)
+    also = "".join(f"; also {_template_field(c.field)}: {c.message}" for c in others)
     return InvalidJob(
-        _template_field(first["field"]),
-        _at(pod, first["field"]),
-        f"pod refused ({reason}): {first.get('message', '')}{also}",
+        _template_field(first.field), _at(pod, first.field), f"pod refused ({reason}): {first.message}{also}"
     )
 
 

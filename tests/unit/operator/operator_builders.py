@@ -62,15 +62,16 @@ class PodBuilder:
         self._body["status"]["phase"] = phase
         return self
 
-    def unschedulable_since(self, stamp: str) -> PodBuilder:
-        self._body["status"]["conditions"] = [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "lastTransitionTime": stamp,
-            }
-        ]
+    def unschedulable_since(self, stamp: str, message: str = "") -> PodBuilder:
+        """kube-scheduler left it unschedulable since `stamp`, saying `message` (its PodScheduled=False
+        condition's, e.g. "0/2 nodes are available: 1 Insufficient cpu, …"; none when "")."""
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "lastTransitionTime": stamp,
+        }
+        self._body["status"]["conditions"] = [{**condition, **({"message": message} if message else {})}]
         return self
 
     def predicted(self, predicted: dict[str, Any]) -> PodBuilder:
@@ -122,6 +123,7 @@ class FakeKube:
         self.nodes: dict[str, dict[str, Any]] = {}
         self.claims: dict[str, dict[str, Any]] = {}  # "namespace/name" -> ResourceClaim
         self.slices: list[dict[str, Any]] = []
+        self.volume_claims: list[dict[str, Any]] = []  # PersistentVolumeClaims
         self.events: list[tuple[str, str, str]] = []
         self.creates = 0
         self.config_maps: dict[str, dict[str, str]] = {}  # "namespace/name" -> data
@@ -149,6 +151,9 @@ class FakeKube:
 
     async def list_slices(self) -> list[dict[str, Any]]:
         return copy.deepcopy(self.slices)
+
+    async def list_volume_claims(self, namespace: str | None) -> list[dict[str, Any]]:
+        return copy.deepcopy(self.volume_claims)
 
     async def create_claim(self, claim: dict[str, Any]) -> dict[str, Any] | None:
         key = job_key(claim)

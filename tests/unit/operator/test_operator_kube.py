@@ -105,3 +105,28 @@ def test_a_request_on_a_connection_that_never_answers_fails_instead_of_waiting_f
         for connection in held:
             connection.close()
     assert time.monotonic() - started < 10  # the client's retries included
+
+
+def test_claims_are_listed_in_the_operators_namespace_or_in_all() -> None:
+    """PersistentVolumeClaims (jobs/volumes.py): a namespaced operator lists only its namespace's."""
+    asked: list[tuple[str, tuple[Any, ...]]] = []
+
+    def listing(name: str) -> Any:
+        def call(*args: Any, **_: Any) -> Any:
+            asked.append((name, args))
+            return type("Response", (), {"data": b'{"items": [{"metadata": {"name": "data"}}]}'})()
+
+        return call
+
+    class Core:
+        list_namespaced_persistent_volume_claim = staticmethod(listing("namespaced"))
+        list_persistent_volume_claim_for_all_namespaces = staticmethod(listing("all"))
+
+    adapter = kube.Kube(kubernetes.client.ApiClient(kubernetes.client.Configuration()), workers=1)
+    adapter._core = Core()  # type: ignore[assignment]
+    try:
+        assert asyncio.run(adapter.list_volume_claims("team-a")) == [{"metadata": {"name": "data"}}]
+        asyncio.run(adapter.list_volume_claims(None))
+    finally:
+        adapter.close()
+    assert asked == [("namespaced", ("team-a",)), ("all", ())]

@@ -14,6 +14,7 @@ import pytest
 from operator_builders import FakeKube, PodBuilder, gpu_node
 
 from horus_operator.api import keys
+from horus_operator.operator import apierrors
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.dra.claims import Sharing
 from horus_operator.operator.jobs import jobspec, pods
@@ -152,18 +153,121 @@ def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node() -> None:
     asyncio.run(_settle(loop))
     (pod,) = kube.pods.values()
     assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-0"
-    pod["status"]["conditions"] = [  # kube-scheduler: the node is full of CPU
-        {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "lastTransitionTime": "2026-12-02T09:00:00Z",
-        }
-    ]
+    _refuse(pod, FULL_OF_CPU)
     asyncio.run(_settle(loop))
     (moved,) = kube.pods.values()
     assert moved["metadata"]["name"] == "job-0-1"
     assert moved["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-1"
+
+
+FULL_OF_CPU = (
+    "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
+)
+UNBOUND = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+
+
+def _refuse(pod: dict[str, Any], message: str) -> None:
+    """kube-scheduler has left `pod` unschedulable for an hour, saying `message`."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    pod["status"]["conditions"] = [{**condition, "lastTransitionTime": "2026-12-02T09:00:00Z"}]
+
+
+def _on(kube: FakeKube, job: str) -> str:
+    return next(
+        pod["spec"]["nodeSelector"]["kubernetes.io/hostname"]
+        for pod in kube.pods.values()
+        if pod["metadata"]["labels"][keys.LABEL_JOB] == job
+    )
+
+
+def test_a_pod_level_refusal_cools_no_node_and_the_second_fails_the_job() -> None:
+    """A claim that never binds is refused on every node alike: cooling the node would stall everyone."""
+    kube = _cluster(jobs=1, gpus=2)
+    loop = _loop(kube)
+    asyncio.run(_settle(loop))
+    _refuse(kube.pods["team-a/job-0-0"], UNBOUND)
+    late = DLJobBuilder.stored("late", namespace="team-b").obj()
+    kube.jobs[job_key(late)] = late
+    asyncio.run(_settle(loop))
+    assert _on(kube, "late") == "gpu-node-0"  # the only node, not cooled
+    assert sorted(kube.pods) == ["team-a/job-0-1", "team-b/late-0"]
+    _refuse(kube.pods["team-a/job-0-1"], UNBOUND)
+    asyncio.run(_settle(loop))
+    status = kube.jobs["team-a/job-0"]["status"]
+    assert (status["phase"], status["message"]) == (
+        "Failed",
+        "kube-scheduler refused pod job-0-1 on gpu-node-0 for the same reason as pod job-0-0 on gpu-node-0, "
+        "which no other node changes: pod has unbound immediate PersistentVolumeClaims",
+    )
+    assert sorted(kube.pods) == ["team-b/late-0"]  # the refused pod is gone, its GPU free
+
+
+def test_a_node_refusing_two_jobs_pods_for_a_reason_of_unknown_blame_is_cooled() -> None:
+    kube = _cluster(jobs=2, gpus=2)
+    kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=2)
+    for job in kube.jobs.values():  # both on gpu-node-0, the first node
+        job["spec"]["priority"] = 1
+    loop = _loop(kube)
+    asyncio.run(_settle(loop))
+    assert {_on(kube, "job-0"), _on(kube, "job-1")} == {"gpu-node-0"}
+    odd = "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, "
+    odd += "1 node(s) didn't match Pod's node affinity/selector."
+    _refuse(kube.pods["team-a/job-0-0"], odd)
+    asyncio.run(_settle(loop))
+    assert _on(kube, "job-0") == "gpu-node-0"  # one job's refusal: the node only a suspect
+    _refuse(kube.pods["team-a/job-1-0"], odd)
+    _refuse(kube.pods["team-a/job-0-1"], odd)
+    asyncio.run(_settle(loop))
+    assert {_on(kube, "job-0"), _on(kube, "job-1")} == {"gpu-node-1"}  # a second job's: cooled
+
+
+class QuotaRefuses(FakeKube):
+    """A ResourceQuota admits no pod: the API server answers 403 with a Status that names no field."""
+
+    async def create_pod(self, pod: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        name = pod["metadata"]["name"]
+        message = f'pods "{name}" is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, '
+        message += "limited: pods=0"
+        details = {"name": name, "kind": "pods"}
+        status = {"kind": "Status", "status": "Failure", "message": message, "details": details, "code": 403}
+        raise apierrors.of_status(403, "Forbidden", json.dumps(status))
+
+
+def test_a_pod_the_api_server_refuses_without_a_field_fails_its_job_in_one_line() -> None:
+    kube = QuotaRefuses()
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    kube.jobs["team-a/job-0"] = DLJobBuilder.stored("job-0").obj()
+    asyncio.run(_settle(_loop(kube)))
+    status = kube.jobs["team-a/job-0"]["status"]
+    assert (status["phase"], status["message"]) == (
+        "Failed",
+        'spec.template=None: pod refused (Forbidden): pods "job-0-0" is forbidden: exceeded quota: none, '
+        "requested: pods=1, used: pods=0, limited: pods=0",
+    )
+
+
+def test_a_job_waits_for_a_claim_it_names_and_is_placed_once_it_exists() -> None:
+    kube, cache = _cluster(jobs=0, gpus=1), ClusterCache()
+    job = DLJobBuilder.stored("data").obj()
+    job["spec"]["template"]["spec"]["volumes"] = [
+        {"name": "d", "persistentVolumeClaim": {"claimName": "imagenet"}}
+    ]
+    kube.jobs[job_key(job)] = job
+    loop = _loop(kube, cache)
+    asyncio.run(_settle(loop))
+    assert kube.creates == 0
+    assert kube.jobs["team-a/data"]["status"]["message"] == (
+        "waiting: spec.template.spec.volumes[0].persistentVolumeClaim.claimName='imagenet': "
+        "no PersistentVolumeClaim imagenet in namespace team-a"
+    )
+    cache.put_volume_claim({"metadata": {"namespace": "team-a", "name": "imagenet", "resourceVersion": "3"}})
+
+    async def cycle() -> None:
+        await loop.cycle()
+        await loop.settle()
+
+    asyncio.run(cycle())
+    assert kube.creates == 1
 
 
 class ListsInFlight(FakeKube):

@@ -109,13 +109,111 @@ def test_a_pod_on_a_vanished_node_is_deleted_and_the_job_re_placed() -> None:
     assert decision.avoid_node == ""
 
 
+FULL_OF_CPU = (
+    "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
+)
+UNBOUND = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+
+
 def test_a_pod_unschedulable_past_the_grace_period_is_re_placed() -> None:
-    recent = PodBuilder("cnn").unschedulable_since("2026-12-02T10:09:50Z")
+    recent = PodBuilder("cnn").unschedulable_since("2026-12-02T10:09:50Z", FULL_OF_CPU)
     assert _decide(DLJobBuilder.stored("cnn").obj(), recent).delete_pods == ()
-    stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z")
+    stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z", FULL_OF_CPU)
     decision = _decide(DLJobBuilder.stored("cnn").obj(), stale, unschedulable_grace=timedelta(seconds=30))
     assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
     assert decision.avoid_node == "gpu-node-0"
+    assert decision.status["message"] == (
+        "re-placing: pod cnn-0 unschedulable on gpu-node-0 for over 30s: Insufficient cpu"
+    )
+
+
+def test_a_refusal_of_unknown_blame_only_makes_the_node_a_suspect() -> None:
+    stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z")  # kube-scheduler said nothing
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), stale)
+    assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
+    assert (decision.avoid_node, decision.suspect_node) == ("", "gpu-node-0")
+
+
+def _refused(attempt: int, node: str, message: str = UNBOUND) -> PodBuilder:
+    return PodBuilder("cnn", attempt).on(node, 0).unschedulable_since("2026-12-02T10:00:00Z", message)
+
+
+def test_a_pod_level_refusal_cools_no_node_and_is_recorded() -> None:
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), _refused(0, "gpu-node-0"))
+    assert (decision.delete_pods, decision.place_attempt, decision.store_first) == (("cnn-0",), 1, True)
+    assert (decision.avoid_node, decision.suspect_node) == ("", "")
+    noted = _condition(decision.status, "Unschedulable")
+    assert (noted["status"], noted["reason"]) == ("True", "VolumeBinding")
+    assert noted["message"] == "pod cnn-0 on gpu-node-0: pod has unbound immediate PersistentVolumeClaims"
+    assert decision.status["message"].endswith(
+        "for over 30s: pod has unbound immediate PersistentVolumeClaims"
+    )
+
+
+def _after_first_refusal(**spec: object) -> dict:
+    first = _decide(DLJobBuilder.stored("cnn").obj(), _refused(0, "gpu-node-0")).status
+    return DLJobBuilder.stored("cnn").spec(**spec).status(**first).obj()
+
+
+def test_a_second_pod_refused_for_the_same_pod_level_reason_fails_the_job() -> None:
+    job = _after_first_refusal()
+    decision = _decide(job, PodBuilder("cnn", 0).deleting(), _refused(1, "gpu-node-1"))
+    assert decision.status["phase"] == "Failed"
+    assert (decision.place_attempt, decision.avoid_node, decision.suspect_node) == (None, "", "")
+    assert _condition(decision.status, "Failed")["reason"] == "Unschedulable"
+    assert decision.status["message"] == (
+        "kube-scheduler refused pod cnn-1 on gpu-node-1 for the same reason as pod cnn-0 on gpu-node-0, "
+        "which no other node changes: pod has unbound immediate PersistentVolumeClaims"
+    )
+    # Its pod goes once the failure is stored: until then a decision still sees why the job failed.
+    assert (decision.delete_pods, decision.delete_grace_s, decision.store_first) == (("cnn-1",), 0, True)
+    failed = DLJobBuilder.stored("cnn").status(**decision.status).obj()
+    final = _decide(failed, _refused(1, "gpu-node-1"))  # stored, but the operator stopped before deleting
+    assert (final.delete_pods, final.delete_grace_s, final.place_attempt) == (("cnn-1",), 0, None)
+    assert final.status == failed["status"]
+
+
+def test_a_refusal_counts_again_only_for_another_pod_the_same_generation_and_the_same_reason() -> None:
+    job = _after_first_refusal()
+    same_pod = _decide(job, _refused(0, "gpu-node-0"))
+    other_reason = _decide(
+        job,
+        PodBuilder("cnn", 0).deleting(),
+        _refused(1, "gpu-node-1", "0/2 nodes are available: 1 node(s) didn't match pod anti-affinity rules."),
+    )
+    edited = DLJobBuilder.stored("cnn").generation(2).status(**job["status"]).obj()
+    new_spec = _decide(edited, PodBuilder("cnn", 0).deleting(), _refused(1, "gpu-node-1"))
+    assert [d.status["phase"] for d in (same_pod, other_reason, new_spec)] == ["Queued"] * 3
+
+
+def test_a_pod_kube_scheduler_takes_clears_the_recorded_refusal() -> None:
+    job = _after_first_refusal()
+    running = _decide(
+        job,
+        PodBuilder("cnn", 0).deleting(),
+        PodBuilder("cnn", 1).on("gpu-node-1", 0).bound().phase("Running"),
+    )
+    assert _condition(running.status, "Unschedulable")["status"] == "False"
+    again = DLJobBuilder.stored("cnn").status(**running.status).obj()
+    assert (
+        _decide(again, PodBuilder("cnn", 1).deleting(), _refused(2, "gpu-node-0")).status["phase"] == "Queued"
+    )
+
+
+def test_a_job_naming_a_missing_claim_waits_without_a_pod_naming_the_field() -> None:
+    missing = InvalidJob(
+        "spec.template.spec.volumes[0].persistentVolumeClaim.claimName",
+        "data",
+        "no PersistentVolumeClaim data in namespace team-a",
+    )
+    new = _decide(DLJobBuilder.stored("cnn").obj(), missing_volume=missing)
+    assert (new.status["phase"], new.place_attempt) == ("Queued", None)
+    assert new.status["message"] == (
+        "waiting: spec.template.spec.volumes[0].persistentVolumeClaim.claimName='data': "
+        "no PersistentVolumeClaim data in namespace team-a"
+    )
+    refused = _decide(DLJobBuilder.stored("cnn").obj(), _refused(0, "gpu-node-0"), missing_volume=missing)
+    assert (refused.delete_pods, refused.place_attempt, refused.avoid_node) == (("cnn-0",), None, "")
 
 
 def test_attempt_numbers_skip_pods_still_being_deleted() -> None:

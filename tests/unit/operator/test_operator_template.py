@@ -155,6 +155,52 @@ def test_a_refusal_without_causes_keeps_the_api_servers_message() -> None:
 
 
 @pytest.mark.parametrize(
+    ("reason", "status", "said"),
+    [
+        (  # a ResourceQuota: details name the pod, no cause names a field
+            "Forbidden",
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "message": 'pods "x-0" is forbidden: exceeded quota: no-pods, requested: pods=1, '
+                "used: pods=0, limited: pods=0",
+                "reason": "Forbidden",
+                "details": {"name": "x-0", "kind": "pods"},
+                "code": 403,
+            },
+            'pod refused (Forbidden): pods "x-0" is forbidden: exceeded quota: no-pods, requested: pods=1, '
+            "used: pods=0, limited: pods=0",
+        ),
+        (  # an admission webhook's denial, over several lines; a cause without a field
+            "Bad Request",
+            {
+                "kind": "Status",
+                "message": 'admission webhook "deny.example.com" denied the request:\n  no GPUs on Fridays',
+                "details": {"causes": [{"reason": "FieldValueForbidden", "message": "no"}]},
+                "code": 400,
+            },
+            'pod refused (Bad Request): admission webhook "deny.example.com" denied the request: no GPUs on '
+            "Fridays",
+        ),
+        ("Forbidden", {"kind": "Status", "code": 403}, "pod refused (Forbidden): no reason given"),
+        ("Forbidden", [1, 2], "pod refused (Forbidden): no reason given"),
+    ],
+)
+def test_a_refusal_naming_no_field_says_what_was_refused_on_one_line_never_as_json(
+    reason: str, status: object, said: str
+) -> None:
+    invalid = template.refused({}, reason, json.dumps(status))
+    assert (invalid.field_path, invalid.reason) == ("spec.template", said)
+    assert "{" not in str(invalid) and "\n" not in str(invalid)
+
+
+def test_a_long_refusal_is_cut_short() -> None:
+    body = json.dumps({"kind": "Status", "message": "x" * 5000})
+    assert len(template.refused({}, "Forbidden", body).reason) < 600
+
+
+@pytest.mark.parametrize(
     ("resources", "cores"),
     [
         ([{"limits": {"cpu": "5"}, "requests": {"cpu": "2"}}], 4.0),  # the limit is what it can take

@@ -25,6 +25,7 @@ def test_every_watch_handler_runs_on_the_event_loop() -> None:
         "dljob_changed",
         "pod_changed",
         "node_changed",
+        "volume_claim_changed",
         "claim_changed",
         "slice_changed",
         "managed_pod_changed",

@@ -1,0 +1,178 @@
+"""Why kube-scheduler refused a Horus pod, and whom that blames: the node, or the job.
+
+Pure. A pod Horus made is pinned to one node (`nodeSelector: kubernetes.io/hostname`), so when it stays
+unschedulable past its grace period the operator deletes it and places the job again. Whether the node
+is then cooled (skipped for every job for a while, `placement/cycle.py` `Cooldowns`) depends on what
+kube-scheduler said in the pod's PodScheduled=False condition, e.g. "0/4 nodes are available: 1 Insufficient
+cpu, 3 node(s) didn't match Pod's node affinity/selector. preemption: …":
+
+- the node's fault (taints, too little CPU or memory, cordoned or not ready, its labels no longer match):
+  the node is cooled at once;
+- the pod's own making (a PersistentVolumeClaim missing, unbound or bound elsewhere, topology spread or
+  pod (anti-)affinity constraints): no node is cooled, for any other job would fit there; the job is
+  placed again, and refused a second time for the same reason it fails (`is_repeat`);
+- anything else: the node is cooled only once pods of two different jobs were refused there
+  (`NodeSuspects`).
+
+The other nodes always show up too, refused by Horus's own node selector (or their taints, or cordoned):
+node-level noise that never outweighs a pod-level reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Blame(StrEnum):
+    NODE = "node"  # the node refuses what others would take too: cool it
+    JOB = "job"  # the pod's own making: no node would take it, and no node is to blame
+    UNKNOWN = "unknown"  # cool the node once a second job is refused there
+
+
+# kube-scheduler's reasons (k8s.io/kubernetes pkg/scheduler/framework/plugins, v1.37 and older wordings),
+# each as the start of one reason of its message, with the plugin that gives it.
+REASONS: tuple[tuple[str, Blame, str], ...] = (
+    ("Insufficient ", Blame.NODE, "NodeResourcesFit"),
+    ("Too many pods", Blame.NODE, "NodeResourcesFit"),
+    ("node(s) had untolerated taint", Blame.NODE, "TaintToleration"),
+    ("node(s) had taint", Blame.NODE, "TaintToleration"),
+    ("that the pod didn't tolerate", Blame.NODE, "TaintToleration"),  # before v1.25: "had taint {…}, that…"
+    ("node(s) didn't match Pod's node affinity/selector", Blame.NODE, "NodeAffinity"),
+    ("node(s) didn't match scheduler-enforced node affinity", Blame.NODE, "NodeAffinity"),
+    ("node(s) were unschedulable", Blame.NODE, "NodeUnschedulable"),
+    ("node(s) had unknown conditions", Blame.NODE, "NodeUnschedulable"),
+    # DRA binding: the claim names a GPU of this node that Horus counted free and is not
+    ("cannot allocate all claims", Blame.NODE, "DynamicResources"),
+    ("resourceclaim not available on the node", Blame.NODE, "DynamicResources"),
+    ("persistentvolumeclaim ", Blame.JOB, "VolumeBinding"),  # "… \"x\" not found", "… is being deleted"
+    ("waiting for ephemeral volume controller", Blame.JOB, "VolumeBinding"),
+    ("pod has unbound immediate PersistentVolumeClaims", Blame.JOB, "VolumeBinding"),
+    ("node(s) didn't find available persistent volumes to bind", Blame.JOB, "VolumeBinding"),
+    ("node(s) didn't match PersistentVolume's node affinity", Blame.JOB, "VolumeBinding"),
+    ("node(s) had volume node affinity conflict", Blame.JOB, "VolumeBinding"),
+    ("node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)", Blame.JOB, "VolumeBinding"),
+    ("node(s) had no available volume zone", Blame.JOB, "VolumeZone"),
+    (
+        "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod",
+        Blame.JOB,
+        "VolumeRestrictions",
+    ),
+    ("node(s) didn't match pod topology spread constraints", Blame.JOB, "PodTopologySpread"),
+    ("node(s) didn't match pod affinity rules", Blame.JOB, "InterPodAffinity"),
+    ("node(s) didn't match pod anti-affinity rules", Blame.JOB, "InterPodAffinity"),
+)
+CONDITION = "Unschedulable"  # the DLJob condition that records a pod-level refusal (`noted`)
+_SEPARATOR = re.compile(r", (?![^{]*})")  # between reasons, not inside a taint's "{key: value, …}"
+_COUNT = re.compile(r"^\d+ ")  # "3 node(s) …": how many nodes said it
+_SENTENCE_END = re.compile(r"\.(?:\s|$)")  # a claim's name may hold a dot, never one before a space
+_NOTED = re.compile(r"^pod (\S+) on (\S*): (.*)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    blame: Blame
+    # the reason blamed: the first pod-level one, else the first unknown one, else a node-level one
+    cause: str = ""
+    plugin: str = ""  # the kube-scheduler plugin that gave `cause` ("" when unknown)
+
+
+def judge(message: str) -> Refusal:
+    """Whom kube-scheduler's `message` blames. One pod-level reason blames the job; else one reason this
+    table does not know leaves it unknown; else (only node-level reasons) the node. No message: unknown."""
+    # Horus's own node selector refuses every other node: a node's other reasons say more about it
+    judged = sorted(((r, *_known(r)) for r in reasons(message)), key=lambda r: r[2] == "NodeAffinity")
+    for blame in (Blame.JOB, Blame.UNKNOWN, Blame.NODE):
+        first = next((r for r in judged if r[1] == blame), None)
+        if first is not None:
+            return Refusal(blame, first[0], first[2])
+    return Refusal(Blame.UNKNOWN)
+
+
+def reasons(message: str) -> list[str]:
+    """The reasons of a scheduler message, "0/X nodes are available: <reasons>. <what preemption found>",
+    without how many nodes gave each. What preemption found only repeats that preempting would not help
+    (or, from kube-scheduler v1.37 after a PreFilter refusal, says "not found")."""
+    _, colon, text = message.partition("nodes are available:")
+    if not colon:
+        return []
+    text = _SENTENCE_END.split(text.strip(), 1)[0]
+    found = (_COUNT.sub("", part.strip()) for part in _SEPARATOR.split(text))
+    return [reason for reason in found if reason]
+
+
+def _known(reason: str) -> tuple[Blame, str]:
+    for start, blame, plugin in REASONS:
+        if reason.startswith(start):
+            return blame, plugin
+    return Blame.UNKNOWN, ""
+
+
+@dataclass(frozen=True)
+class Noted:
+    """A pod-level refusal the job's status records (`CONDITION`), so that it outlives the operator."""
+
+    pod: str
+    node: str
+    cause: str
+
+    def condition(self, plugin: str) -> tuple[str, str, str]:
+        """The condition's (status, reason, message)."""
+        return "True", plugin or "PodLevel", f"pod {self.pod} on {self.node}: {self.cause}"
+
+
+def settled(status: Mapping[str, Any], where: str) -> dict[str, tuple[str, str, str]]:
+    """The condition cleared once kube-scheduler has taken a later pod of the job (`where`): refusals
+    count only in a row. Nothing where no refusal is recorded."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == CONDITION and condition.get("status") == "True":
+            return {CONDITION: ("False", "PodScheduled", where)}
+    return {}
+
+
+def noted(status: Mapping[str, Any], generation: int) -> Noted | None:
+    """The pod-level refusal recorded in `status` for this generation of the job (a new spec may have fixed
+    what was refused), None where there is none."""
+    for condition in status.get("conditions") or []:
+        if condition.get("type") != CONDITION or condition.get("status") != "True":
+            continue
+        if condition.get("observedGeneration") != generation:
+            return None
+        found = _NOTED.match(str(condition.get("message") or ""))
+        return Noted(*found.groups()) if found else None
+    return None
+
+
+def is_repeat(refused: Noted, before: Noted) -> bool:
+    """Whether `refused` repeats an earlier pod's refusal for the same reason: no node is to blame, and
+    trying a third would walk the cluster."""
+    return before.pod != refused.pod and before.cause == refused.cause
+
+
+def repeated(refused: Noted, before: Noted) -> str:
+    """The failure's message, one sentence."""
+    return (
+        f"kube-scheduler refused pod {refused.pod} on {refused.node} for the same reason as pod {before.pod} "
+        f"on {before.node}, which no other node changes: {refused.cause}"
+    )
+
+
+class NodeSuspects:
+    """The nodes that refused pods for reasons `judge` does not know, and whose: a node that refused pods
+    of two different jobs within `window_s` seconds is to blame. In memory: a restart forgets them, and a
+    node is then cooled one refusal later."""
+
+    def __init__(self, window_s: float) -> None:
+        self._window_s = window_s
+        self._refused: dict[str, dict[str, float]] = {}  # node -> job key -> when its pod was last refused
+
+    def refused(self, node: str, job: str, now: float) -> bool:
+        """Note that `node` refused `job`'s pod at `now`; whether it has refused another job's lately."""
+        jobs = self._refused.setdefault(node, {})
+        for key in [key for key, when in jobs.items() if now - when >= self._window_s]:
+            del jobs[key]
+        jobs[job] = now
+        return len(jobs) >= 2
