@@ -1,9 +1,11 @@
 """charts/horus/values.schema.json offers exactly the choices `horus run` and `horus agent` accept, so
-a value helm admits never crash-loops the operator, and a new choice reaches the chart's users."""
+a value helm admits never crash-loops the operator, and a new choice reaches the chart's users; the
+pod route's defaults are the webhook configuration manifests-pod-route/ ships."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,3 +60,31 @@ def test_the_default_values_are_the_commands_defaults() -> None:
     )
     assert operator["metricsPort"] == defaults["metrics_port"]
     assert values["agent"]["metricsPort"] == {p.name: p.default for p in agent.params}["metrics_port"]
+
+
+def test_the_schema_refuses_in_operator_env_exactly_the_variables_the_chart_sets() -> None:
+    # A duplicate name in the container's env would be the chart's value or the user's, by the API
+    # server's merge: the schema names the value that sets it instead (operator.policy, podRoute, ...).
+    template = (CHART / "templates" / "operator.yaml").read_text()
+    set_by_chart = set(re.findall(r"- name: (HORUS_[A-Z0-9_]+)", template))
+    refused = SCHEMA["properties"]["operator"]["properties"]["env"]["propertyNames"]["not"]["enum"]
+    assert set(refused) == set_by_chart
+
+
+def test_the_pod_route_defaults_are_the_shipped_webhook_configuration() -> None:
+    pod_route = yaml.safe_load((CHART / "values.yaml").read_text())["podRoute"]
+    shipped = yaml.safe_load((CHART.parents[1] / "manifests-pod-route" / "webhook.yaml").read_text())
+    by_pod_label, by_namespace = shipped["webhooks"]
+    for webhook in (by_pod_label, by_namespace):
+        assert (webhook["failurePolicy"], webhook["timeoutSeconds"]) == (
+            pod_route["failurePolicy"],
+            pod_route["timeoutSeconds"],
+        )
+    # The chart adds the expression leaving out Horus's own namespaces (named by other values).
+    opted_in = [
+        e
+        for e in by_namespace["namespaceSelector"]["matchExpressions"]
+        if e["key"] != "kubernetes.io/metadata.name"
+    ]
+    assert pod_route["namespaceSelector"] == {"matchExpressions": opted_in}
+    assert pod_route["enabled"] is False

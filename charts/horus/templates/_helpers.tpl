@@ -53,3 +53,35 @@ prometheus.io/port: {{ .port | toString | quote }}
 prometheus.io/path: /metrics
 {{- end }}
 {{- end }}
+
+{{/* The pod webhook's Service name, as the API server and the serving certificate know it. */}}
+{{- define "horus.webhookHost" -}}
+horus-webhook.{{ include "horus.operatorNamespace" . }}.svc
+{{- end }}
+
+{{/* The Secret holding the pod webhook's tls.crt and tls.key, which the operator mounts. */}}
+{{- define "horus.webhookSecretName" -}}
+{{ .Values.podRoute.certificate.existingSecret | default "horus-webhook-tls" }}
+{{- end }}
+
+{{/*
+The chart-made webhook certificate, as the Secret's data (base64 ca.crt, tls.crt, tls.key; YAML, for
+fromYaml). On an upgrade, the Secret already there: a new CA would change the caBundle with every
+upgrade, and the API server would distrust the replicas still serving the old certificate until they
+re-read the Secret. Otherwise (a first install; `helm template` and `helm lint`, which reach no
+cluster) a new self-signed CA and a serving certificate it signs for the Service's names. Include it
+once per template: each call without a Secret makes a new CA.
+*/}}
+{{- define "horus.webhookCertificate" -}}
+{{- $secret := lookup "v1" "Secret" (include "horus.operatorNamespace" .) "horus-webhook-tls" -}}
+{{- $data := dig "data" dict $secret -}}
+{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") -}}
+{{- pick $data "ca.crt" "tls.crt" "tls.key" | toYaml -}}
+{{- else -}}
+{{- $days := int .Values.podRoute.certificate.validityDays -}}
+{{- $host := include "horus.webhookHost" . -}}
+{{- $ca := genCA "horus-webhook-ca" $days -}}
+{{- $cert := genSignedCert $host nil (list $host (printf "%s.cluster.local" $host)) $days $ca -}}
+{{- dict "ca.crt" ($ca.Cert | b64enc) "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) | toYaml -}}
+{{- end -}}
+{{- end }}
