@@ -7,7 +7,9 @@ predictions, progress from Gavel's measured pairs) and the table reports
 - mean JCT / binpack's (target: no worse than before the makespan guard) and QoS violations (<= 1 %).
 
 Traces: `gavel-generator` (Gavel's job generator: 300 single-GPU jobs at time 0 on 32 V100s, seeds
-1-5) and `horus-2500` (2,500 jobs arriving at twice exclusive capacity on 64 V100s, seeds 1-3).
+1-5), `horus-2500` (2,500 jobs arriving at twice exclusive capacity on 64 V100s, seeds 1-3) and
+`real-mix-900` (900 jobs of 1/2/4/8 GPUs in a real cluster's mix over five days on 8 nodes x 8 V100,
+seeds 1-3; issue 46).
 
 `--migration` adds horus moving running jobs (`horus simulate --migration`: every job allows it, 30 s
 grace, 120 s restart cost): its makespan over the bound, mean JCT over binpack's, QoS violations,
@@ -31,12 +33,16 @@ from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import details, summarise
 from horus_operator.sim.migration import Migration
 from horus_operator.sim.truth import Truth
-from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
+from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500, real_mix_900
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = ("horus", "exclusive", "binpack")
 MOVING = "horus+migration"
-TRACES = {"gavel-generator": (gavel_generator, 5), "horus-2500": (horus_2500, 3)}
+TRACES = {
+    "gavel-generator": (gavel_generator, 5),
+    "horus-2500": (horus_2500, 3),
+    "real-mix-900": (real_mix_900, 3),
+}
 
 
 def run_trace(

@@ -23,7 +23,13 @@ srpt-est's mean JCT ≤ 0.85× fifo's with its makespan ≤ 1.01× fifo's; las's
 Workloads: horus-2500 and gavel-generator (seed 1), and the copied traces in data/traces/ (Gavel,
 Muri, Alibaba openb) at their loaders' defaults (64 V100s).
 
-    .venv/bin/python bench/queue_order.py [--out out/bench/queue_order.json]
+`--real-mix` (issue 46) runs instead the table of the issue on `real-mix-900` (1/2/4/8-GPU jobs in a real
+cluster's mix, 8 nodes x 8 V100, Gavel's measured V100 pairs as truth; `sim/workloads.py`): horus,
+binpack and exclusive, each in the orders listed in `REAL_MIX_RUNS`, horus deciding from truth and from
+predictions, with per run mean JCT, makespan, the eight-GPU jobs' mean wait, jobs co-located and QoS
+violations, and mean JCT and makespan over binpack's best mean JCT's run (any order, any bound).
+
+    .venv/bin/python bench/queue_order.py [--real-mix] [--seeds N] [--out out/bench/queue_order.json]
 """
 
 from __future__ import annotations
@@ -42,13 +48,15 @@ from horus_operator.prediction.predictor import load_predictor
 from horus_operator.sim.durations import Durations, remaining
 from horus_operator.sim.engine import Simulation
 from horus_operator.sim.metrics import summarise
+from horus_operator.sim.oracle import OraclePredictor
 from horus_operator.sim.preemption import Preempting
 from horus_operator.sim.results import RunResult
 from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth
-from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500
+from horus_operator.sim.workloads import Scenario, gavel_generator, horus_2500, real_mix_900
 
 REPO = Path(__file__).resolve().parents[1]
+DEFAULT_OUT = REPO / "out" / "bench" / "queue_order.json"  # --real-mix: real_mix.json beside it
 TRACES = (
     "gavel_small_test.trace",
     "gavel_artifact_evaluation.trace",
@@ -87,6 +95,33 @@ ORDERS = {
     ),
 }
 HOUR = 3600.0
+# Issue 46's table: its orders (`ORDERS` and binpack's, shortest-remaining on true lengths without a
+# bound) and its runs, (policy, decides from, order label).
+REAL_MIX_ORDERS = ORDERS | {
+    "srpt-true-nobound": (
+        QueueOrder.SHORTEST_REMAINING,
+        Durations.TRUTH,
+        Starvation(max_wait_s=None),
+        False,
+    ),
+}
+REAL_MIX_RUNS = (
+    ("binpack", "predictions", "fifo"),
+    ("binpack", "predictions", "srpt-true-nobound"),
+    ("binpack", "predictions", "srpt-true"),
+    ("binpack", "predictions", "las"),
+    ("exclusive", "predictions", "fifo"),
+    ("exclusive", "predictions", "srpt-true-nobound"),
+    ("horus", "truth", "fifo"),
+    ("horus", "truth", "srpt-true-nobound"),
+    ("horus", "truth", "srpt-true"),
+    ("horus", "truth", "las"),
+    ("horus", "predictions", "fifo"),
+    ("horus", "predictions", "srpt-true-nobound"),
+    ("horus", "predictions", "srpt-est-nobound"),
+    ("horus", "predictions", "srpt-est"),
+    ("horus", "predictions", "las"),
+)
 
 
 def scenarios(table: TruthTable) -> dict[str, Scenario]:
@@ -100,16 +135,25 @@ def scenarios(table: TruthTable) -> dict[str, Scenario]:
 
 
 def run_order(
-    scenario: Scenario, label: str, table: TruthTable, truth: Truth, predictor: Predictor
+    scenario: Scenario,
+    label: str,
+    table: TruthTable,
+    truth: Truth,
+    predictor: Predictor,
+    policy_name: str = "horus",
+    deciding: Predictor | None = None,
 ) -> dict[str, float | int]:
-    order, durations, starvation, preempts = ORDERS[label]
+    """One replay of `scenario` under `policy_name` in order `label`, deciding with `deciding` (else
+    `predictor`, which the estimated lengths always come from)."""
+    order, durations, starvation, preempts = REAL_MIX_ORDERS[label]
     lengths = remaining(durations, scenario, table, predictor)
     ordering = Ordering(order, starvation=starvation, remaining=lengths)
-    policy = make_policy("horus", predictor=predictor, rng=random.Random(SEED))
+    policy = make_policy(policy_name, predictor=deciding or predictor, rng=random.Random(SEED))
     cycle = SchedulingCycle(policy, ordering=ordering)
     preempting = Preempting() if preempts else None
     result = Simulation(scenario, cycle, truth, preemption=preempting).run()
     summary = summarise(result, scenario)
+    eight = [record.wait_s for record in result.records if record.gpus == 8]
     return {
         "mean_jct_h": summary["mean_jct_s"] / HOUR,
         "p99_jct_h": summary["p99_jct_s"] / HOUR,
@@ -119,7 +163,45 @@ def run_order(
         "qos_violations": summary["qos_violations"],
         "jobs": summary["jobs"],
         "preemptions": len(preempting.made) if preempting else 0,
+        "eight_gpu_mean_wait_h": sum(eight) / len(eight) / HOUR if eight else 0.0,
+        "colocated_jobs": sum(record.colocated_s > 0 for record in result.records),
     }
+
+
+def real_mix(table: TruthTable, truth: Truth, predictor: Predictor, seeds: int) -> list[dict]:
+    """The issue's table on real-mix-900, per seed: every run of `REAL_MIX_RUNS`, with mean JCT and
+    makespan over those of binpack's run of least mean JCT."""
+    oracle = OraclePredictor(truth, predictor)
+    print(
+        "seed  policy     decides      order              mean JCT h  makespan h  8-GPU wait h  co-located"
+        "  QoS  JCT/binpack-best  makespan/binpack-best"
+    )
+    rows = []
+    for seed in range(1, seeds + 1):
+        scenario = real_mix_900(table, random.Random(seed))
+        results = {
+            run: run_order(
+                scenario, run[2], table, truth, predictor, run[0], oracle if run[1] == "truth" else None
+            )
+            for run in REAL_MIX_RUNS
+        }
+        best = min((r for run, r in results.items() if run[0] == "binpack"), key=lambda r: r["mean_jct_h"])
+        for (name, decides, label), r in results.items():
+            jct, makespan = r["mean_jct_h"] / best["mean_jct_h"], r["makespan_h"] / best["makespan_h"]
+            rows.append(
+                {"workload": scenario.name, "seed": seed, "policy": name, "decides": decides, "order": label}
+                | r
+                | {
+                    "mean_jct_over_binpack_best": round(jct, 3),
+                    "makespan_over_binpack_best": round(makespan, 3),
+                }
+            )
+            print(
+                f"{seed:>4}  {name:<10} {decides:<12} {label:<18} {r['mean_jct_h']:>10.2f}"
+                f" {r['makespan_h']:>11.1f} {r['eight_gpu_mean_wait_h']:>13.1f} {r['colocated_jobs']:>11}"
+                f" {r['qos_violations']:>4} {jct:>17.3f} {makespan:>22.3f}"
+            )
+    return rows
 
 
 def max_wait_s(result: RunResult) -> float:
@@ -134,11 +216,17 @@ def known_lengths(scenario: Scenario, table: TruthTable, predictor: Predictor) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=REPO / "out" / "bench" / "queue_order.json")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--real-mix", action="store_true", help="only the issue-46 table on real-mix-900")
+    parser.add_argument("--seeds", type=int, default=1, help="--real-mix: seeds 1..N")
     args = parser.parse_args()
     table = gavel_truth()
     predictor = load_predictor()
     truth = Truth(table, fallback=predictor)
+    if args.real_mix:
+        out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.with_name("real_mix.json")
+        write(out, real_mix(table, truth, predictor, args.seeds))
+        return
     rows = []
     print(
         "workload                           order            mean JCT h  p99 JCT h  mean wait h  max wait h"
@@ -161,9 +249,13 @@ def main() -> None:
                 f" {r['qos_violations']:>4} {jct_ratio:>10.3f} {makespan_ratio:>14.3f} {r['preemptions']:>12}"
             )
         print(f"{'':<34} (lengths known to the estimate: {known:.0%} of {fifo['jobs']} jobs)")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    write(args.out, rows)
+
+
+def write(out: Path, rows: list[dict]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

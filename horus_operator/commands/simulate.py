@@ -1,6 +1,7 @@
 """`horus simulate`: replay a workload under several policies and compare them.
 
-    horus simulate --workload horus-2500|synthetic|gavel-generator|FILE --policy horus,exclusive,binpack
+    horus simulate --workload horus-2500|real-mix-900|synthetic|gavel-generator|FILE
+                   --policy horus,exclusive,binpack
                    [--truth FILE.csv] [--seed N] [--jobs N] [--gpus M] [--gpu TYPE] [--models DIR]
                    [--truth-models DIR] [--host-cpus FILE.csv]
                    [--decide-with predictions|truth] [--online-learning] [--time-sliced]
@@ -40,7 +41,14 @@ from horus_operator.sim.preemption import Preempting
 from horus_operator.sim.report import table, write_outputs
 from horus_operator.sim.traces import load_trace
 from horus_operator.sim.truth import Truth
-from horus_operator.sim.workloads import DEFAULT_GPU, Scenario, gavel_generator, horus_2500, synthetic
+from horus_operator.sim.workloads import (
+    DEFAULT_GPU,
+    Scenario,
+    gavel_generator,
+    horus_2500,
+    real_mix_900,
+    synthetic,
+)
 
 # What Gavel's command lines kept busy on the CPU beside each model's training loop: the default
 # truth's jobs carry it, as their pods would declare it.
@@ -54,7 +62,7 @@ def _scenario(
     if gpu is not None and gpu not in GPU_SPECS:
         raise click.BadParameter(f"--gpu {gpu!r}: not a GPU type Horus knows ({', '.join(GPU_SPECS)})")
     gpu = gpu or DEFAULT_GPU
-    generated = workload in ("horus-2500", "synthetic", "gavel-generator")
+    generated = workload in ("horus-2500", "real-mix-900", "synthetic", "gavel-generator")
     if generated and not table_.configs(gpu):
         # The generators draw configurations and their throughputs from the truth table's measurements.
         measured = sorted({g for g, _, _ in table_.isolated})
@@ -63,6 +71,10 @@ def _scenario(
         if jobs is not None or gpus is not None:
             raise click.UsageError("horus-2500 is fixed (2,500 jobs, 64 GPUs); use --workload synthetic")
         return horus_2500(table_, rng, gpu=gpu)
+    if workload == "real-mix-900":
+        if jobs is not None or gpus is not None:
+            raise click.UsageError("real-mix-900 is fixed (900 jobs of 1-8 GPUs, 8 nodes x 8 GPUs)")
+        return real_mix_900(table_, rng, gpu=gpu)
     if workload == "synthetic":
         return synthetic(table_, rng, jobs=jobs or 2500, gpus=gpus or 64, gpu=gpu)
     if workload == "gavel-generator":
@@ -70,7 +82,7 @@ def _scenario(
     path = Path(workload)
     if not path.is_file():
         raise click.BadParameter(
-            f"{workload!r} is neither horus-2500, synthetic, gavel-generator nor a trace file"
+            f"{workload!r} is neither horus-2500, real-mix-900, synthetic, gavel-generator nor a trace file"
         )
     try:
         return load_trace(path, table_, rng, gpus, gpu)
@@ -110,7 +122,8 @@ def _learning(predictor: Predictor, scenario: Scenario) -> OnlineLearning:
 @click.option(
     "--workload",
     required=True,
-    help="horus-2500, synthetic, gavel-generator, or a Gavel/Muri/Alibaba trace file or a Horus plain CSV "
+    help="horus-2500, real-mix-900 (1/2/4/8-GPU jobs in a real cluster's mix), synthetic, gavel-generator, "
+    "or a Gavel/Muri/Alibaba trace file or a Horus plain CSV "
     "(job_id,submit_s,gpus,duration_s,model,batch_size[,max_slowdown,priority]; docs/simulator.md)",
 )
 @click.option("--policy", "policy_names", default="horus,exclusive,binpack", show_default=True)

@@ -19,6 +19,11 @@ One call repeats a small decision until nothing more can start:
    starts if it gains at least `min_gain` and keeps every affected job's predicted slowdown under its
    maxSlowdown / (1 + `Limits.qos_margin`). Predicted memory (plus `Limits.memory_margin_mib`) never exceeds
    the GPU's, and measured telemetry can only remove candidates.
+5. **Keep whole nodes for wide jobs.** Where a job starts alone, its node is the one whose empty GPUs
+   it leaves least fragmented for the size mix of the queued jobs the call reads
+   (`placement/fragmentation.py`, FGD's expected fragmentation; best fit where no wide job waits). A
+   one-GPU job that would strand empty GPUs wide waiting jobs need shares a GPU instead when a pairing's
+   score beats 1 - `fragmentation_weight` x the GPUs it would strand.
 
 A combination's score is a pure function of (GPU group, job workload, job maxSlowdown) and the
 predictions, so it is memoised until the predictor learns something (its revision, see
@@ -38,6 +43,7 @@ from horus_operator.placement.base import (
     RequestKinds,
     summarise_reasons,
 )
+from horus_operator.placement.fragmentation import SizeMix
 from horus_operator.placement.index import (
     GpuKey,
     GpuSlot,
@@ -56,12 +62,15 @@ class HorusTunables:
     - `min_gain`: least predicted gain in a GPU's normalised throughput for a newcomer to join it.
     - `patience_s`: the head of the queue is served first once the next job is this much younger.
     - `utilization_weight`: score penalty per unit of predicted summed utilization above 1.0.
+    - `fragmentation_weight`: score, in a GPU's normalised throughput, lost per empty GPU a job alone
+      strands for the waiting jobs' size mix (0: best fit, and never share to keep a node whole).
     """
 
     lookahead: int = 16
     min_gain: float = 0.1
     patience_s: float = 4 * 3600.0
     utilization_weight: float = 0.05
+    fragmentation_weight: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,10 @@ class HorusPolicy:
             if not call.has_room():
                 return []
             candidates = list(queue[: self.limits.scan_depth])
+            # The sizes the call reads: the jobs a node's empty GPUs are kept for (none when the weight
+            # is 0). Which node an option takes depends on it, never whether one exists, so what
+            # `_Searched` remembers of a search in vain holds whatever the mix.
+            mix = SizeMix.of(candidates) if self.tunables.fragmentation_weight else SizeMix()
             known = previous if previous is not None and previous.still_holds(call, candidates) else None
             first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
@@ -150,7 +163,7 @@ class HorusPolicy:
                         self._searched = _Searched.after(call, candidates, placed_at, held, hopeless)
                     break
                 unique, window_signatures = self._unlike(window, hopeless)
-                option, held = self._choose(call, window, unique, held, first == 0)
+                option, held = self._choose(call, window, unique, held, first == 0, mix)
                 if option is None:  # backfill: look further down the queue
                     hopeless = window_signatures
                     first = after
@@ -203,36 +216,61 @@ class HorusPolicy:
         unique: list[JobRequest],
         held: set[GpuKey],
         at_head: bool,
+        mix: SizeMix,
     ) -> tuple[Option | None, set[GpuKey]]:
         """The next placement from `window` (choosing among its `unique` jobs), and the GPUs held
         back for a starving queue head."""
         head = window[0]
         starving = len(window) > 1 and window[1].submitted_at - head.submitted_at > self.tunables.patience_s
         if at_head and not held and starving:
-            option = self._alone(call, head, held) or self._best_share(call, [head], held, min_gain=1e-9)
+            option = self._alone(call, head, held, mix) or self._best_share(call, [head], held, min_gain=1e-9)
             if option is not None:
                 return option, held
             held = self._hold_for(call, head)
         if not unique:
             return None, held
         if call.index.empty_count() > len(held):
-            option = self._loner_first(call, unique, held)
+            option = self._loner_first(call, unique, held, mix)
             if option is not None:
-                return option, held
+                return self._unless_sharing_keeps_room(call, option, unique, held), held
         return self._best_share(call, unique, held, min_gain=self.tunables.min_gain), held
 
+    def _unless_sharing_keeps_room(
+        self, call: PlacementCall, alone: Option, unique: list[JobRequest], held: set[GpuKey]
+    ) -> Option:
+        """`alone`, or, where a one-GPU job alone strands empty GPUs waiting wide jobs need (its score
+        below 1), the best pairing whose score beats it: an idle GPU kept so a node can drain for a wide
+        job is worth the pair's slowdown only while that job waits. A wide job never waits for it."""
+        if alone.score >= 1.0 or alone.request.gpus > 1:
+            return alone
+        shared = self._best_share(call, unique, held, min_gain=max(self.tunables.min_gain, alone.score))
+        if shared is None:
+            return alone
+        reason = f"{shared.reason}; keeps empty GPUs for waiting multi-GPU jobs"
+        return Option(shared.request, shared.slots, shared.score, reason)
+
     # -- options ---------------------------------------------------------------------------------
-    def _alone(self, call: PlacementCall, request: JobRequest, held: set[GpuKey]) -> Option | None:
-        for _node, empty in call.index.nodes_with_empty(request.gpus):
-            fitting = [slot for slot in empty if slot.key not in held and call.room(request, slot) is None]
-            if len(fitting) >= request.gpus:
-                return Option(request, tuple(fitting[: request.gpus]), 1.0, "alone on an empty GPU")
+    def _alone(
+        self, call: PlacementCall, request: JobRequest, held: set[GpuKey], mix: SizeMix
+    ) -> Option | None:
+        """`request` alone on empty GPUs of one node: the node whose empty GPUs it fragments least for
+        `mix`, then best fit. Scored 1 less `fragmentation_weight` x the GPUs it strands."""
+        taken = request.gpus
+        for free in mix.node_order(taken, call.index.empty_counts()):
+            for _node, empty in call.index.nodes_with_exactly(free):
+                fitting = [s for s in empty if s.key not in held and call.room(request, s) is None]
+                if len(fitting) >= taken:
+                    stranded = max(0.0, mix.cost(free, taken))
+                    score = 1.0 - self.tunables.fragmentation_weight * stranded
+                    return Option(request, tuple(fitting[:taken]), score, "alone on an empty GPU")
         return None
 
-    def _loner_first(self, call: PlacementCall, window: list[JobRequest], held: set[GpuKey]) -> Option | None:
+    def _loner_first(
+        self, call: PlacementCall, window: list[JobRequest], held: set[GpuKey], mix: SizeMix
+    ) -> Option | None:
         best: tuple[float, Option] | None = None
         for request in window:
-            option = self._alone(call, request, held)
+            option = self._alone(call, request, held, mix)
             if option is None:
                 continue
             prospects = self._pairing_prospects(call, request, window, option.slots[0])
@@ -373,7 +411,7 @@ class HorusPolicy:
     def explain_wait(self, snapshot: ClusterSnapshot, request: JobRequest) -> str:
         self._drop_stale_verdicts()
         with PlacementCall(snapshot, self.predictions, self.limits) as call:
-            if self._alone(call, request, set()) is not None:
+            if self._alone(call, request, set(), SizeMix()) is not None:
                 return "waiting: an empty GPU fits; jobs ahead in the queue go first"
             return summarise_reasons(self._rejections(call, request), call.unusable())
 

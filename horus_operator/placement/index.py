@@ -271,11 +271,21 @@ class ClusterIndex:
     # -- queries ---------------------------------------------------------------------------------
     def nodes_with_empty(self, at_least: int) -> Iterator[tuple[str, list[GpuSlot]]]:
         """(node, its empty usable GPUs) for nodes with at least `at_least` of them, best fit first."""
+        for count in range(max(at_least, 1), len(self._nodes_by_empty)):
+            yield from self.nodes_with_exactly(count)
+
+    def nodes_with_exactly(self, count: int) -> Iterator[tuple[str, list[GpuSlot]]]:
+        """(node, its empty usable GPUs) for nodes with exactly `count` of them, in node order."""
+        if count >= len(self._nodes_by_empty):
+            return
         names = self._node_names
-        for bucket in self._nodes_by_empty[max(at_least, 1) :]:
-            for rank in bucket:
-                node = names[rank]
-                yield node, list(self._empty[node].values())
+        for rank in self._nodes_by_empty[count]:
+            node = names[rank]
+            yield node, list(self._empty[node].values())
+
+    def empty_counts(self) -> list[int]:
+        """The numbers of empty usable GPUs some node has (above 0), ascending."""
+        return [count for count, bucket in enumerate(self._nodes_by_empty) if count and bucket]
 
     def shared_groups(self, below: int) -> Iterable[Group]:
         """Usable GPUs running 1 .. `below`-1 jobs that all share, grouped (see `GroupKey`)."""
