@@ -17,6 +17,12 @@ if ! "$horus" cluster status >/dev/null 2>&1; then
 fi
 export KUBECONFIG="$("$horus" cluster kubeconfig)"
 kubectl() { "$horus" cluster kubectl "$@"; }
+# Beside the V100s (16 GB), one node of 24 GB cards: where examples/llama-lora.yaml (Llama-2-7B LoRA,
+# ~20 GiB) fits and nothing smaller does.
+if ! kubectl get node rtx4090-node-0 >/dev/null 2>&1; then
+  "$horus" cluster add-nodes --count 1 --gpus-per-node 2 --gpu-product NVIDIA-GeForce-RTX-4090 \
+    --gpu-memory 24564 --name-prefix rtx4090-node
+fi
 
 echo "== fake GPU nodes (labels as NVIDIA GPU Feature Discovery writes them)"
 kubectl get nodes -L nvidia.com/gpu.product,nvidia.com/gpu.count,nvidia.com/gpu.memory

@@ -112,6 +112,7 @@ class PlacementCall:
         self.index, self._borrowed = ClusterIndex.of(snapshot)
         self.assignments: list[Assignment] = []
         self.placed: set[str] = set()
+        self._largest_gpu_mib = -1  # the most memory any GPU of the snapshot has; -1 until asked
 
     def __enter__(self) -> PlacementCall:
         return self
@@ -165,6 +166,14 @@ class PlacementCall:
         observed = slot.gpu.observed_memory_used_mib
         return predicted if observed is None else max(predicted, observed)
 
+    def largest_gpu_mib(self) -> int:
+        """The most memory any GPU of the snapshot has (asked only for a job predicted over an idle GPU)."""
+        if self._largest_gpu_mib < 0:
+            self._largest_gpu_mib = max(
+                (gpu.memory_mib for node in self.snapshot.nodes for gpu in node.gpus), default=0
+            )
+        return self._largest_gpu_mib
+
     def room(self, request: JobRequest, slot: GpuSlot) -> str | None:
         """Why `request` cannot go on `slot` by capacity alone (interference not considered), or None."""
         if len(slot.tenants) >= self.limits.max_jobs_per_gpu:
@@ -179,9 +188,18 @@ class PlacementCall:
         if observed_utilization is not None and observed_utilization >= self.limits.busy_utilization:
             return f"GPUs measured busy (≥{self.limits.busy_utilization:.0%} utilization)"
         if not slot.tenants and not slot.gpu.observed_memory_used_mib:
-            # Alone on an idle GPU a job has the best memory it can get anywhere: refusing it for a
-            # predicted shortfall would only starve it.
-            return None
+            # Alone on an idle GPU a job has all of its memory. Where no GPU of the cluster has more,
+            # refusing it for a predicted shortfall would only starve it (the cycle refuses a job whose
+            # least memory fits nowhere); where a larger GPU exists, it waits for that one instead of
+            # running out of memory here.
+            if slot.gpu.memory_mib >= self.largest_gpu_mib():
+                return None
+            alone = self.predictions.job(request.workload, slot.product).memory_mib
+            return (
+                None
+                if alone <= slot.gpu.memory_mib
+                else f"not enough GPU memory (needs {alone:.0f} MiB predicted; larger GPUs exist)"
+            )
         needed = self.predictions.job(request.workload, slot.product).memory_mib
         free = slot.gpu.memory_mib - self.used_memory_mib(slot) - self.limits.memory_margin_mib
         if needed > free:

@@ -85,3 +85,24 @@ def test_a_twin_shared_under_another_scope_does_not_stand_for_its_group(policy: 
         ClusterSnapshot(nodes=(node,), running=tuple(tenants)), [newcomer]
     )
     assert [(a.job, a.gpu_indices) for a in placed] == [("new", (1,))]
+
+
+@pytest.mark.parametrize("policy", ["horus", "binpack", "exclusive"])
+def test_a_job_predicted_over_an_idle_gpu_waits_for_a_larger_one_and_takes_the_largest_there_is(
+    policy: str,
+) -> None:
+    small = Node("n0", (Gpu("n0", 0, "v100", 16384),))
+    large = Node("n1", (Gpu("n1", 0, "a100", 40960),))
+    giant = job("ns/giant", "giant", max_slowdown=10.0)  # 20,000 MiB predicted
+    placed = make_policy(policy, predictor=predictor()).schedule(
+        ClusterSnapshot(nodes=(small, large)), [giant]
+    )
+    assert [(a.job, a.node) for a in placed] == [("ns/giant", "n1")]
+    # The larger GPU held whole by another job: it waits rather than run out of memory on the smaller.
+    holder = running(job("ns/holder", "huge", max_slowdown=1.0), "n1", 0)
+    busy = ClusterSnapshot(nodes=(small, large), running=(holder,))
+    assert make_policy(policy, predictor=predictor()).schedule(busy, [giant]) == []
+    # Where no GPU has more, it is tried alone on the largest there is (the cycle refuses only a job whose
+    # least memory fits nowhere).
+    placed = make_policy(policy, predictor=predictor()).schedule(ClusterSnapshot(nodes=(small,)), [giant])
+    assert [(a.job, a.node) for a in placed] == [("ns/giant", "n0")]
