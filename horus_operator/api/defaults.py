@@ -20,9 +20,17 @@ DEFAULT_FRAMEWORK = "pytorch"
 ONNX_KEY = "model.onnx"  # spec.model.onnx.key: the ConfigMap key of the graph
 HF_CONFIG_KEY = "config.json"  # spec.model.huggingface.key
 OPTIMIZER = "adam"  # spec.model.huggingface.optimizer: what its state costs in memory
+# Every optimizer spec.model.huggingface.optimizer names (torch's Adam, AdamW and SGD; bitsandbytes'
+# 8-bit and paged AdamW); `transformer.OPTIMIZERS` says what each keeps.
+OPTIMIZERS: tuple[str, ...] = ("adam", "adamw", "sgd", "adamw8bit", "paged_adamw", "paged_adamw8bit")
 # spec.model.huggingface.weightsDtype: what the weights are loaded in. No default here: a config whose
 # torch_dtype is bfloat16 or float16 is loaded in that (as the common fine-tuning recipes do), else fp32.
-WEIGHTS_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32")
+# nf4: QLoRA's frozen 4-bit base (LoRA only).
+WEIGHTS_DTYPES: tuple[str, ...] = ("bf16", "fp16", "fp32", "nf4")
+# spec.model.huggingface.sharding: how a job on several GPUs (spec.gpus) splits its model's state.
+SHARDING = "none"  # every GPU holds all of it (data parallel)
+SHARDINGS: tuple[str, ...] = (SHARDING, "fsdp", "zero2")
+LOSS_CHUNKS = 1  # spec.model.huggingface.lossChunks: the loss over the whole sequence at once
 # spec.model.huggingface.attention: PyTorch's and Hugging Face's default, which stores no T×T scores.
 ATTENTION = "sdpa"
 ATTENTIONS: tuple[str, ...] = (ATTENTION, "eager")
@@ -42,6 +50,10 @@ SPEC: Mapping[str, object] = {
     "model.huggingface.optimizer": OPTIMIZER,
     "model.huggingface.gradientCheckpointing": False,
     "model.huggingface.attention": ATTENTION,
+    "model.huggingface.optimizerInBackward": False,
+    "model.huggingface.lossChunks": LOSS_CHUNKS,
+    "model.huggingface.activationOffloading": False,
+    "model.huggingface.sharding": SHARDING,
     "migration.allowed": False,
     "migration.gracePeriodSeconds": GRACE_PERIOD_S,
     "simulation.fail": False,

@@ -214,14 +214,49 @@ def huggingface_storage(spec: Mapping[str, Any]) -> HuggingfaceStorage:
     InvalidJob naming one outside the CRD's enum (an object stored without the schema, or under a CRD
     from before the fields, which then gets the defaults)."""
     weights = spec.get("weightsDtype")
-    if weights is not None and weights not in defaults.WEIGHTS_DTYPES:
-        raise InvalidJob(
-            f"{HUGGINGFACE}.weightsDtype", weights, f"one of {', '.join(defaults.WEIGHTS_DTYPES)}"
-        )
-    attention = spec.get("attention", defaults.ATTENTION)
-    if attention not in defaults.ATTENTIONS:
-        raise InvalidJob(f"{HUGGINGFACE}.attention", attention, f"one of {', '.join(defaults.ATTENTIONS)}")
-    return HuggingfaceStorage(weights, attention)
+    if weights is not None:
+        _one_of(spec, "weightsDtype", defaults.WEIGHTS_DTYPES, weights)
+    return HuggingfaceStorage(weights, _one_of(spec, "attention", defaults.ATTENTIONS, defaults.ATTENTION))
+
+
+@dataclass(frozen=True)
+class HuggingfaceRecipe:
+    """How spec.model.huggingface says the job saves memory (issue 45): what `transformer.Training`
+    takes as `optimizer_in_backward`, `loss_chunks`, `activation_offloading` and, with spec.gpus,
+    `sharding`."""
+
+    optimizer_in_backward: bool = False
+    loss_chunks: int = defaults.LOSS_CHUNKS
+    activation_offloading: bool = False
+    sharding: str = defaults.SHARDING
+
+
+def huggingface_recipe(spec: Mapping[str, Any]) -> HuggingfaceRecipe:
+    """spec.model.huggingface's optimizerInBackward, lossChunks, activationOffloading and sharding,
+    defaulted as crds/dljob.yaml does; InvalidJob naming one the CRD's schema would refuse."""
+    chunks = spec.get("lossChunks", defaults.LOSS_CHUNKS)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_SHAPE_SIZE:
+        raise InvalidJob(f"{HUGGINGFACE}.lossChunks", chunks, f"an integer from 1 to {MAX_SHAPE_SIZE}")
+    return HuggingfaceRecipe(
+        optimizer_in_backward=_flag(spec, "optimizerInBackward"),
+        loss_chunks=chunks,
+        activation_offloading=_flag(spec, "activationOffloading"),
+        sharding=_one_of(spec, "sharding", defaults.SHARDINGS, defaults.SHARDING),
+    )
+
+
+def _one_of(spec: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:
+    value = spec.get(key, default)
+    if value not in choices:
+        raise InvalidJob(f"{HUGGINGFACE}.{key}", value, f"one of {', '.join(choices)}")
+    return str(value)
+
+
+def _flag(spec: Mapping[str, Any], key: str) -> bool:
+    value = spec.get(key, False)
+    if not isinstance(value, bool):
+        raise InvalidJob(f"{HUGGINGFACE}.{key}", value, "true or false")
+    return value
 
 
 def created_at(body: Mapping[str, Any]) -> float:

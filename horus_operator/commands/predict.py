@@ -9,6 +9,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -17,7 +18,11 @@ from horus_operator.api.defaults import (
     ATTENTIONS,
     DEFAULT_FRAMEWORK,
     DEFAULT_PRECISION,
+    LOSS_CHUNKS,
     OPTIMIZER,
+    OPTIMIZERS,
+    SHARDING,
+    SHARDINGS,
     WEIGHTS_DTYPES,
 )
 from horus_operator.prediction import catalog, load_predictor, memory, timeslicing, transformer
@@ -213,6 +218,11 @@ def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Pa
 # ---- job ----
 
 
+def _choice_option(name: str, choices: Sequence[str], default: str, help_text: str) -> Any:
+    """A `job` option taking one of `choices`, its default shown."""
+    return click.option(name, type=click.Choice(choices), default=default, show_default=True, help=help_text)
+
+
 @predict.command()
 @click.option("--model", help="Catalog model name, e.g. resnet50.")
 @click.option(
@@ -230,23 +240,38 @@ def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Pa
     "--lora-target", "lora_targets", multiple=True, help="Module LoRA adapts (repeatable; default: PEFT's)."
 )
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=OPTIMIZER, show_default=True)
 @click.option(
-    "--optimizer",
-    type=click.Choice(sorted(transformer.OPTIMIZER_STATES)),
-    default=OPTIMIZER,
-    show_default=True,
+    "--optimizer-in-backward", is_flag=True, help="Step each parameter in backward and free its gradient."
 )
 @click.option(
     "--weights-dtype",
     type=click.Choice(WEIGHTS_DTYPES),
-    help="Weights loaded in (with --hf-config); default: the config's torch_dtype where half, else fp32.",
+    help="Weights loaded in (with --hf-config; nf4: QLoRA, with --lora-rank); default: the config's "
+    "torch_dtype where half, else fp32.",
 )
 @click.option(
-    "--attention",
-    type=click.Choice(ATTENTIONS),
-    default=ATTENTION,
+    "--loss-chunks",
+    type=click.IntRange(min=1),
+    default=LOSS_CHUNKS,
     show_default=True,
-    help="Attention implementation (with --hf-config): sdpa stores no sequence × sequence scores.",
+    help="Chunks of the tokens the loss is computed over one at a time (torchtune's chunked loss: 8).",
+)
+@click.option("--activation-offloading", is_flag=True, help="Kept activations wait in host memory.")
+@_choice_option(
+    "--sharding",
+    SHARDINGS,
+    SHARDING,
+    "How the model is split over --gpus (fsdp: parameters, gradients, state; zero2: the last two).",
+)
+@click.option(
+    "--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="GPUs the job trains on."
+)
+@_choice_option(
+    "--attention",
+    ATTENTIONS,
+    ATTENTION,
+    "Attention implementation (with --hf-config): sdpa stores no sequence × sequence scores.",
 )
 @click.option("--batch-size", required=True, type=click.IntRange(min=1))
 @click.option(
@@ -254,19 +279,14 @@ def pairs(input_path: Path, output_path: Path, time_sliced: bool, models_dir: Pa
     required=True,
     help="GPU type (e.g. v100, a100, h100) or GPU Feature Discovery product (e.g. NVIDIA-H100-80GB-HBM3).",
 )
-@click.option(
-    "--precision",
-    type=click.Choice(PRECISIONS),
-    default=DEFAULT_PRECISION,
-    show_default=True,
-    help="Arithmetic the job trains in (amp: FP16 autocast).",
+@_choice_option(
+    "--precision", PRECISIONS, DEFAULT_PRECISION, "Arithmetic the job trains in (amp: FP16 autocast)."
 )
-@click.option(
+@_choice_option(
     "--framework",
-    type=click.Choice(memory.RUNTIMES),
-    default=DEFAULT_FRAMEWORK,
-    show_default=True,
-    help="Framework the job trains with: its allocator sets the memory held beyond the model's own.",
+    memory.RUNTIMES,
+    DEFAULT_FRAMEWORK,
+    "Framework the job trains with: its allocator sets the memory held beyond the model's own.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @models_option
@@ -279,7 +299,12 @@ def job(
     lora_targets: tuple[str, ...],
     gradient_checkpointing: bool,
     optimizer: str,
+    optimizer_in_backward: bool,
     weights_dtype: str | None,
+    loss_chunks: int,
+    activation_offloading: bool,
+    sharding: str,
+    gpus: int,
     attention: str,
     batch_size: int,
     gpu: str,
@@ -302,7 +327,16 @@ def job(
             if sequence_length is None:
                 raise click.UsageError("--hf-config needs --sequence-length")
             training = transformer.Training(
-                sequence_length, optimizer, lora, gradient_checkpointing, weights_dtype, attention
+                sequence_length,
+                optimizer,
+                lora,
+                gradient_checkpointing,
+                weights_dtype,
+                attention,
+                optimizer_in_backward,
+                loss_chunks,
+                activation_offloading,
+                transformer.shard_over(sharding, gpus),
             )
             described = transformer.describe(_read_config(hf_config), training)
             name = f"{hf_config.name} ({described.shape.family})"

@@ -77,11 +77,19 @@ OPTIONAL_PROFILE: Mapping[str, float] = {"recurrent_step_ops": 0.0}
 # columns the shipped models read, stay as they are. `at_batch` carries them, the per-sample ones also
 # per batch (`…_per_batch`).
 MEMORY_NAMES: tuple[str, ...] = (
-    "weight_bytes",  # every weight as loaded in half precision (no FP32 copy, no autocast copies)
+    # every weight as loaded in half precision or NF4 (no FP32 copy, no autocast copies), or one GPU's
+    # share of them under FSDP
+    "weight_bytes",
     "trainable_param_bytes",  # parameters with gradients (in their dtype): all unless adapters are trained
-    "optimizer_state_bytes",  # what the optimizer keeps for them (Adam: two moments, in their dtype)
-    "kept_activation_bytes_per_sample",  # held for backward under checkpointing, LoRA or SDPA attention
-    "fp32_activation_bytes_per_sample",  # held at FP32 whatever the precision, beyond the graph (the loss)
+    # the gradients one GPU holds at once, where fewer than trainable_param_bytes: one parameter's under
+    # optimizer-in-backward, a share under FSDP/ZeRO
+    "gradient_bytes",
+    # what the optimizer keeps for them (Adam: two moments, in their dtype; 8-bit: 1 byte each), on one GPU
+    "optimizer_state_bytes",
+    # held for backward under checkpointing, LoRA, SDPA attention or activation offloading
+    "kept_activation_bytes_per_sample",
+    # held at FP32 whatever the precision, beyond the graph (the loss; one chunk's under a chunked loss)
+    "fp32_activation_bytes_per_sample",
 )
 # Profile entries measured over the whole inferred batch and divided by its size.
 _PER_SAMPLE_NAMES = tuple(name for name in PROFILE_NAMES if name.endswith("_per_sample"))

@@ -8,9 +8,10 @@ in use     = overhead + (weight_factor × parameter bytes
 `weight_factor` is PARAM_FACTOR = 4 (weights, gradients and Adam's two moments, FP32), plus
 HALF_COPY_FACTOR = 0.5 under amp/bf16 (the half-precision weight copies autocast keeps). A job that
 says more (`features.MEMORY_NAMES`: a Hugging Face config counted by `transformer`) has its weights as
-loaded (in half precision: no FP32 copy and no autocast copies), gradients and optimizer state for its
-trainable parameters only (LoRA) in their dtype, its optimizer's state, and the activations it keeps
-(checkpointing, SDPA attention), in place of those defaults. Activations kept for backward are stored
+loaded (in half precision or NF4: no FP32 copy and no autocast copies), the gradients it holds at once
+(its trainable parameters' only, LoRA; one parameter's under optimizer-in-backward) in their dtype, its
+optimizer's state, and the activations it keeps (checkpointing, SDPA attention, offloading), in place
+of those defaults; under FSDP/ZeRO, one GPU's share of them. Activations kept for backward are stored
 at half size under amp/bf16. The process floor (`process_floor_mib`: what any training process of a
 runtime holds on a GPU generation — CUDA context, cuBLAS/cuDNN workspaces, allocator cache) is data,
 `data/process_floor.csv`, each row a measured tiny-model peak or a nearer generation's, saying which.
@@ -173,7 +174,7 @@ class MemoryModel:
         trainable = job_features.get("trainable_param_bytes", param_bytes)
         optimizer = job_features.get("optimizer_state_bytes", (self.param_factor - 2.0) * trainable)
         weights = job_features.get("weight_bytes", (1.0 + half_copies) * param_bytes)
-        return weights + trainable + optimizer
+        return weights + _gradient_bytes(job_features) + optimizer
 
     def to_dict(self) -> dict[str, float]:
         return asdict(self)
@@ -187,10 +188,17 @@ def weight_factor(param_factor: float, precision: str) -> float:
 
 def _weights_and_gradients(job_features: Mapping[str, float]) -> float:
     """FLOOR_PARAM_FACTOR × parameter bytes where every parameter is trained; the weights as loaded and
-    only the trained ones' gradients where the job says so (half-precision weights, LoRA)."""
-    param_bytes = job_features["param_bytes"]
-    trainable = job_features.get("trainable_param_bytes", param_bytes)
-    return job_features.get("weight_bytes", param_bytes) + (FLOOR_PARAM_FACTOR - 1.0) * trainable
+    the gradients held where the job says so (half-precision or NF4 weights, LoRA, optimizer-in-backward,
+    one GPU's share under FSDP/ZeRO)."""
+    gradients = (FLOOR_PARAM_FACTOR - 1.0) * _gradient_bytes(job_features)
+    return job_features.get("weight_bytes", job_features["param_bytes"]) + gradients
+
+
+def _gradient_bytes(job_features: Mapping[str, float]) -> float:
+    """The gradients held at once: every trainable parameter's (every parameter's, unless the job says
+    which are trained), or fewer where the job says so (`gradient_bytes`)."""
+    trainable = job_features.get("trainable_param_bytes", job_features["param_bytes"])
+    return job_features.get("gradient_bytes", trainable)
 
 
 def _activation_bytes(job_features: Mapping[str, float], precision: str) -> float:

@@ -9,10 +9,13 @@ catalog's exported graphs check it (tests/unit/prediction/test_transformer.py): 
 equal.
 
 Beside the profile it gives what a graph cannot say and the memory model reads (`features.MEMORY_NAMES`):
-the bytes of the weights where they are loaded in half precision (`weightsDtype`), of trainable
-parameters (their gradients), of the optimizer's state, of the activations kept for backward (under
-gradient checkpointing, LoRA, or SDPA attention, which stores no T×T scores), and of the loss over the
-vocabulary (held at FP32). The profile stays the eager graph's whatever the attention.
+the bytes of the weights as loaded (half precision or QLoRA's NF4, `weightsDtype`), of trainable
+parameters and the gradients held of them (all, or one parameter's under optimizer-in-backward), of
+the optimizer's state (torch's, or bitsandbytes' 8-bit and paged ones), of the activations kept for
+backward (under gradient checkpointing, LoRA, SDPA attention, which stores no T×T scores, or activation
+offloading), and of the loss over the vocabulary (held at FP32, for a chunk of the tokens at a time
+under a chunked loss). A job sharded over several GPUs (FSDP, ZeRO-2) has these as one GPU holds them.
+The profile stays the eager graph's whatever the attention.
 
 Pure: a config is a mapping, nothing is read or downloaded.
 """
@@ -22,19 +25,54 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from horus_operator.api.defaults import ATTENTION, ATTENTIONS, OPTIMIZER, WEIGHTS_DTYPES
+from horus_operator.api.defaults import (
+    ATTENTION,
+    ATTENTIONS,
+    LOSS_CHUNKS,
+    OPTIMIZER,
+    SHARDING,
+    SHARDINGS,
+    WEIGHTS_DTYPES,
+)
 from horus_operator.prediction import features
 from horus_operator.prediction import transformer_graph as tg
 from horus_operator.prediction.transformer_graph import Shape
 
 INDEX_BYTES = 8  # token ids are int64
 LOSS_FP32_COPIES = 2  # the logits cast to FP32 and their log-softmax (under fp32 the cast is a no-op: 1)
-# FP32 values the optimizer keeps per trainable parameter (Adam: two moments; SGD: momentum).
-OPTIMIZER_STATES: Mapping[str, int] = {"adam": 2, "adamw": 2, "sgd": 1}
+
+
+@dataclass(frozen=True)
+class OptimizerState:
+    """What an optimizer keeps per trained parameter: `states` values of `value_bytes` each; None: in the
+    parameter's own dtype (torch.optim allocates its state `zeros_like` the parameter)."""
+
+    states: int
+    value_bytes: float | None = None
+
+
+# bitsandbytes' 8-bit optimizers keep each state value in 1 byte, quantised block-wise with one FP32
+# absmax per block of 256 values (`Optimizer2State.init_state`: `blocks = n // 256 + bool(n % 256)`;
+# the paper's 2,048 was the first release's). Parameters under 4,096 values (`min_8bit_size`) keep FP32
+# state: a few norm scales, not counted.
+EIGHT_BIT_BYTES = 1 + tg.FP32 / 256
+# Per optimizer name (defaults.OPTIMIZERS): Adam's two moments, SGD's momentum. The paged variants keep
+# the same state in CUDA unified memory, which the driver may move to host memory when the GPU runs
+# short: counted as the device holds it when nothing presses it, as the unpaged variant. bitsandbytes'
+# 32-bit state is FP32 whatever the parameters' dtype.
+OPTIMIZER_STATES: Mapping[str, OptimizerState] = {
+    "adam": OptimizerState(2),
+    "adamw": OptimizerState(2),
+    "sgd": OptimizerState(1),
+    "adamw8bit": OptimizerState(2, EIGHT_BIT_BYTES),
+    "paged_adamw": OptimizerState(2, tg.FP32),
+    "paged_adamw8bit": OptimizerState(2, EIGHT_BIT_BYTES),
+}
 # What PEFT's LoraConfig adapts when target_modules is not given (its per-model-type defaults).
 DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
     "decoder": ("q_proj", "v_proj"),
@@ -42,9 +80,24 @@ DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
     "bert": ("query", "value"),
 }
 ALL_LINEAR = "all-linear"  # PEFT's name for every linear layer but the output head (LM head, classifier)
-# Bytes per value of each weightsDtype (defaults.WEIGHTS_DTYPES).
-DTYPE_BYTES: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp32": tg.FP32}
+# Bytes per value of each weightsDtype (defaults.WEIGHTS_DTYPES). nf4: QLoRA's; what it leaves
+# unquantised (embeddings, norms, the LM head, biases) and its adapters are bf16, as torchtune's QLoRA
+# and bitsandbytes' 4-bit loading (compute dtype bf16) keep them.
+DTYPE_BYTES: Mapping[str, int] = {"bf16": 2, "fp16": 2, "fp32": tg.FP32, "nf4": 2}
 FP32 = "fp32"
+NF4 = "nf4"
+# Bytes per NF4 weight with double quantisation (QLoRA, Dettmers et al. 2023, §3; bitsandbytes'
+# `bnb_4bit_use_double_quant` and torchao's NF4Tensor alike): 4 bits, one absmax per block of 64
+# weights quantised to 8 bits, and one FP32 constant per 256 of those blocks.
+NF4_BYTES = 0.5 + 1 / 64 + tg.FP32 / (64 * 256)
+HALF_BYTES = 2  # an NF4 weight is dequantised to bf16 for its matmul
+# Layers FSDP holds unsharded at once: the one computing and the next one, prefetched (FSDP's default
+# BackwardPrefetch.BACKWARD_PRE, and FSDP2's implicit prefetching, gather the next layer's parameters
+# before the current one is done).
+GATHERED_LAYERS = 2
+# Per-layer activation sets on the GPU under activation offloading (torchtune's OffloadActivations):
+# the one in use and the one being copied back on a second stream; the rest wait in host memory.
+OFFLOADED_ON_DEVICE = 2
 # A config.json's torch_dtype naming a half precision, as the weightsDtype it loads in by default.
 _HALF_TORCH_DTYPES: Mapping[str, str] = {"bfloat16": "bf16", "float16": "fp16"}
 
@@ -65,6 +118,31 @@ class Lora:
 
 
 @dataclass(frozen=True)
+class Sharding:
+    """How a job on `gpus` GPUs splits its model's state: "fsdp" (PyTorch's FULL_SHARD, ZeRO-3:
+    parameters, gradients and optimizer state) or "zero2" (SHARD_GRAD_OP, ZeRO-2: gradients and
+    optimizer state only); "none", or one GPU, holds everything on every GPU."""
+
+    kind: str = SHARDING
+    gpus: int = 1
+
+    @property
+    def splits(self) -> bool:
+        """Whether each GPU holds less than the whole model's state."""
+        return self.kind != SHARDING and self.gpus > 1
+
+
+FSDP = "fsdp"
+
+
+def shard_over(kind: str, gpus: int) -> Sharding:
+    """`kind` of sharding over a job's `gpus`; a job that shards nothing (no sharding, or one GPU) gets
+    the default, so its description and key are what they were before sharding could be said."""
+    sharding = Sharding(kind, gpus)
+    return sharding if sharding.splits else Sharding()
+
+
+@dataclass(frozen=True)
 class Training:
     """How the model is trained: what changes the counts besides the architecture."""
 
@@ -74,6 +152,12 @@ class Training:
     gradient_checkpointing: bool = False
     weights_dtype: str | None = None  # None: the config's torch_dtype where half, else fp32
     attention: str = ATTENTION  # "sdpa" or "eager" (defaults.ATTENTIONS)
+    # torchtune's optimizer_in_bwd: each parameter is stepped, and its gradient freed, as soon as it is
+    # accumulated in backward
+    optimizer_in_backward: bool = False
+    loss_chunks: int = LOSS_CHUNKS  # the loss computed over this many chunks of the tokens, one at a time
+    activation_offloading: bool = False  # torchtune's: kept activations wait in host memory
+    sharding: Sharding = Sharding()
 
 
 # ---- reading a config ----
@@ -227,21 +311,11 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     adapters = sum(times * _adapter_params(block, training.lora, targets) for block, times in weighted)
     trainable = adapters if training.lora is not None else base
     dtype = weights_dtype(config, training)
-    width = DTYPE_BYTES[dtype]
     profile = _tally(weighted)
     profile.update(params=float(base + adapters), param_bytes=float(tg.FP32 * (base + adapters)))
     profile["input_bytes_per_sample"] = float(INDEX_BYTES * s)
-    # Trained parameters keep their gradients and the optimizer's state in their own dtype: FP32, or
-    # the half precision the whole model is loaded in (torchtune's convention, adapters included).
-    profile["trainable_param_bytes"] = float(width * trainable)
-    profile["optimizer_state_bytes"] = float(width * OPTIMIZER_STATES[training.optimizer] * trainable)
-    if dtype != FP32:  # loaded in half: no FP32 weights, and autocast has no half copies to make
-        profile["weight_bytes"] = float(width * (base + adapters))
-    # The loss over the vocabulary, not in a forward graph: Hugging Face's (and torchtune's) cast the
-    # logits to FP32 (`logits.float()`) and log-softmax them, keeping both for backward, at any precision.
-    # A sequence classifier's loss is over its labels, once per sequence.
-    logits = shape.labels if shape.labels else s * shape.vocab
-    profile["fp32_activation_bytes_per_sample"] = float(LOSS_FP32_COPIES * tg.FP32 * logits)
+    profile.update(_held_bytes(blocks, shape, training, targets, dtype))
+    profile["fp32_activation_bytes_per_sample"] = _loss_bytes(shape, training)
     kept = _kept_bytes(blocks, shape, training)
     if kept != profile["activation_bytes_per_sample"]:  # memory reads the graph's where they agree
         profile["kept_activation_bytes_per_sample"] = kept
@@ -258,8 +332,22 @@ def weights_dtype(config: Mapping[str, Any], training: Training) -> str:
     return _HALF_TORCH_DTYPES.get(str(config.get("torch_dtype")), FP32)
 
 
+# The Training fields a job was keyed by before the memory-saving settings came (issue 45); those that
+# came later enter the key only where set, so a job's key (what its learned corrections are filed
+# under) stays what it was.
+_FIRST_FIELDS = frozenset(
+    {"sequence_length", "optimizer", "lora", "gradient_checkpointing", "weights_dtype", "attention"}
+)
+
+
 def _digest(config: Mapping[str, Any], training: Training) -> str:
-    text = json.dumps([config, dataclasses.asdict(training)], sort_keys=True, default=str)
+    unset = {field.name: field.default for field in dataclasses.fields(training)}
+    settings = {
+        name: value
+        for name, value in dataclasses.asdict(training).items()
+        if name in _FIRST_FIELDS or getattr(training, name) != unset[name]
+    }
+    text = json.dumps([config, settings], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -281,8 +369,20 @@ def _check_training(shape: Shape, training: Training) -> None:
         raise ConfigError(
             "weightsDtype", f"{training.weights_dtype!r}: expected one of {', '.join(WEIGHTS_DTYPES)}"
         )
+    if training.weights_dtype == NF4 and training.lora is None:
+        raise ConfigError("weightsDtype", "nf4 is a frozen 4-bit base (QLoRA): it trains LoRA adapters only")
     if training.attention not in ATTENTIONS:
         raise ConfigError("attention", f"{training.attention!r}: expected one of {', '.join(ATTENTIONS)}")
+    _check_memory_savings(training)
+
+
+def _check_memory_savings(training: Training) -> None:
+    if not 1 <= training.loss_chunks <= MAX_DIMENSION:
+        raise ConfigError("lossChunks", f"from 1 to {MAX_DIMENSION}, got {training.loss_chunks}")
+    if training.sharding.kind not in SHARDINGS:
+        raise ConfigError("sharding", f"{training.sharding.kind!r}: expected one of {', '.join(SHARDINGS)}")
+    if not 1 <= training.sharding.gpus <= MAX_DIMENSION:
+        raise ConfigError("sharding", f"over 1 to {MAX_DIMENSION} GPUs, got {training.sharding.gpus}")
 
 
 def _lora_targets(shape: Shape, lora: Lora | None) -> frozenset[str]:
@@ -322,6 +422,127 @@ def _adapter_params(block: tg.Block, lora: Lora | None, targets: frozenset[str])
     )
 
 
+@dataclass(frozen=True)
+class _Part:
+    """One block of the model (prologue, a layer, epilogue) as memory holds it."""
+
+    weight_bytes: float  # its weights as loaded
+    trained: int  # values of its trained parameters
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What one GPU holds of the model's state, in bytes."""
+
+    weights: float
+    gradients: float
+    optimizer: float
+
+
+def _held_bytes(
+    blocks: tg.Blocks, shape: Shape, training: Training, targets: frozenset[str], dtype: str
+) -> dict[str, float]:
+    """The memory terms of the model's state (features.MEMORY_NAMES) as one GPU holds them. Trained
+    parameters keep their gradients and the optimizer's state in their own dtype: FP32, or the half
+    precision the whole model is loaded in (torchtune's convention, adapters included; bf16 beside an
+    NF4 base). Where they are what the graph implies (FP32 weights, every gradient held) they are left
+    out, and memory derives them as it does for any job."""
+    width = DTYPE_BYTES[dtype]
+    parts = tuple(
+        _part(block, shape, training.lora, targets, dtype, quantised=index == 1)
+        for index, block in enumerate(blocks)
+    )
+    trained = parts[0].trained + shape.layers * parts[1].trained + parts[2].trained
+    if training.optimizer_in_backward:  # each gradient freed as soon as its parameter is stepped
+        gradients = width * _largest_trained(blocks, shape, training.lora, targets)
+    else:
+        gradients = width * trained
+    held = _Held(
+        weights=parts[0].weight_bytes + shape.layers * parts[1].weight_bytes + parts[2].weight_bytes,
+        gradients=gradients,
+        optimizer=_optimizer_bytes(training.optimizer, width) * trained,
+    )
+    if training.sharding.splits:
+        held = _shard(held, parts, shape, training.sharding, width)
+    terms = {"trainable_param_bytes": float(width * trained), "optimizer_state_bytes": held.optimizer}
+    if dtype != FP32 or training.sharding.splits:  # not the FP32 weights and autocast copies memory derives
+        terms["weight_bytes"] = held.weights + _dequantised_bytes(blocks[1], dtype)
+    if held.gradients != terms["trainable_param_bytes"]:
+        terms["gradient_bytes"] = held.gradients
+    return terms
+
+
+def _part(
+    block: tg.Block, shape: Shape, lora: Lora | None, targets: frozenset[str], dtype: str, *, quantised: bool
+) -> _Part:
+    """The block's weights at the dtype's width, but under nf4 the weights of a repeated layer's linear
+    layers in NF4 (torchtune's QLoRA quantises every linear layer of each decoder layer; bitsandbytes'
+    4-bit loading every one but the LM head); and its trained parameters: the adapters, or all."""
+    base, adapters = _base_params(block, shape), _adapter_params(block, lora, targets)
+    weight_bytes = float(DTYPE_BYTES[dtype] * (base + adapters))
+    if dtype == NF4 and quantised:
+        weight_bytes -= (DTYPE_BYTES[dtype] - NF4_BYTES) * _linear_weights(block)
+    return _Part(weight_bytes, adapters if lora is not None else base)
+
+
+def _linear_weights(block: tg.Block) -> int:
+    return sum(linear.fan_in * linear.fan_out for linear in block.linears)
+
+
+def _dequantised_bytes(layer: tg.Block, dtype: str) -> float:
+    """An NF4 weight is dequantised to bf16 for its matmul, in forward and again in backward, one linear
+    layer at a time (torchao's `linear_nf4`, bitsandbytes' `MatMul4Bit`): the largest one, transiently."""
+    if dtype != NF4:
+        return 0.0
+    return float(HALF_BYTES * max(linear.fan_in * linear.fan_out for linear in layer.linears))
+
+
+def _largest_trained(blocks: tg.Blocks, shape: Shape, lora: Lora | None, targets: frozenset[str]) -> int:
+    """The values of the largest trained parameter: all optimizer-in-backward holds a gradient of at
+    once (torchtune steps each parameter in a hook after its gradient is accumulated, and frees it).
+    LoRA's: an adapter matrix (rank × in, or out × rank); else the largest weight (the token embedding
+    or a linear layer's)."""
+    linears = [linear for block in blocks for linear in block.linears]
+    if lora is not None:
+        adapted = (linear for linear in linears if linear.name in targets)
+        return max(lora.rank * max(linear.fan_in, linear.fan_out) for linear in adapted)
+    return max(shape.vocab * shape.hidden, *(linear.fan_in * linear.fan_out for linear in linears))
+
+
+def _optimizer_bytes(optimizer: str, width: int) -> float:
+    """Bytes of optimizer state per trained parameter value held in `width` bytes."""
+    state = OPTIMIZER_STATES[optimizer]
+    return state.states * (width if state.value_bytes is None else state.value_bytes)
+
+
+def _shard(held: _Held, parts: tuple[_Part, ...], shape: Shape, sharding: Sharding, width: int) -> _Held:
+    """What one of `sharding.gpus` GPUs holds: its share of what is sharded, and what is gathered whole
+    at a time. FSDP (ZeRO-3) shards the parameters too and all-gathers each unit for its forward and
+    backward: the root unit (embeddings, final norm, head), gathered through both, and GATHERED_LAYERS
+    layers. Under either kind a unit's gradients are whole until reduce-scattered: the root's and one
+    layer's."""
+    start, layer, end = parts
+    gpus = sharding.gpus
+    weights = held.weights
+    if sharding.kind == FSDP:
+        gathered = min(shape.layers, GATHERED_LAYERS) * layer.weight_bytes
+        weights = held.weights / gpus + start.weight_bytes + end.weight_bytes + gathered
+    unreduced = width * (start.trained + layer.trained + end.trained)
+    return _Held(weights, held.gradients / gpus + unreduced, held.optimizer / gpus)
+
+
+def _loss_bytes(shape: Shape, training: Training) -> float:
+    """The loss over the vocabulary, not in a forward graph: Hugging Face's (and torchtune's) cast the
+    logits to FP32 (`logits.float()`) and log-softmax them, at any precision. Computed in chunks of the
+    tokens (torchtune's CEWithChunkedOutputLoss, compiled as it recommends: each chunk is upcast and its
+    cross-entropy taken, and backward recomputes it), only one chunk's are held at a time. A sequence
+    classifier's loss is over its labels, once per sequence."""
+    if shape.labels:
+        return float(LOSS_FP32_COPIES * tg.FP32 * shape.labels)
+    tokens = math.ceil(training.sequence_length / training.loss_chunks)
+    return float(LOSS_FP32_COPIES * tg.FP32 * tokens * shape.vocab)
+
+
 def _tally(weighted: Iterable[tuple[tg.Block, int]]) -> dict[str, float]:
     """The profile entries counted from the nodes of each block × its occurrences, by `features`' rules."""
     counts = dict.fromkeys(features.PROFILE_NAMES, 0.0)
@@ -344,6 +565,13 @@ def _kept_bytes(blocks: tg.Blocks, shape: Shape, training: Training) -> float:
     head are not checkpointed. Without it, every layer's."""
     start, layer, end = (tg.activation_bytes(b, kept_only=True, attention=training.attention) for b in blocks)
     if not training.gradient_checkpointing:
-        return start + shape.layers * layer + end
-    inputs = (shape.layers - 1) * training.sequence_length * shape.hidden * tg.FP32
+        return start + _on_device(shape.layers, training) * layer + end
+    inputs = _on_device(shape.layers - 1, training) * training.sequence_length * shape.hidden * tg.FP32
     return start + inputs + layer + end
+
+
+def _on_device(count: int, training: Training) -> int:
+    """How many of `count` per-layer activation sets (a layer's, or a checkpointed layer's input) are on
+    the GPU: all, or under activation offloading (torchtune's OffloadActivations, which moves each saved
+    tensor to host memory and brings it back ahead of its backward) OFFLOADED_ON_DEVICE."""
+    return min(count, OFFLOADED_ON_DEVICE) if training.activation_offloading else count

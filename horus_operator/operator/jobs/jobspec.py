@@ -119,7 +119,7 @@ class WorkloadResolver:
             raise InvalidJob(HUGGINGFACE, spec, "an object: config or configMap, sequenceLength, …")
         config = self._hf_config(job, spec)
         try:
-            described = transformer.describe(config, _hf_training(spec))
+            described = transformer.describe(config, _hf_training(spec, job.gpus))
         except transformer.ConfigError as error:
             if "configMap" in spec:
                 raise _uncountable_config_map(_config_map_ref(job, spec), spec, error) from error
@@ -160,7 +160,9 @@ def _config_map_ref(job: JobSpec, spec: Mapping[str, Any]) -> str:
 
 
 # The ConfigError keys (transformer.py) whose reason quotes nothing but the DLJob's own spec.
-SPEC_ONLY_REASONS = frozenset({"optimizer", "lora.rank", "weightsDtype", "attention"})
+SPEC_ONLY_REASONS = frozenset(
+    {"optimizer", "lora.rank", "weightsDtype", "attention", "lossChunks", "sharding"}
+)
 # Why a config read from a ConfigMap could not be counted, by key, in words that quote none of its values.
 CONFIG_MAP_REASONS: Mapping[str, str] = {
     "config.model_type": "is missing or not a model type Horus counts (docs/prediction.md lists them)",
@@ -189,16 +191,17 @@ def _reason(error: transformer.ConfigError) -> str:
     return str(error).split(": ", 1)[1]
 
 
-def _hf_training(spec: Mapping[str, Any]) -> transformer.Training:
-    """spec.model.huggingface's training fields; InvalidJob naming one of the wrong type (the schema
-    types them; an object stored without it is checked here)."""
+def _hf_training(spec: Mapping[str, Any], gpus: int) -> transformer.Training:
+    """spec.model.huggingface's training fields, on the job's `gpus` (what a sharded model is split
+    over); InvalidJob naming one of the wrong type (the schema types them; an object stored without it
+    is checked here)."""
     lora = spec.get("lora")
     if lora is not None and not (isinstance(lora, Mapping) and "rank" in lora):
         raise InvalidJob(f"{HUGGINGFACE}.lora", lora, "an object with a rank")
     targets = (lora or {}).get("targetModules", [])
     if not isinstance(targets, list) or not all(isinstance(name, str) for name in targets):
         raise InvalidJob(f"{HUGGINGFACE}.lora.targetModules", targets, "a list of module names")
-    storage = dljob.huggingface_storage(spec)
+    storage, recipe = dljob.huggingface_storage(spec), dljob.huggingface_recipe(spec)
     return transformer.Training(
         sequence_length=_integer(spec, "sequenceLength", None),
         optimizer=str(spec.get("optimizer", defaults.OPTIMIZER)),
@@ -206,6 +209,10 @@ def _hf_training(spec: Mapping[str, Any]) -> transformer.Training:
         gradient_checkpointing=spec.get("gradientCheckpointing") is True,
         weights_dtype=storage.weights_dtype,
         attention=storage.attention,
+        optimizer_in_backward=recipe.optimizer_in_backward,
+        loss_chunks=recipe.loss_chunks,
+        activation_offloading=recipe.activation_offloading,
+        sharding=transformer.shard_over(recipe.sharding, gpus),
     )
 
 

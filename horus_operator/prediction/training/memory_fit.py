@@ -178,7 +178,7 @@ def migprofiler_peaks(path: str | Path) -> pd.DataFrame:
         job: Mapping[str, float]
         if row.model_name == "resnet50":
             plain = catalog.lookup("resnet50", batch)
-            sgd = transformer.OPTIMIZER_STATES["sgd"] * plain["param_bytes"]
+            sgd = transformer.OPTIMIZER_STATES["sgd"].states * plain["param_bytes"]
             name, job = "resnet50", {**plain, "optimizer_state_bytes": sgd}
         else:
             tokens = int(row.seq_length)

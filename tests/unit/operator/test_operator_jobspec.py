@@ -227,12 +227,65 @@ def test_weights_dtype_and_attention_reach_the_workloads_memory_terms() -> None:
     assert "kept_activation_bytes_per_sample" not in eager
 
 
+def test_sharding_splits_the_model_over_the_jobs_gpus() -> None:
+    deeper = {**GPT2_SMALL, "n_layer": 12}  # FSDP gathers two layers and the embeddings whole
+
+    def features(gpus: int, **huggingface: Any) -> dict[str, float]:
+        body = DLJobBuilder.stored("llm").model(
+            huggingface={"config": deeper, "sequenceLength": 128, **huggingface}
+        )
+        workload = _resolver().workload(dljob.parse(body.spec(gpus=gpus).obj()))
+        assert workload.features is not None
+        return {**workload.features, "key": hash(workload.features_key)}
+
+    alone, replicated = features(1), features(4)
+    assert replicated == alone  # data parallel: every GPU holds all of it, and the job keeps its key
+    fsdp = features(4, sharding="fsdp")
+    assert fsdp["optimizer_state_bytes"] == alone["optimizer_state_bytes"] / 4
+    assert fsdp["weight_bytes"] < alone["param_bytes"]
+    assert fsdp["key"] != alone["key"]
+    assert features(1, sharding="fsdp") == alone  # one GPU: nothing to shard
+
+
+def test_the_memory_savings_reach_the_workloads_memory_terms() -> None:
+    deeper = {**GPT2_SMALL, "n_layer": 4}  # offloading keeps two layers' activations on the GPU
+
+    def features(**huggingface: Any) -> dict[str, float]:
+        workload = _resolver().workload(_hf_job(config=deeper, sequenceLength=128, **huggingface))
+        assert workload.features is not None
+        return dict(workload.features)
+
+    plain = features()
+    saving = features(
+        optimizer="adamw8bit", optimizerInBackward=True, lossChunks=8, activationOffloading=True
+    )
+    assert saving["optimizer_state_bytes"] < plain["optimizer_state_bytes"]
+    assert saving["gradient_bytes"] < plain["trainable_param_bytes"]
+    assert saving["fp32_activation_bytes_per_sample"] == plain["fp32_activation_bytes_per_sample"] / 8
+    assert saving["kept_activation_bytes_per_sample"] < plain["kept_activation_bytes_per_sample"]
+    qlora = features(lora={"rank": 4}, weightsDtype="nf4")
+    assert qlora["weight_bytes"] < plain["param_bytes"] / 2
+
+
 @pytest.mark.parametrize(
     ("huggingface", "field_path"),
     [
         (
             {"config": GPT2_SMALL, "sequenceLength": 8, "weightsDtype": "int4"},
             "spec.model.huggingface.weightsDtype",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "weightsDtype": "nf4"},  # QLoRA without LoRA
+            "spec.model.huggingface.weightsDtype",
+        ),
+        ({"config": GPT2_SMALL, "sequenceLength": 8, "lossChunks": 0}, "spec.model.huggingface.lossChunks"),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "sharding": "zero3"},
+            "spec.model.huggingface.sharding",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "optimizerInBackward": "yes"},
+            "spec.model.huggingface.optimizerInBackward",
         ),
         (
             {"config": GPT2_SMALL, "sequenceLength": 8, "attention": "flash"},

@@ -316,10 +316,32 @@ def test_job_from_a_hugging_face_config_counts_lora_and_checkpointing() -> None:
     assert lora["sequence_length"] == 2048 and lora["precision"] == "bf16"
 
 
+def test_job_from_a_hugging_face_config_takes_the_memory_savings() -> None:
+    lora = ("--sequence-length", "2048", "--lora-rank", "16", "--gradient-checkpointing")
+    memory = {}
+    for name, extra in {
+        "lora": (),
+        "qlora": ("--weights-dtype", "nf4"),
+        "saving": ("--optimizer", "paged_adamw8bit", "--optimizer-in-backward", "--loss-chunks", "8"),
+        "offloaded": ("--activation-offloading",),
+        "fsdp": ("--sharding", "fsdp", "--gpus", "8"),
+    }.items():
+        code, output = _hf_job(*lora, *extra)
+        assert code == 0, output
+        memory[name] = json.loads(output)["memory_mib"]
+    assert all(memory[name] < memory["lora"] for name in ("qlora", "saving", "offloaded", "fsdp"))
+    full = ("--sequence-length", "2048", "--gradient-checkpointing")
+    _, output = _hf_job(*full)
+    _, sharded = _hf_job(*full, "--sharding", "zero2", "--gpus", "4")
+    assert json.loads(sharded)["memory_mib"] < json.loads(output)["memory_mib"]
+
+
 @pytest.mark.parametrize(
     ("extra", "named"),
     [
         ((), "--sequence-length"),
+        (("--sequence-length", "512", "--weights-dtype", "nf4"), "weightsDtype: nf4"),
+        (("--sequence-length", "512", "--optimizer", "lion"), "--optimizer"),
         (("--sequence-length", "512", "--lora-target", "q_proj"), "--lora-rank"),
         (("--sequence-length", "512", "--lora-rank", "8", "--lora-target", "c_attn"), "lora.targetModules"),
         (("--sequence-length", "512", "--model", "bert"), "exactly one of --model and --hf-config"),

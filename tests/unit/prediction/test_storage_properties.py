@@ -1,9 +1,13 @@
-"""Properties of how a described job stores its model (issue 45): predicted memory never falls as the
-sequence, the batch or LoRA's rank grows, whatever the weights' dtype and attention; half-precision
-weights cost less than FP32 ones, LoRA less than full fine-tuning, SDPA never more than eager."""
+"""Properties of how a described job stores its model (issue 45): predicted memory and the refusal floor
+never fall as the sequence, the batch or LoRA's rank grows, whatever the weights' dtype, attention,
+optimizer and memory-saving settings; half-precision weights cost less than FP32 ones, QLoRA less
+than LoRA, LoRA less than full fine-tuning, an 8-bit optimizer less than a 32-bit one, and SDPA,
+optimizer-in-backward, a chunked loss and activation offloading never more than without; an FSDP
+job's share of a GPU falls as it spreads over more GPUs."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
@@ -17,21 +21,28 @@ from horus_operator.prediction.transformer import Lora, Training
 MEMORY = artifacts.load().memory
 SETTINGS = settings(max_examples=40, deadline=None)
 PRECISIONS = st.sampled_from(["fp32", "amp", "bf16"])
-WEIGHTS = st.sampled_from(defaults.WEIGHTS_DTYPES)
+UNQUANTISED = [dtype for dtype in defaults.WEIGHTS_DTYPES if dtype != transformer.NF4]
 ATTENTIONS = st.sampled_from(defaults.ATTENTIONS)
+SHARDINGS = st.builds(transformer.shard_over, st.sampled_from(defaults.SHARDINGS), st.integers(1, 8))
 
 
 @st.composite
 def trainings(draw: st.DrawFn) -> Training:
-    """Any way the config route trains: LoRA or not, checkpointing or not, any dtype and attention."""
+    """Any way the config route trains: LoRA or not, checkpointing or not, any dtype (NF4 under LoRA),
+    attention, optimizer, and any of the memory-saving settings, on one GPU or sharded over several."""
     lora = draw(st.none() | st.builds(Lora, st.integers(1, 64)))
+    dtypes = defaults.WEIGHTS_DTYPES if lora is not None else UNQUANTISED
     return Training(
         sequence_length=draw(st.integers(1, 256)),
-        optimizer=draw(st.sampled_from(sorted(transformer.OPTIMIZER_STATES))),
+        optimizer=draw(st.sampled_from(defaults.OPTIMIZERS)),
         lora=lora,
         gradient_checkpointing=draw(st.booleans()),
-        weights_dtype=draw(WEIGHTS),
+        weights_dtype=draw(st.sampled_from(dtypes)),
         attention=draw(ATTENTIONS),
+        optimizer_in_backward=draw(st.booleans()),
+        loss_chunks=draw(st.integers(1, 16)),
+        activation_offloading=draw(st.booleans()),
+        sharding=draw(SHARDINGS),
     )
 
 
@@ -45,12 +56,16 @@ def _never_less(small: tuple[float, float], large: tuple[float, float]) -> bool:
     return large[0] >= small[0] and large[1] >= small[1]
 
 
+def _with(training: Training, **changes: Any) -> Training:
+    return dataclasses.replace(training, **changes)
+
+
 @SETTINGS
 @given(config=decoders(), training=trainings(), more=st.integers(1, 256), precision=PRECISIONS)
 def test_a_longer_sequence_never_needs_less(
     config: dict[str, Any], training: Training, more: int, precision: str
 ) -> None:
-    longer = Training(**{**vars(training), "sequence_length": training.sequence_length + more})
+    longer = _with(training, sequence_length=training.sequence_length + more)
     assert _never_less(_memory(config, training, 2, precision), _memory(config, longer, 2, precision))
 
 
@@ -69,17 +84,16 @@ def test_a_larger_batch_never_needs_less(
 def test_a_higher_lora_rank_never_needs_less(
     config: dict[str, Any], training: Training, more: int, precision: str
 ) -> None:
-    low = Training(**{**vars(training), "lora": Lora(8)})
-    high = Training(**{**vars(training), "lora": Lora(8 + more)})
+    low, high = _with(training, lora=Lora(8)), _with(training, lora=Lora(8 + more))
     assert _never_less(_memory(config, low, 4, precision), _memory(config, high, 4, precision))
 
 
 @SETTINGS
 @given(config=decoders(), training=trainings(), precision=PRECISIONS)
 def test_half_weights_need_less_than_fp32(config: dict[str, Any], training: Training, precision: str) -> None:
-    fp32 = _memory(config, Training(**{**vars(training), "weights_dtype": "fp32"}), 4, precision)
+    fp32 = _memory(config, _with(training, weights_dtype="fp32"), 4, precision)
     for half in ("bf16", "fp16"):
-        memory, floor = _memory(config, Training(**{**vars(training), "weights_dtype": half}), 4, precision)
+        memory, floor = _memory(config, _with(training, weights_dtype=half), 4, precision)
         assert memory < fp32[0] and floor < fp32[1]
 
 
@@ -88,15 +102,75 @@ def test_half_weights_need_less_than_fp32(config: dict[str, Any], training: Trai
 def test_lora_at_a_small_rank_needs_less_than_full_fine_tuning(
     config: dict[str, Any], training: Training, precision: str
 ) -> None:
-    # rank 1 on PEFT's default targets: fewer trained parameters than any full fine-tune of these configs
-    full = _memory(config, Training(**{**vars(training), "lora": None}), 4, precision)
-    lora = _memory(config, Training(**{**vars(training), "lora": Lora(1)}), 4, precision)
-    assert lora[0] < full[0] and lora[1] < full[1]
+    # rank 1 on PEFT's default targets: fewer trained parameters than any full fine-tune of these configs.
+    # A full fine-tune that steps in backward holds one gradient, which tiny configs' adapters and their
+    # activations can outweigh: the property is for the full fine-tune that holds every gradient.
+    training = _with(training, optimizer_in_backward=False)
+    unquantised = training.weights_dtype if training.weights_dtype != transformer.NF4 else "bf16"
+    full = _memory(config, _with(training, lora=None, weights_dtype=unquantised), 4, precision)
+    lora = _memory(config, _with(training, lora=Lora(1), weights_dtype=unquantised), 4, precision)
+    qlora = _memory(config, _with(training, lora=Lora(1), weights_dtype=transformer.NF4), 4, precision)
+    assert qlora[0] < lora[0] < full[0] and qlora[1] < lora[1] < full[1]
+
+
+@SETTINGS
+@given(config=decoders(), training=trainings(), precision=PRECISIONS)
+def test_qlora_needs_less_than_lora_at_any_precision_of_the_base(
+    config: dict[str, Any], training: Training, precision: str
+) -> None:
+    lora = _with(training, lora=training.lora or Lora(8))
+    qlora = _memory(config, _with(lora, weights_dtype=transformer.NF4), 4, precision)
+    for dtype in UNQUANTISED:
+        unquantised = _memory(config, _with(lora, weights_dtype=dtype), 4, precision)
+        assert qlora[0] < unquantised[0] and qlora[1] < unquantised[1]
+
+
+@SETTINGS
+@given(config=decoders(), training=trainings(), precision=PRECISIONS)
+def test_an_8_bit_optimizer_needs_less_than_a_32_bit_one(
+    config: dict[str, Any], training: Training, precision: str
+) -> None:
+    for eight, wide in (("adamw8bit", "adamw"), ("paged_adamw8bit", "paged_adamw")):
+        small = _memory(config, _with(training, optimizer=eight), 4, precision)
+        large = _memory(config, _with(training, optimizer=wide), 4, precision)
+        # the floor holds no optimizer state: equal
+        assert small[0] < large[0] and small[1] == large[1]
+
+
+@SETTINGS
+@given(config=decoders(), training=trainings(), precision=PRECISIONS)
+def test_each_memory_saving_never_needs_more(
+    config: dict[str, Any], training: Training, precision: str
+) -> None:
+    for saving, off in (
+        ({"optimizer_in_backward": True}, {"optimizer_in_backward": False}),
+        ({"loss_chunks": 8}, {"loss_chunks": 1}),
+        ({"activation_offloading": True}, {"activation_offloading": False}),
+    ):
+        with_it = _memory(config, _with(training, **saving), 4, precision)
+        without = _memory(config, _with(training, **off), 4, precision)
+        assert _never_less(with_it, without)
+
+
+@SETTINGS
+@given(
+    config=decoders(),
+    training=trainings(),
+    kind=st.sampled_from(["fsdp", "zero2"]),
+    gpus=st.integers(2, 7),
+    precision=PRECISIONS,
+)
+def test_a_sharded_jobs_share_falls_as_it_spreads_over_more_gpus(
+    config: dict[str, Any], training: Training, kind: str, gpus: int, precision: str
+) -> None:
+    fewer = _memory(config, _with(training, sharding=transformer.shard_over(kind, gpus)), 4, precision)
+    more = _memory(config, _with(training, sharding=transformer.shard_over(kind, gpus + 1)), 4, precision)
+    assert more[0] < fewer[0] and more[1] < fewer[1]
 
 
 @SETTINGS
 @given(config=decoders(), training=trainings(), precision=PRECISIONS)
 def test_sdpa_never_needs_more_than_eager(config: dict[str, Any], training: Training, precision: str) -> None:
-    eager = _memory(config, Training(**{**vars(training), "attention": "eager"}), 4, precision)
-    sdpa = _memory(config, Training(**{**vars(training), "attention": "sdpa"}), 4, precision)
+    eager = _memory(config, _with(training, attention="eager"), 4, precision)
+    sdpa = _memory(config, _with(training, attention="sdpa"), 4, precision)
     assert _never_less(sdpa, eager)

@@ -61,6 +61,11 @@ PUBLISHED_PARAMS = {
     "llama-3.2-3b.json": 3_212_749_824,
     "mistral-7b-v0.1.json": 7_241_732_096,
     "qwen2-7b.json": 7_615_616_512,
+    "tinyllama-1.1b.json": 1_100_048_384,
+    "llama-3.2-1b.json": 1_235_814_400,
+    "llama-2-70b.json": 68_976_648_192,
+    "llama-3.1-70b.json": 70_553_706_496,
+    "llama-3.1-405b.json": 405_853_388_800,
 }
 
 
@@ -138,6 +143,10 @@ def test_the_optimizer_sets_the_state_per_trainable_parameter() -> None:
         (LLAMA_160M, {"optimizer": "lion"}, "optimizer"),
         (LLAMA_160M, {"lora": Lora(rank=0)}, "lora.rank"),
         (LLAMA_160M, {"lora": Lora(rank=8, target_modules=("c_attn",))}, "lora.targetModules"),
+        (LLAMA_160M, {"weights_dtype": "nf4"}, "weightsDtype"),  # QLoRA's base trains no weight of its own
+        (LLAMA_160M, {"loss_chunks": 0}, "lossChunks"),
+        (LLAMA_160M, {"sharding": transformer.Sharding("ddp", 2)}, "sharding"),
+        (LLAMA_160M, {"sharding": transformer.Sharding("fsdp", 0)}, "sharding"),
     ],
 )
 def test_what_cannot_be_counted_is_named(config: dict[str, Any], training: dict[str, Any], key: str) -> None:
