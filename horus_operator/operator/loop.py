@@ -30,7 +30,7 @@ from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.config import OperatorConfig
 from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.keeper import ClaimKeeper
-from horus_operator.operator.jobs import jobspec, pods, reconcile, refusals, template, tenancy, volumes
+from horus_operator.operator.jobs import jobspec, oom, pods, reconcile, refusals, template, tenancy, volumes
 from horus_operator.operator.jobs.feasibility import as_invalid
 from horus_operator.operator.jobs.graphs import GraphQueue
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
@@ -269,7 +269,8 @@ class SchedulingLoop:
             self._foreign = claims.foreign_holders(self._cache.claims.values(), self._cache.devices())
         decisions = {key: await self._decide(key, now) for key in sorted(dirty)}
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
-        await asyncio.gather(*(self._remove_stuck(*d) for d in decisions.values() if d and d[1].delete_pods))
+        first = [d for d in decisions.values() if d and (d[1].delete_pods or d[1].store_first)]
+        await asyncio.gather(*(self._before_placing(*d) for d in first))
         placed: set[str] = set()
         if self._pending and (dirty or routed or self._cache.nodes_changed):
             self._cache.nodes_changed = False
@@ -308,6 +309,9 @@ class SchedulingLoop:
             workload if isinstance(workload, InvalidJob) else self._beyond_tenancy(job, workload, job_pods)
         )
         nodes = self._cache.nodes_summary()
+        # Not for a final job (no workload): its newest pod's ending is read once (jobs/oom.py)
+        views = self._cache.node_views
+        ending = oom.ending(job_pods, current, self._cache.all_pods, views) if workload else None
         decision = reconcile.decide(
             job,
             current,
@@ -329,6 +333,7 @@ class SchedulingLoop:
                 claims=self._cache.claims,
                 foreign=self._foreign,
                 preempts=self._preempter is not None,
+                oom=ending,
             ),
         )
         if node := decision.avoid_node or decision.suspect_node:  # skipped if to blame (jobs/refusals.py)
@@ -338,7 +343,7 @@ class SchedulingLoop:
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
         # A request only for a job to place or between pods: most jobs re-decided are running
         wanted = decision.place_attempt is not None or decision.moving is not None
-        request = self._request(job, placeable, body) if placeable is not None and wanted else None
+        request = self._request(job, placeable, body, decision.status) if placeable and wanted else None
         if decision.place_attempt is not None and placeable is not None and request is not None:
             moving = decision.move_to is not None
             binding = self._binding(job)
@@ -359,14 +364,18 @@ class SchedulingLoop:
         request = self._shared(waiting.request, waiting.binding)
         self._pending[key] = _Pending(0, waiting.job, waiting.workload, waiting.binding, request)
 
-    async def _remove_stuck(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
-        """Delete the pods a decision names: a stuck pod at once (its node may never confirm), a moved one
-        with its job's grace period."""
+    async def _before_placing(self, body: Mapping[str, Any], decision: reconcile.Decision) -> None:
+        """Store what a decision records first (what deleting its pods takes away, a forgiven OOM), then
+        delete the pods it names: a stuck pod at once (its node may never confirm), a moved one with its
+        job's grace period."""
         meta, grace = body["metadata"], decision.delete_grace_s
-        if decision.store_first:  # what the status records goes with the pods: stored before they go
+        if decision.store_first:
             patch = status.loop_patch(body.get("status") or {}, decision.status)
             if await self.reports.write(body, patch) is None:
                 return  # deleted meanwhile
+        if decision.out_of_memory:
+            self._metrics.oom_recovered()
+            self.reports.post_later(body, kind="Warning", reason=oom.REASON, message=decision.out_of_memory)
         for name in decision.delete_pods:
             log.info("deleting pod %s/%s: %s", meta["namespace"], name, decision.delete_reason)
             await self._kube.delete_pod(meta["namespace"], name, grace or 0)
@@ -500,14 +509,16 @@ class SchedulingLoop:
         gpus = sum(len(n.labelled.gpus) for n in self._cache.node_views.values() if n.labelled)
         return metrics.gauges(waiting, phases, self._cache.all_pods(), gpus)
 
-    def _request(self, job: JobSpec, workload: Workload, body: Mapping[str, Any]) -> JobRequest:
-        """What the cycle places; its attained service and when it queued again after a preemption
-        are read from its status (`moves/preemption.py`)."""
+    def _request(
+        self, job: JobSpec, workload: Workload, body: Mapping[str, Any], current: Mapping[str, Any]
+    ) -> JobRequest:
+        """What the cycle places; from its status as decided (`current`): its attained service and when
+        it queued again after a preemption (`moves/preemption.py`), and whether it runs alone since it
+        ran out of memory (`jobs/oom.py`)."""
         binding = self._binding(job)
         request = self._shared(jobspec.request(job, workload, dljob.created_at(body), binding), binding)
-        current = body.get("status") or {}
         return dataclasses.replace(
-            request,
+            oom.as_recorded(request, current),
             remaining_s=self._length_s(job, workload),
             attained_gpu_s=preemption.attained_gpu_s(current),
             queued_at=preemption.queued_at(current),

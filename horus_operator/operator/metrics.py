@@ -124,6 +124,11 @@ class OperatorMetrics:
         self.preemptions = PromCounter(
             "horus_preemptions", "Running DLJobs preempted for a waiting one (queue order las)", registry=r
         )
+        self.oom_recoveries = PromCounter(
+            "horus_oom_recoveries",
+            "DLJob pods that ran out of GPU memory beside a co-tenant, their jobs retried alone",
+            registry=r,
+        )
         self.log_ratio = Histogram(
             "horus_slowdown_log_ratio",
             "ln(observed / predicted slowdown) of each new co-location observed, per GPU type",
@@ -169,6 +174,9 @@ class OperatorMetrics:
 
     def preempted(self) -> None:
         self.preemptions.inc()
+
+    def oom_recovered(self) -> None:
+        self.oom_recoveries.inc()
 
     def api_error(self, error: Exception) -> None:
         code = str(error.status) if isinstance(error, ApiError) else "unavailable"

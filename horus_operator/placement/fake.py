@@ -2,7 +2,9 @@
 
 `TablePredictor(jobs={model: (utilization, memory_mib)}, pairs={(model_a, model_b): (s_a, s_b)})` keys
 by model name only (batch size and GPU type are ignored). A pair missing from `pairs` is infeasible;
-more than two jobs combine additively (1 + sum of pairwise excess), like the simulator's truth.
+more than two jobs combine additively (1 + sum of pairwise excess), like the simulator's truth. A
+workload's measured peak (`Workload.peak_memory_mib`) wins over the table's memory, as it does over
+the real predictor's.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ class TablePredictor:
     def job(self, workload: Workload, gpu: str) -> JobPrediction:
         self.calls += 1
         utilization, memory_mib = self._jobs[workload.model]
-        return JobPrediction(utilization=utilization, memory_mib=memory_mib)
+        peak = workload.peak_memory_mib
+        return JobPrediction(utilization=utilization, memory_mib=memory_mib if peak is None else peak)
 
     def slowdowns(
         self, gpu: str, workloads: Sequence[Workload], memory_mib: float | None = None

@@ -9,8 +9,9 @@ its isolated throughput divided by its *true* slowdown next to its current co-te
 its GPUs), recomputed whenever a co-tenant arrives or leaves.
 
 If truth says a placement cannot share the GPU (out of memory) the job fails to start, as a pod would
-crash, and goes back to the queue (at its arrival's place, ahead of later arrivals) asking for a whole
-GPU (maxSlowdown 1.0) — what an operator does after an OOM — and the restart is counted.
+crash, and goes back to the queue (at its arrival's place, ahead of later arrivals) as the operator
+retries a DLJob that ran out of memory beside a co-tenant (`placement/oom.py`, the one rule): asking for
+a whole GPU (maxSlowdown 1.0), its memory raised; the restart is counted.
 
 Once the whole trace has arrived, each snapshot carries the makespan horizon (`sim/horizon.py`), so
 the cycle's makespan guard keeps the jobs that would set the makespan from being slowed; jobs start
@@ -44,6 +45,7 @@ from mypy_extensions import mypyc_attr
 from tqdm import tqdm
 
 from horus_operator.api.defaults import SETTLED_S
+from horus_operator.placement import oom
 from horus_operator.placement.base import TOLERANCE
 from horus_operator.placement.cycle import SchedulingCycle
 from horus_operator.placement.index import ClusterIndex, GpuSlot
@@ -113,6 +115,7 @@ class Simulation:
         self.jobs = {job.request.key: job for job in scenario.jobs}
         self.active: dict[str, ActiveJob] = {}
         self.oom_restarts: dict[str, int] = {}
+        self.raised_mib: dict[str, float] = {}  # job -> its memory as its last OOM raised it (oom.py)
         self.records: list[JobRecord] = []
         self.totals = Totals()
         self.horizon = Horizon(scenario.gpu_count)
@@ -235,10 +238,11 @@ class Simulation:
         self.suspended[key] = active
         self.preemption.preempted(preemption, self.now)
         submitted = active.job.request
+        if key in self.raised_mib:  # it ran out of memory once: it queues again as retried then
+            submitted = oom.retried_alone(submitted, self.raised_mib[key])
         self.queue.add(
             replace(
                 submitted,
-                max_slowdown=1.0 if key in self.oom_restarts else submitted.max_slowdown,
                 remaining_s=active.remaining_steps / active.job.steps_per_s_alone,
                 attained_gpu_s=attained,
                 queued_at=self.now,
@@ -281,7 +285,7 @@ class Simulation:
         slots = [self.index.slots[(assignment.node, i)] for i in assignment.gpu_indices]
         together = [[t.request.workload for t in slot.tenants] + [request.workload] for slot in slots]
         if any(self.truth.slowdowns(self.scenario.gpu, ws).slowdowns is None for ws in together):
-            self._restart_whole(request)
+            self._restart_alone(request, assignment, slots)
             return False
         for slot in slots:
             self.totals.busy_gpus += not slot.tenants
@@ -352,9 +356,17 @@ class Simulation:
         self.migration.moved(move, self.now)
         self._rerate_tenants(old_slots + new_slots)
 
-    def _restart_whole(self, request: JobRequest) -> None:
+    def _restart_alone(self, request: JobRequest, assignment: Assignment, slots: list[GpuSlot]) -> None:
+        """The job crashed out of memory beside its co-tenants: it queues again as the operator retries
+        it (`oom.retried_alone`), its memory raised from the prediction it was placed with (no agent
+        reads what it reached here), at most its GPU's."""
         self.oom_restarts[request.key] = self.oom_restarts.get(request.key, 0) + 1
-        self.queue.add(replace(request, max_slowdown=1.0))
+        self.raised_mib[request.key] = oom.raised_memory_mib(
+            assignment.predicted_memory_mib,
+            before_mib=self.raised_mib.get(request.key),
+            capacity_mib=min(slot.gpu.memory_mib for slot in slots),
+        )
+        self.queue.add(oom.retried_alone(request, self.raised_mib[request.key]))
 
     # -- progress ----------------------------------------------------------------------------------
     def _drop_stale_completions(self) -> bool:

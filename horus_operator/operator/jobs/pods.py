@@ -17,6 +17,7 @@ from typing import Any
 from horus_operator.api import defaults, keys, pod_annotations
 from horus_operator.api.dljob import Binding, JobSpec
 from horus_operator.operator import compact
+from horus_operator.operator.jobs import oom
 from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
 
@@ -70,6 +71,8 @@ def build_pod(placement: Placement) -> dict[str, Any]:
             set_visible_devices(spec.get(kind, []), devices)
     spec["nodeSelector"] = {**spec.get("nodeSelector", {}), keys.LABEL_HOSTNAME: placement.hostname}
     spec.setdefault("restartPolicy", "Never")  # Horus counts attempts; "OnFailure" would hide failures
+    for container in spec.get("containers", []):  # the log tail says why it failed (an OOM: jobs/oom.py)
+        container.setdefault("terminationMessagePolicy", "FallbackToLogsOnError")
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -178,6 +181,8 @@ def encode_request(request: JobRequest) -> dict[str, Any]:
         "framework": workload.framework,
         "hostCpus": workload.host_cpus,
         "timeSliced": workload.time_sliced,
+        # a memory raised after an OOM (placement/oom.py): the running job holds it
+        **({"peakMemoryMiB": workload.peak_memory_mib} if workload.peak_memory_mib is not None else {}),
         "gpus": request.gpus,
         "maxSlowdown": request.max_slowdown,
         "priority": request.priority,
@@ -200,6 +205,7 @@ def decode_request(data: Mapping[str, Any], *, env_bound: bool = False) -> JobRe
         framework=data.get("framework", defaults.DEFAULT_FRAMEWORK),  # absent from pods made before it
         host_cpus=float(data.get("hostCpus", 0.0)),  # absent from pods made before the CPU term
         time_sliced=bool(data.get("timeSliced", env_bound)),  # absent from pods made before --sharing auto
+        peak_memory_mib=float(data["peakMemoryMiB"]) if data.get("peakMemoryMiB") is not None else None,
     )
     return JobRequest(
         key=data["key"],
@@ -239,6 +245,7 @@ class PodView:
     scheduling_message: str = ""  # kube-scheduler's word while it cannot schedule the pod
     created_at: datetime | None = None  # when Horus created it: the placement it carries began then
     owner_uid: str = ""  # the uid of the DLJob that controls it ("" when no DLJob does)
+    out_of_memory: str = ""  # the out-of-GPU-memory error its containers ended with (`oom.signature`)
     # metadata.resourceVersion: which of two copies is newer (the cache keeps the newer), not what it says
     version: str = field(default="", compare=False)
 
@@ -282,6 +289,7 @@ def view(pod: Mapping[str, Any]) -> PodView:
         scheduling_message=_scheduling_message(status),
         created_at=_time(meta.get("creationTimestamp")),
         owner_uid=controlling_dljob(meta),
+        out_of_memory=oom.pod_signature(status),
         version=str(meta.get("resourceVersion") or ""),
     )
 

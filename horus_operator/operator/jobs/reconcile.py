@@ -17,7 +17,7 @@ from typing import Any
 from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.claims import ClaimId, ClaimView
-from horus_operator.operator.jobs import health, refusals
+from horus_operator.operator.jobs import health, oom, refusals
 from horus_operator.operator.jobs.pods import TERMINAL_PHASES, PodView
 from horus_operator.operator.jobs.refusals import Blame
 from horus_operator.operator.moves import migration, preemption
@@ -40,6 +40,7 @@ SPEC_REASONS = frozenset({"InvalidSpec", "Unsatisfiable", UNSCHEDULABLE})
 CONDITION_ORDER = (
     "Scheduled",
     refusals.CONDITION,
+    oom.CONDITION,
     "ClaimsAllocated",
     "Running",
     "Complete",
@@ -67,6 +68,8 @@ class Decision:
     delete_grace_s: int | None = None
     move_to: migration.InProgress | None = None
     moving: migration.InProgress | None = None  # the move under way, whose target is held meanwhile
+    # The Event of an out-of-memory ending this decision forgives (jobs/oom.py), stored first
+    out_of_memory: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class Context:
     claims: Mapping[ClaimId, ClaimView] = field(default_factory=dict)  # every ResourceClaim (DRA binding)
     foreign: Mapping[str, str] = field(default_factory=dict)  # GPU UUID -> the claim not Horus's holding it
     preempts: bool = False  # the operator preempts (`--queue-order las`): status.preemptions stop pods
+    oom: oom.Ending | None = None  # its newest pod ended out of GPU memory, no recovery recorded yet
 
 
 def decide(job: JobSpec, current: Mapping[str, Any], pods: Sequence[PodView], ctx: Context) -> Decision:
@@ -187,7 +191,13 @@ def _without_live_pod(
     next_attempt: int,
     ctx: Context,
 ) -> Decision:
-    failures = sum(1 for p in live if p.phase == "Failed")
+    # The first OOM beside a co-tenant is not the job's fault (jobs/oom.py): recorded, stored before
+    # the retry's pod exists, and not counted. `ctx.oom` is of the newest failed pod: `latest`.
+    forgiving = ctx.oom if ctx.oom is not None and ctx.oom.beside else None
+    if forgiving is not None:
+        current = {**current, **oom.recorded(current, forgiving, _stamp(ctx.now))}
+    forgiven = oom.forgiven(current)
+    failures = sum(1 for p in live if p.phase == "Failed" and p.name != forgiven)
     if failures > job.backoff_limit:
         message = f"pod {latest.name if latest else ''} failed ({failures} failures > backoffLimit "
         message += f"{job.backoff_limit}): {latest.message if latest else ''}".rstrip(": ")
@@ -197,6 +207,20 @@ def _without_live_pod(
     if ctx.missing_volume is not None:
         return Decision(_queued(job, current, ctx, next_attempt, f"waiting: {ctx.missing_volume}"))
     message = ctx.waiting_message or "waiting for a GPU"
+    if latest is not None and latest.name == forgiven:
+        said = oom.message(current[oom.RECOVERY], job.backoff_limit)
+        queued = _queued(
+            job,
+            current,
+            ctx,
+            next_attempt,
+            f"{said}; {message}",
+            reason=oom.REASON,
+            noting={oom.CONDITION: ("True", oom.REASON, said)},
+        )
+        event = said if forgiving is not None else ""
+        stored = forgiving is not None
+        return Decision(queued, place_attempt=next_attempt, store_first=stored, out_of_memory=event)
     if latest is not None:
         message = f"retry {failures}/{job.backoff_limit} after pod {latest.name} failed; {message}"
     return Decision(_queued(job, current, ctx, next_attempt, message), place_attempt=next_attempt)
@@ -314,7 +338,7 @@ def _base(
     }
     for name, value in ctx.extra.items():
         status[name] = value
-    for kept in ("moves", "preemptions", "attainedGpuSeconds"):
+    for kept in ("moves", "preemptions", "attainedGpuSeconds", oom.RECOVERIES, oom.RECOVERY):
         if current.get(kept):
             status[kept] = current[kept]
     return status

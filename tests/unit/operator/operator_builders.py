@@ -82,6 +82,14 @@ class PodBuilder:
         self._body["status"]["startTime"] = stamp
         return self
 
+    def failed(self, message: str = "", *, finished: str = "2026-12-02T10:05:00Z") -> PodBuilder:
+        """Failed at `finished`: its container exited 1 with `message` as its termination message (the
+        log tail, under FallbackToLogsOnError)."""
+        terminated = {"exitCode": 1, "reason": "Error", "finishedAt": finished, "message": message}
+        self._body["status"]["phase"] = "Failed"
+        self._body["status"]["containerStatuses"] = [{"name": "train", "state": {"terminated": terminated}}]
+        return self
+
     def deleting(self) -> PodBuilder:
         self._body["metadata"]["deletionTimestamp"] = "2026-12-02T10:05:00Z"
         return self

@@ -14,7 +14,7 @@ import yaml
 from operator_builders import PodBuilder
 
 from horus_operator.api import dljob
-from horus_operator.operator.jobs import pods, reconcile
+from horus_operator.operator.jobs import oom, pods, reconcile
 from horus_operator.operator.moves import preemption
 from horus_operator.placement.preemption import Preemption
 from horus_operator.placement.types import RunningJob
@@ -82,6 +82,10 @@ def _statuses() -> dict[str, dict[str, Any]]:
         "team-a/cnn", "gpu-node-0", (0,), RunningJob(stopped.request, "gpu-node-0", (0,)), "r"
     )
     preempted = preemption.recorded({}, chosen, stopped, NOW)
+    out_of_memory = PodBuilder("cnn").bound().failed("torch.OutOfMemoryError: CUDA out of memory.")
+    beside = PodBuilder("bert").bound().phase("Running")
+    seen = {"observed": {"memoryMiB": 9000}}
+    ending = oom.ending([pods.view(out_of_memory.obj())], seen, lambda: [pods.view(beside.obj())], {})
 
     return {
         "queued": decide(queue=place, waiting_message="waiting: no GPU free"),
@@ -89,9 +93,10 @@ def _statuses() -> dict[str, dict[str, Any]]:
         "succeeded": decide(PodBuilder("cnn").bound().phase("Succeeded")),
         "failed": decide(verdict=dljob.InvalidJob("spec.batchSize", 0, "at least 1")),
         "preempted": {**decide(running, current=preempted, preempts=True), **preempted},
+        "out of memory": decide(out_of_memory, current=seen, oom=ending),
     }
 
 
-@pytest.mark.parametrize("name", ["queued", "running", "succeeded", "failed", "preempted"])
+@pytest.mark.parametrize("name", ["queued", "running", "succeeded", "failed", "preempted", "out of memory"])
 def test_each_status_the_loop_writes_fits_the_crd(name: str) -> None:
     assert _problems(_statuses()[name], _status_schema(), "status") == []

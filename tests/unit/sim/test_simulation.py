@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sim_builders import HEADER, ROWS, cycle, scenario, sim_job, truth, truth_table
 
+from horus_operator.placement import oom
 from horus_operator.placement.registry import POLICIES
 from horus_operator.prediction.measured import TruthTable, read_host_cpus
 from horus_operator.sim.engine import Simulation
@@ -53,6 +54,15 @@ def test_a_placement_truth_says_cannot_share_restarts_the_job_whole(tmp_path: Pa
     _, _, jobs = run(tmp_path, "binpack", [sim_job("x", "a", 1000, 10, 0), sim_job("z", "c", 20, 2, 1)])
     assert jobs["z"].oom_restarts == 1
     assert jobs["z"].start_s == 100 and jobs["z"].colocated_s == 0
+
+
+def test_a_job_restarted_after_an_oom_queues_as_the_operator_retries_it(tmp_path: Path) -> None:
+    # The operator's rule (placement/oom.py): alone, its memory raised from the 3,000 MiB it was placed
+    # with.
+    world = scenario([sim_job("x", "a", 1000, 10, 0), sim_job("z", "c", 20, 2, 1)])
+    sim = Simulation(world, cycle("binpack"), truth(tmp_path))
+    sim.run()
+    assert sim.raised_mib == {"z": 3000.0 * oom.MEMORY_FACTOR}
 
 
 def test_unmeasured_pairs_fall_back_to_the_predictor_and_lower_coverage(tmp_path: Path) -> None:
