@@ -357,7 +357,10 @@ class SchedulingLoop:
         """A pod of the pod route waits in the one queue while it is gated and Horus can place it."""
         assert self._podroute is not None
         waiting = self._podroute.waiting(key)
-        if waiting is None:  # released, gone, or not placeable: nothing of it is kept here
+        refused = tenancy.refused_priority(waiting.job.priority, self._tenancy) if waiting else None
+        if refused is not None:  # its own horus.dev/priority: bounded as a DLJob's spec.priority is
+            self._podroute.refuse(key, refused)
+        if waiting is None or refused is not None:  # released, gone, or not placeable: nothing kept here
             self._pending.pop(key, None)
             self._records.pop(key, None)
             return

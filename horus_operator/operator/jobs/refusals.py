@@ -70,6 +70,7 @@ _SEPARATOR = re.compile(r", (?![^{]*})")  # between reasons, not inside a taint'
 _COUNT = re.compile(r"^\d+ ")  # "3 node(s) …": how many nodes said it
 _SENTENCE_END = re.compile(r"\.(?:\s|$)")  # a claim's name may hold a dot, never one before a space
 _NOTED = re.compile(r"^pod (\S+) on (\S*): (.*)$", re.DOTALL)
+_QUOTED = re.compile(r'"[^"]*"')
 
 
 @dataclass(frozen=True)
@@ -148,8 +149,13 @@ def noted(status: Mapping[str, Any], generation: int) -> Noted | None:
 
 def is_repeat(refused: Noted, before: Noted) -> bool:
     """Whether `refused` repeats an earlier pod's refusal for the same reason: no node is to blame, and
-    trying a third would walk the cluster."""
-    return before.pod != refused.pod and before.cause == refused.cause
+    trying a third would walk the cluster. Names kube-scheduler quotes are left out of the comparison:
+    a generic ephemeral volume's claim is named after its pod (`"<pod>-<volume>"`), new for each pod."""
+    return before.pod != refused.pod and _unnamed(before.cause) == _unnamed(refused.cause)
+
+
+def _unnamed(cause: str) -> str:
+    return _QUOTED.sub('"…"', cause)
 
 
 def repeated(refused: Noted, before: Noted) -> str:

@@ -145,6 +145,15 @@ def check_priority(priority: int, tenancy: Tenancy) -> None:
         raise InvalidJob(PRIORITY, priority, f"refused: above {where} ({tenancy.max_priority})")
 
 
+def refused_priority(priority: int, tenancy: Tenancy) -> InvalidJob | None:
+    """`check_priority`'s refusal, None where the priority is within the bound."""
+    try:
+        check_priority(priority, tenancy)
+    except InvalidJob as invalid:
+        return invalid
+    return None
+
+
 def check(pod_template: Mapping[str, Any], tenancy: Tenancy) -> None:
     """Raise `InvalidJob` naming the first template field a DLJob-only tenant may not set."""
     if not tenancy.dljob_only:

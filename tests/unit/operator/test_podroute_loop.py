@@ -376,3 +376,16 @@ def test_a_gate_removed_by_the_pods_owner_stops_the_pod() -> None:
     asyncio.run(_run(_loop(kube)[0]))
     assert "team/a" not in kube.managed and kube.patches == 0
     assert any("scheduling gate" in message for _, reason, message in kube.pod_events if reason == "Tampered")
+
+
+def test_a_routed_pods_priority_above_max_priority_keeps_it_gated_naming_its_annotation() -> None:
+    kube = _cluster(gpus=1)
+    kube.config_maps["horus-system/horus-tenancy"] = {"maxPriority": "100"}
+    kube.add("jumper", {keys.ANNOTATION_PRIORITY: "1000000"})
+    kube.add("fair", {keys.ANNOTATION_PRIORITY: "100"})
+    asyncio.run(_run(_loop(kube)[0]))
+    assert kube.managed["team/jumper"]["spec"]["schedulingGates"] == [{"name": keys.SCHEDULING_GATE}]
+    assert kube.conditions["jumper"]["reason"] == "InvalidSpec"
+    assert "metadata.annotations['horus.dev/priority']='1000000'" in kube.conditions["jumper"]["message"]
+    assert "above maxPriority" in kube.conditions["jumper"]["message"]
+    assert kube.managed["team/fair"]["spec"]["schedulingGates"] == []  # released

@@ -145,6 +145,13 @@ def test_a_recorded_refusal_counts_for_its_generation_and_for_another_pod() -> N
     )
 
 
+def test_a_claim_named_after_each_pod_is_the_same_reason_for_every_pod() -> None:
+    # A generic ephemeral volume's claim is "<pod>-<volume>": each new pod is refused naming its own.
+    cause = 'waiting for ephemeral volume controller to create the persistentvolumeclaim "{}-scratch"'
+    first = refusals.Noted("job-0", "n0", cause.format("job-0"))
+    assert refusals.is_repeat(refusals.Noted("job-1", "n1", cause.format("job-1")), first)
+
+
 def _job(*volume_list: dict) -> dljob.JobSpec:
     template = {"spec": {"containers": [{"name": "train"}], "volumes": list(volume_list)}}
     return dljob.parse(DLJobBuilder.stored("cnn").spec(template=template).obj())
