@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 HORUS := $(BIN)/horus
 PYTEST_ARGS ?=
 
-.PHONY: setup control-plane helm kueue image demo test test-unit test-compiled test-e2e compiled uncompiled lint cluster-up cluster-down reproduce bench chaos clean
+.PHONY: setup control-plane helm kueue jobset image demo test test-unit test-compiled test-e2e compiled uncompiled lint cluster-up cluster-down reproduce bench chaos clean
 
 setup: $(VENV)/.installed
 
@@ -28,6 +28,12 @@ helm:
 kueue:
 	bash hack/build-kueue.sh >/dev/null
 
+# Compiles the controller managers of JobSet and of Kubeflow Trainer and copies their CRDs
+# (tests/e2e/test_jobset.py runs them) once; cached.
+jobset:
+	bash hack/build-jobset.sh >/dev/null
+	bash hack/build-jobset.sh trainer >/dev/null
+
 # The operator image horus-operator:<version> as out/image/*.oci.tar and *.docker.tar, built without a
 # container engine from Debian packages and the project's wheel (docs/image.md); cached.
 image: setup
@@ -38,7 +44,7 @@ demo: setup control-plane
 
 # Unit tests, then the e2e suite against the real local control plane.
 # pytest exits 5 when it collected nothing: that fails the target like any other failure.
-test: setup control-plane kueue
+test: setup control-plane kueue jobset
 	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)
 	$(MAKE) test-compiled
 	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
@@ -53,7 +59,7 @@ test-compiled: setup
 	$(BIN)/python hack/compile.py --tree out/compiled
 	cd out/compiled && PYTHONPATH=$$PWD ../../$(BIN)/pytest -m "not e2e and not interpreted" -p no:cacheprovider $(PYTEST_ARGS)
 
-test-e2e: setup control-plane kueue
+test-e2e: setup control-plane kueue jobset
 	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
 
 lint: setup helm
