@@ -263,6 +263,10 @@ class SchedulingLoop:
             await self._preempter.plan(lambda: self._snapshot(now), waiting, now)
         dirty = self._cache.take_dirty()
         routed = self._podroute.take_dirty() if self._podroute is not None else set()
+        if self._podroute is not None:
+            for stuck in self._podroute.stop_unschedulable(self._config.unschedulable_grace):
+                if refusals.judge(stuck.scheduling_message).blame != refusals.Blame.JOB:
+                    self._suspected(stuck.node, f"{stuck.namespace}/{stuck.name}", now)
         for key in routed:
             self._queue_pod(key)
         if self._claims is not None:
@@ -336,14 +340,19 @@ class SchedulingLoop:
                 oom=ending,
             ),
         )
-        if node := decision.avoid_node or decision.suspect_node:  # skipped if to blame (jobs/refusals.py)
+        if node := decision.avoid_node or decision.suspect_node:  # passed over; cooled if to blame (refusals)
             self._metrics.refused(metrics.UNSCHEDULABLE)
-        if decision.avoid_node or (node and self._suspects.refused(node, key, now.timestamp())):
+        if decision.avoid_node:
             self._cycle.cooldowns.note(node, (now + self._config.node_cooldown).timestamp())
+        elif node:
+            self._suspected(node, key, now)
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
         # A request only for a job to place or between pods: most jobs re-decided are running
         wanted = decision.place_attempt is not None or decision.moving is not None
-        request = self._request(job, placeable, body, decision.status) if placeable and wanted else None
+        request = None
+        if placeable and wanted:  # past the nodes that refused its pods lately
+            avoid = self._suspects.avoided_by(key, now.timestamp())
+            request = self._request(job, placeable, body, decision.status, avoid)
         if decision.place_attempt is not None and placeable is not None and request is not None:
             moving = decision.move_to is not None
             binding = self._binding(job)
@@ -352,6 +361,11 @@ class SchedulingLoop:
             self._pending.pop(key, None)
         self._mover.note(key, decision.moving, request)
         return body, decision
+
+    def _suspected(self, node: str, key: str, now: datetime) -> None:
+        """`node` refused `key`'s pod: cooled for every job once it refused another namespace's too."""
+        if self._suspects.refused(node, key, now.timestamp()):
+            self._cycle.cooldowns.note(node, (now + self._config.node_cooldown).timestamp())
 
     def _queue_pod(self, key: str) -> None:
         """A pod of the pod route waits in the one queue while it is gated and Horus can place it."""
@@ -437,6 +451,7 @@ class SchedulingLoop:
 
     def _forget(self, key: str) -> None:
         self._mover.forget(key)
+        self._suspects.forget(key)
         self._pending.pop(key, None)
         self._records.pop(key, None)
 
@@ -513,11 +528,16 @@ class SchedulingLoop:
         return metrics.gauges(waiting, phases, self._cache.all_pods(), gpus)
 
     def _request(
-        self, job: JobSpec, workload: Workload, body: Mapping[str, Any], current: Mapping[str, Any]
+        self,
+        job: JobSpec,
+        workload: Workload,
+        body: Mapping[str, Any],
+        current: Mapping[str, Any],
+        avoid: frozenset[str],
     ) -> JobRequest:
         """What the cycle places; from its status as decided (`current`): its attained service and when
         it queued again after a preemption (`moves/preemption.py`), and whether it runs alone since it
-        ran out of memory (`jobs/oom.py`)."""
+        ran out of memory (`jobs/oom.py`); past the nodes that refused its pods lately (`avoid`)."""
         binding = self._binding(job)
         request = self._shared(jobspec.request(job, workload, dljob.created_at(body), binding), binding)
         return dataclasses.replace(
@@ -525,6 +545,7 @@ class SchedulingLoop:
             remaining_s=self._length_s(job, workload),
             attained_gpu_s=preemption.attained_gpu_s(current),
             queued_at=preemption.queued_at(current),
+            avoid_nodes=avoid,
         )
 
     def _shared(self, request: JobRequest, binding: str) -> JobRequest:

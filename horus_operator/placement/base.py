@@ -176,6 +176,8 @@ class PlacementCall:
 
     def room(self, request: JobRequest, slot: GpuSlot) -> str | None:
         """Why `request` cannot go on `slot` by capacity alone (interference not considered), or None."""
+        if slot.node in request.avoid_nodes:
+            return AVOIDED
         if len(slot.tenants) >= self.limits.max_jobs_per_gpu:
             return f"GPUs full ({self.limits.max_jobs_per_gpu} jobs each)"
         if slot.tenants and wants_whole_gpus(request):
@@ -229,7 +231,7 @@ class PlacementCall:
         telemetry whose tenants share the request's scope refuses, every GPU of its group refuses, so
         the scan stops there instead of asking each of thousands of GPUs."""
         for slot in group:
-            if slot.key in held:
+            if slot.key in held or slot.node in request.avoid_nodes:  # a group spans nodes
                 continue
             if self.room(request, slot) is None:
                 return slot
@@ -318,6 +320,7 @@ class PlacedCluster:
 # Why a GPU is out of every placement, whatever the job (`PlacementCall.unusable`).
 NODE_UNSCHEDULABLE = "node not schedulable (cordoned, NotReady or cooling down)"
 GPU_UNHEALTHY = "GPU unhealthy or its agent silent"
+AVOIDED = "node refused this job's pod lately (kube-scheduler)"
 GPU_CLAIMED = "GPU held by another's ResourceClaim"
 
 

@@ -91,7 +91,7 @@ class BinpackPolicy:
             return summarise_reasons(reasons, call.unusable())
 
 
-def _alike(request: JobRequest) -> tuple[Workload, int, bool]:
+def _alike(request: JobRequest) -> tuple[Workload, int, bool, frozenset[str]]:
     """Jobs with equal answers fit the same GPUs (workloads are equal in model, batch size, features key
     and precision)."""
-    return (request.workload, request.gpus, wants_whole_gpus(request))
+    return (request.workload, request.gpus, wants_whole_gpus(request), request.avoid_nodes)

@@ -492,9 +492,10 @@ class _Searched:
         return max(0, (len(self._unplaced) - first) // lookahead * lookahead)
 
 
-def _signature(request: JobRequest) -> tuple[Workload, float, int]:
-    """What a verdict on a newcomer depends on: its workload, maxSlowdown and GPU count."""
-    return (request.workload, request.max_slowdown, request.gpus)
+def _signature(request: JobRequest) -> tuple[Workload, float, int, frozenset[str]]:
+    """What a verdict on a newcomer depends on: its workload, maxSlowdown and GPU count; and the nodes it
+    avoids, for jobs alike are skipped alike once one fits nowhere."""
+    return (request.workload, request.max_slowdown, request.gpus, request.avoid_nodes)
 
 
 def _over_limit(slowdown: float, max_slowdown: float, log_sd: float, limits: Limits) -> str:

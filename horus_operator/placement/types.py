@@ -84,13 +84,17 @@ class JobRequest:
     gang: str = ""
     gang_size: int = 1
     gang_placed: int = 0
+    # Nodes kube-scheduler refused this job's pods on lately (CPU, memory, taints: what the policy does not
+    # see), which this job's placements pass over; other jobs may still go there (operator/jobs/refusals.py).
+    # Empty in the simulator, which models no such refusals.
+    avoid_nodes: frozenset[str] = frozenset()
 
 
-def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str]:
+def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str, frozenset[str]]:
     """What a policy's `explain_wait` may read of a request: waiting jobs equal in it wait, on one
     cluster, for the same reasons (a queue of many like jobs is explained once, not once per job: each
     explanation scans every GPU)."""
-    return (request.workload, request.gpus, request.max_slowdown, request.share_scope)
+    return (request.workload, request.gpus, request.max_slowdown, request.share_scope, request.avoid_nodes)
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from typing import Any
 
 import podroute_harness as harness
 import pytest
-from dljob_harness import operator_as_its_service_account
+from dljob_harness import apply, horus_pods, operator_as_its_service_account
 from podroute_harness import GATE, MODEL
 
 from horus_operator import devcluster
+from horus_operator.testing.builders import DLJobBuilder
 from horus_operator.testing.operator_process import REPO, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -190,6 +191,62 @@ def test_where_the_policy_is_bypassed_the_operator_stops_a_pod_whose_record_is_n
         e["message"] for e in events if e["reason"] == "Tampered" and e["involvedObject"]["name"] == "victim"
     ]
     assert told and "not the one Horus released" in told[0], told
+
+
+def test_a_dljobs_pod_keeps_its_owner_but_for_the_garbage_collector(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    # Round 3 of issue 44: a tenant who may patch pods removed a DLJob pod's ownerReferences; the pod
+    # kept its GPUs while its DLJob failed and Horus counted them free.
+    tenant = PodTenant(cluster, namespace)
+    apply(cluster, namespace, DLJobBuilder("owned").obj())
+    (pod,) = wait_for(lambda: horus_pods(cluster, namespace), timeout=60, what="the DLJob's pod")
+    name = pod["metadata"]["name"]
+    refused = tenant.patch(name, [{"op": "remove", "path": "/metadata/ownerReferences"}])
+    assert "metadata.ownerReferences" in refused, refused
+    # Deleting the DLJob with orphaning still leaves the pod, its reference removed by the collector.
+    cluster.kubectl("delete", "dljob", "owned", "-n", namespace, "--cascade=orphan")
+    wait_for(
+        lambda: not (_pod(cluster, namespace, name) or {}).get("metadata", {}).get("ownerReferences"),
+        timeout=60,
+        what="the garbage collector to orphan the pod",
+    )
+    assert _pod(cluster, namespace, name) is not None
+    cluster.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
+
+
+def test_a_released_pod_kube_scheduler_never_takes_is_deleted_and_its_gpus_freed(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    # Round 3 of issue 44: released, a routed pod holds its GPUs until it ends; one kube-scheduler never
+    # takes (a claim that never binds, a node selector added while gated) held them for ever.
+    wait_for(lambda: harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    claim = {  # no StorageClass, no PersistentVolume: it never binds
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "scratch"},
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(claim))
+    tenant = PodTenant(cluster, namespace)
+    unbound = harness.pod("unbound", labels=MANAGED, annotations=MODEL)
+    unbound["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": "scratch"}}]
+    assert tenant.create(unbound) == ""
+    wait_for(lambda: _released(cluster, namespace, "unbound"), timeout=90, what="the pod released")
+    wait_for(lambda: _pod(cluster, namespace, "unbound") is None, timeout=90, what="the pod deleted")
+    events = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)["items"]
+    told = [
+        e["message"]
+        for e in events
+        if e["reason"] == "Replacing" and e["involvedObject"]["name"] == "unbound"
+    ]
+    assert told and told[0].endswith(
+        "for over 10s: pod has unbound immediate PersistentVolumeClaims; deleted, its GPUs freed"
+    ), told
 
 
 def test_with_the_webhook_down_under_ignore_a_made_up_record_is_still_refused(

@@ -147,3 +147,32 @@ def test_a_pod_the_api_server_refuses_without_a_field_fails_its_job_in_one_sente
         "requested: pods=1, used: pods=0, limited: pods=0"
     )
     assert "{" not in message and "\n" not in message
+
+
+def _filler(cpu: str) -> dict[str, Any]:
+    """A plain pod on `NODE` holding a little of its CPU, as any other workload there does."""
+    container = {"name": "sleep", "image": IMAGE, "resources": {"requests": {"cpu": cpu}}}
+    spec = {"nodeName": NODE, "containers": [container]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "filler"}, "spec": spec}
+
+
+def _cpu_hog(cpu: str) -> dict[str, Any]:
+    container = {"name": "train", "image": IMAGE, "resources": {"requests": {"cpu": cpu}}}
+    return DLJobBuilder("hog").spec(template={"spec": {"containers": [container]}}).obj()
+
+
+def test_a_job_asking_a_nodes_every_cpu_is_refused_there_and_cools_it_for_no_one_else(
+    cluster: devcluster.LocalCluster, horus: OperatorProcess, namespace: str, other_namespace: str
+) -> None:
+    # Round 3 of issue 44: "Insufficient cpu" blamed the node, cooling it for everyone for 2 minutes,
+    # node after node. CPU near a node's allocatable is the pod's asking as much as the node's lack.
+    allocatable = cluster.kubectl("get", "node", NODE, "-o", "jsonpath={.status.allocatable.cpu}").stdout
+    with only_nodes(cluster, [NODE]):
+        apply(cluster, namespace, _filler("100m"), _cpu_hog(allocatable.strip()))
+        replacing = wait_for(
+            lambda: _replacing_events(cluster, namespace), timeout=60, what="the hog's first refusal"
+        )
+        _placed_promptly(cluster, other_namespace)
+        hog = dljobs(cluster, namespace)["hog"]
+    assert replacing == [f"pod hog-0 unschedulable on {NODE} for over 10s: Insufficient cpu"]
+    assert hog["status"]["phase"] == "Queued"  # passes its refusing node over; never failed for it

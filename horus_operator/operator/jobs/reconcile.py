@@ -58,9 +58,9 @@ class Decision:
     # The status records what deleting the pods takes away (a pod-level refusal, refusals.py): it is
     # stored before they are deleted, as a move is (level-triggered: a restart in between finds either)
     store_first: bool = False
-    avoid_node: str = ""  # a node that could not take the job's pod (e.g. full of CPU): skip it for a while
-    # A node that refused the job's pod for a reason of unknown blame: skipped once it refuses another
-    # job's too (refusals.NodeSuspects)
+    avoid_node: str = ""  # the node the job's pod was stuck on went away or NotReady: skip it for a while
+    # A node kube-scheduler refused the job's pod on, for the node's reasons or unknown ones: the job
+    # passes it over, everyone once pods of another namespace are refused there (refusals.NodeSuspects)
     suspect_node: str = ""
     # A move (operator/moves/migration.py): delete with the job's grace period (None: at once, the node may be
     # gone, with a Replacing Event; 0: at once, without), and place the next pod where the move chose, if it
@@ -254,12 +254,11 @@ def _final(job: JobSpec, current: Mapping[str, Any], ctx: Context) -> dict[str, 
 def _replace(
     job: JobSpec, current: Mapping[str, Any], pod: PodView, next_attempt: int, ctx: Context, stuck: str
 ) -> Decision:
-    """Delete a stuck pod and place the job again (not before a claim it names exists), cooling the node
-    where the node is to blame (refusals.py). A second pod refused for the same pod-level reason fails
+    """Delete a stuck pod and place the job again (not before a claim it names exists), past the node
+    that refused it (refusals.py). A second pod refused for the same pod-level reason fails
     the job instead. Either is stored before the pod is deleted (`store_first`): no decision in between
     can miss the evidence and place the job again."""
     refusal = _refusal(pod, ctx)
-    blame = refusal.blame if refusal is not None else Blame.NODE
     noting: dict[str, tuple[str, str, str]] = {}
     if refusal is not None and refusal.blame == Blame.JOB:
         refused = refusals.Noted(pod.name, pod.node, refusal.cause)
@@ -276,8 +275,8 @@ def _replace(
         delete_pods=(pod.name,),
         delete_reason=reason,
         store_first=bool(noting),
-        avoid_node=node if blame == Blame.NODE else "",
-        suspect_node=node if blame == Blame.UNKNOWN else "",
+        avoid_node=node if refusal is None else "",
+        suspect_node=node if refusal is not None and refusal.blame != Blame.JOB else "",
     )
 
 

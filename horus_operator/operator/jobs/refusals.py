@@ -6,13 +6,14 @@ is then cooled (skipped for every job for a while, `placement/cycle.py` `Cooldow
 kube-scheduler said in the pod's PodScheduled=False condition, e.g. "0/4 nodes are available: 1 Insufficient
 cpu, 3 node(s) didn't match Pod's node affinity/selector. preemption: …":
 
-- the node's fault (taints, too little CPU or memory, cordoned or not ready, its labels no longer match):
-  the node is cooled at once;
 - the pod's own making (a PersistentVolumeClaim missing, unbound or bound elsewhere, topology spread or
   pod (anti-)affinity constraints): no node is cooled, for any other job would fit there; the job is
   placed again, and refused a second time for the same reason it fails (`is_repeat`);
-- anything else: the node is cooled only once pods of two different jobs were refused there
-  (`NodeSuspects`).
+- the node's reasons (taints, too little CPU or memory, cordoned, its labels no longer match) and
+  anything else: the job passes the node over for a while, and the node is cooled for every job only
+  once pods of two namespaces were refused there (`NodeSuspects`). Too little CPU is the node's reason
+  and the pod's alike: a pod asking for nearly all of a node's CPU is refused beside any other pod, and
+  its owner must not be able to cool node after node for everyone (issue 44, round 3).
 
 The other nodes always show up too, refused by Horus's own node selector (or their taints, or cordoned):
 node-level noise that never outweighs a pod-level reason.
@@ -167,18 +168,42 @@ def repeated(refused: Noted, before: Noted) -> str:
 
 
 class NodeSuspects:
-    """The nodes that refused pods for reasons `judge` does not know, and whose: a node that refused pods
-    of two different jobs within `window_s` seconds is to blame. In memory: a restart forgets them, and a
-    node is then cooled one refusal later."""
+    """The nodes that refused pods for the node's reasons or unknown ones, and whose.
+
+    The job whose pod a node refused passes that node over for `window_s` seconds (`avoided_by`, the
+    request's `avoid_nodes`); everyone else still may go there. A node is to blame for all only once it
+    refused pods of two namespaces within the window: what a pod asks (CPU near a node's allocatable,
+    tolerations, affinity) is its owner's to set, so one tenant's jobs never cool a node for another.
+    In memory: a restart forgets them, and a job is then refused once more before it passes a node over."""
 
     def __init__(self, window_s: float) -> None:
         self._window_s = window_s
         self._refused: dict[str, dict[str, float]] = {}  # node -> job key -> when its pod was last refused
+        self._nodes_of: dict[str, dict[str, float]] = {}  # job key -> node -> when its pod was last refused
 
     def refused(self, node: str, job: str, now: float) -> bool:
-        """Note that `node` refused `job`'s pod at `now`; whether it has refused another job's lately."""
+        """Note that `node` refused `job`'s pod at `now`; whether it refused another namespace's lately."""
         jobs = self._refused.setdefault(node, {})
         for key in [key for key, when in jobs.items() if now - when >= self._window_s]:
             del jobs[key]
         jobs[job] = now
-        return len(jobs) >= 2
+        self._nodes_of.setdefault(job, {})[node] = now
+        return len({_namespace(key) for key in jobs}) >= 2
+
+    def avoided_by(self, job: str, now: float) -> frozenset[str]:
+        """The nodes that refused `job`'s pods within the window."""
+        nodes = self._nodes_of.get(job)
+        if not nodes:
+            return frozenset()
+        for node in [node for node, when in nodes.items() if now - when >= self._window_s]:
+            del nodes[node]
+        return frozenset(nodes)
+
+    def forget(self, job: str) -> None:
+        """`job` is gone: its refusals blame no node any more."""
+        for node in self._nodes_of.pop(job, {}):
+            self._refused.get(node, {}).pop(job, None)
+
+
+def _namespace(job: str) -> str:
+    return job.partition("/")[0]

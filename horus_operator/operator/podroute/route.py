@@ -27,7 +27,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from horus_operator.api import keys, pod_spec
@@ -35,7 +35,7 @@ from horus_operator.api.dljob import Binding, InvalidJob, JobSpec
 from horus_operator.operator import apierrors
 from horus_operator.operator.cache import ClusterCache, newer
 from horus_operator.operator.dra import claims
-from horus_operator.operator.jobs import jobspec, pods, template
+from horus_operator.operator.jobs import jobspec, pods, refusals, template
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.jobs.pods import PodView
 from horus_operator.operator.kube import Kube
@@ -81,6 +81,7 @@ class PodRoute:
         self._tasks: set[asyncio.Task[None]] = set()
         self._gangs: dict[str, set[str]] = {}  # gang name -> the queue keys of its pods as last seen
         self._stopping: set[str] = set()  # uids of the pods deleted for a placement not Horus's
+        self._refused: set[str] = set()  # queue keys of released pods kube-scheduler refuses (as last seen)
 
     @staticmethod
     def owns(key: str) -> bool:
@@ -94,6 +95,8 @@ class PodRoute:
         self._leave_gang(self.pods.get(pod.key))
         self.pods[pod.key] = pod
         self._join_gang(pod)
+        if _refused_released(pod):
+            self._refused.add(pod.key)
         self._mark(pod.key)
 
     def drop(self, body: Mapping[str, Any]) -> None:
@@ -124,6 +127,7 @@ class PodRoute:
             self._watched = None
         stale = set(self.pods) | set(merged)
         self.pods, self._gangs = merged, {}
+        self._refused = {key for key, pod in merged.items() if _refused_released(pod)}
         for pod in merged.values():
             self._join_gang(pod)
         self._told.clear()
@@ -165,6 +169,33 @@ class PodRoute:
                 request, gang=pod.group.name, gang_size=pod.group.size, gang_placed=placed
             )
         return Waiting(job, workload, request, binding)
+
+    def stop_unschedulable(self, grace: timedelta) -> list[PodView]:
+        """Released pods kube-scheduler has left unschedulable on their node for over `grace`: deleted,
+        once, saying why, so their GPUs are free again (a released pod holds them in Horus's books until
+        it ends: one that never runs, by its own making or its node's, would hold them for ever). Their
+        controllers make them again, gated. Their views, for the loop to judge the nodes."""
+        now, stopped = self._clock(), []
+        for key in list(self._refused):
+            pod = self.pods.get(key)
+            if pod is None or not _refused_released(pod):
+                self._refused.discard(key)
+                continue
+            since = pod.view.unschedulable_since
+            if since is None or now - since <= grace or pod.view.uid in self._stopping:
+                continue
+            self._stopping.add(pod.view.uid)
+            cause = refusals.judge(pod.view.scheduling_message).cause
+            message = f"unschedulable on {pod.view.node} for over {int(grace.total_seconds())}s"
+            message += f": {cause}; deleted, its GPUs freed" if cause else "; deleted, its GPUs freed"
+            log.warning("pod %s/%s %s", pod.namespace, pod.name, message)
+            event = self._kube.post_event(
+                pod.body, kind="Warning", reason="Replacing", message=message, involved_kind=POD
+            )
+            self._spawn(event)
+            self._spawn(self._kube.delete_pod(pod.namespace, pod.name))
+            stopped.append(pod.view)
+        return stopped
 
     def _verdict(self, pod: ManagedPod) -> Verdict | None:
         uid = pod.view.uid
@@ -365,3 +396,12 @@ class PodRoute:
         self._told.pop(pod.key, None)
         self._verdicts.pop(pod.view.uid, None)
         self._stopping.discard(pod.view.uid)
+
+
+def _refused_released(pod: ManagedPod) -> bool:
+    return (
+        pod.placed
+        and not pod.view.deleting
+        and not pod.view.bound_node
+        and pod.view.unschedulable_since is not None
+    )

@@ -23,6 +23,7 @@ from horus_operator.placement.base import Limits, PredictingPolicy
 from horus_operator.placement.index import ClusterIndex
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.queueorder import Ordering, QueueOrder
+from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, RunningJob
 from horus_operator.prediction.api import JobPrediction, Predictor, UnknownModelError, Workload
 from horus_operator.testing.builders import DLJobBuilder
@@ -146,10 +147,10 @@ def test_an_unknown_model_fails_without_blocking_the_others() -> None:
     assert kube.creates == 2
 
 
-def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node() -> None:
+def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node_which_others_still_use() -> None:
     kube = _cluster(jobs=1, gpus=1)
     kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=1)
-    loop = _loop(kube)
+    loop = _loop(kube, policy=make_policy("exclusive", predictor=FixedPredictor()))
     asyncio.run(_settle(loop))
     (pod,) = kube.pods.values()
     assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-0"
@@ -158,6 +159,31 @@ def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node() -> None:
     (moved,) = kube.pods.values()
     assert moved["metadata"]["name"] == "job-0-1"
     assert moved["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "gpu-node-1"
+    # Asking for nearly all of a node's CPU is the pod's doing as much as the node's: another job (of the
+    # same tenant, even) still goes where this one was refused.
+    other = DLJobBuilder.stored("other").obj()
+    kube.jobs[job_key(other)] = other
+    asyncio.run(_settle(loop))
+    assert _on(kube, "other") == "gpu-node-0"
+
+
+def test_a_node_that_refused_two_namespaces_pods_is_cooled_for_everyone() -> None:
+    kube = FakeKube()
+    for n in range(4):
+        kube.nodes[f"gpu-node-{n}"] = gpu_node(f"gpu-node-{n}", count=1)
+    loop = _loop(kube, policy=make_policy("exclusive", predictor=FixedPredictor()))
+    for name, namespace, elsewhere in (("a", "team-a", "gpu-node-1"), ("b", "team-b", "gpu-node-2")):
+        body = DLJobBuilder.stored(name, namespace=namespace).obj()
+        kube.jobs[job_key(body)] = body
+        asyncio.run(_settle(loop))
+        assert _on(kube, name) == "gpu-node-0"
+        _refuse(next(p for p in kube.pods.values() if p["metadata"]["labels"][keys.LABEL_JOB] == name), "")
+        asyncio.run(_settle(loop))
+        assert _on(kube, name) == elsewhere
+    late = DLJobBuilder.stored("late", namespace="team-c").obj()
+    kube.jobs[job_key(late)] = late
+    asyncio.run(_settle(loop))
+    assert _on(kube, "late") == "gpu-node-3"  # gpu-node-0 cools
 
 
 FULL_OF_CPU = (
@@ -202,23 +228,24 @@ def test_a_pod_level_refusal_cools_no_node_and_the_second_fails_the_job() -> Non
     assert sorted(kube.pods) == ["team-b/late-0"]  # the refused pod is gone, its GPU free
 
 
-def test_a_node_refusing_two_jobs_pods_for_a_reason_of_unknown_blame_is_cooled() -> None:
+def test_one_tenants_jobs_refused_on_a_node_cool_it_for_nobody() -> None:
     kube = _cluster(jobs=2, gpus=2)
     kube.nodes["gpu-node-1"] = gpu_node("gpu-node-1", count=2)
     for job in kube.jobs.values():  # both on gpu-node-0, the first node
         job["spec"]["priority"] = 1
-    loop = _loop(kube)
+    loop = _loop(kube, policy=make_policy("exclusive", predictor=FixedPredictor()))
     asyncio.run(_settle(loop))
     assert {_on(kube, "job-0"), _on(kube, "job-1")} == {"gpu-node-0"}
     odd = "0/2 nodes are available: 1 node(s) didn't have free ports for the requested pod ports, "
     odd += "1 node(s) didn't match Pod's node affinity/selector."
     _refuse(kube.pods["team-a/job-0-0"], odd)
-    asyncio.run(_settle(loop))
-    assert _on(kube, "job-0") == "gpu-node-0"  # one job's refusal: the node only a suspect
     _refuse(kube.pods["team-a/job-1-0"], odd)
-    _refuse(kube.pods["team-a/job-0-1"], odd)
     asyncio.run(_settle(loop))
-    assert {_on(kube, "job-0"), _on(kube, "job-1")} == {"gpu-node-1"}  # a second job's: cooled
+    assert {_on(kube, "job-0"), _on(kube, "job-1")} == {"gpu-node-1"}  # each passes it over
+    late = DLJobBuilder.stored("late").obj()
+    kube.jobs[job_key(late)] = late
+    asyncio.run(_settle(loop))
+    assert _on(kube, "late") == "gpu-node-0"  # two jobs of one namespace: not cooled
 
 
 class QuotaRefuses(FakeKube):

@@ -121,7 +121,8 @@ def test_a_pod_unschedulable_past_the_grace_period_is_re_placed() -> None:
     stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z", FULL_OF_CPU)
     decision = _decide(DLJobBuilder.stored("cnn").obj(), stale, unschedulable_grace=timedelta(seconds=30))
     assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
-    assert decision.avoid_node == "gpu-node-0"
+    # CPU is the node's reason and the pod's alike: the job passes the node over, others need not
+    assert (decision.avoid_node, decision.suspect_node) == ("", "gpu-node-0")
     assert decision.status["message"] == (
         "re-placing: pod cnn-0 unschedulable on gpu-node-0 for over 30s: Insufficient cpu"
     )

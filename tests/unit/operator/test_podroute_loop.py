@@ -389,3 +389,25 @@ def test_a_routed_pods_priority_above_max_priority_keeps_it_gated_naming_its_ann
     assert "metadata.annotations['horus.dev/priority']='1000000'" in kube.conditions["jumper"]["message"]
     assert "above maxPriority" in kube.conditions["jumper"]["message"]
     assert kube.managed["team/fair"]["spec"]["schedulingGates"] == []  # released
+
+
+def test_a_released_pod_unschedulable_past_the_grace_period_is_deleted_and_its_gpu_freed() -> None:
+    # Round 3 of issue 44: a gated pod may gain a node selector no node matches (Kubernetes allows adding
+    # one while gated), or name a claim that never binds; released, it would hold its GPU for ever.
+    kube = _cluster(gpus=1)
+    kube.add("a")
+    asyncio.run(_run(_loop(kube)[0]))
+    refused = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": refused}
+    stamped = {**condition, "lastTransitionTime": "2026-12-02T09:00:00Z"}
+    kube.managed["team/a"]["status"]["conditions"].append(stamped)
+    kube.add("b")
+    asyncio.run(_run(_loop(kube)[0]))
+    assert "team/a" not in kube.managed
+    told = [message for name, reason, message in kube.pod_events if (name, reason) == ("a", "Replacing")]
+    assert told == [
+        "unschedulable on gpu-node-0 for over 30s: node(s) didn't match Pod's node affinity/selector; "
+        "deleted, its GPUs freed"
+    ]
+    asyncio.run(_run(_loop(kube)[0]))  # the deletion seen (here by a resync, on a cluster by the watch)
+    assert kube.managed["team/b"]["metadata"]["annotations"][keys.ANNOTATION_GPUS] == "0"

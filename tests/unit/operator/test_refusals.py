@@ -122,13 +122,26 @@ def test_reasons_end_with_their_sentence(message: str, reason: str) -> None:
     assert refusals.reasons(message) == [reason]
 
 
-def test_a_node_is_a_suspect_until_it_refuses_a_second_jobs_pod() -> None:
+def test_a_node_is_a_suspect_until_it_refuses_a_second_namespaces_pod() -> None:
     suspects = refusals.NodeSuspects(window_s=120)
     assert not suspects.refused("n0", "team-a/one", now=0)
     assert not suspects.refused("n0", "team-a/one", now=30)  # the same job again proves nothing of the node
+    assert not suspects.refused("n0", "team-a/twin", now=35)  # nor one tenant's second job
     assert not suspects.refused("n1", "team-b/two", now=40)  # another node
     assert suspects.refused("n0", "team-b/two", now=60)
     assert not suspects.refused("n1", "team-c/three", now=200)  # team-b/two's refusal there is too old
+
+
+def test_a_job_passes_over_the_nodes_that_refused_it_for_the_window() -> None:
+    suspects = refusals.NodeSuspects(window_s=120)
+    suspects.refused("n0", "team-a/one", now=0)
+    suspects.refused("n1", "team-a/one", now=60)
+    assert suspects.avoided_by("team-a/one", now=100) == {"n0", "n1"}
+    assert suspects.avoided_by("team-a/two", now=100) == frozenset()
+    assert suspects.avoided_by("team-a/one", now=150) == {"n1"}
+    suspects.forget("team-a/one")
+    assert suspects.avoided_by("team-a/one", now=150) == frozenset()
+    assert not suspects.refused("n1", "team-b/two", now=160)  # a job gone blames no node
 
 
 def test_a_recorded_refusal_counts_for_its_generation_and_for_another_pod() -> None:
