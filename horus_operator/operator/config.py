@@ -8,7 +8,7 @@ The one place their defaults are written: `horus run`'s flags show these, the sc
 from __future__ import annotations
 
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 from horus_operator.api.dljob import Binding
@@ -44,7 +44,7 @@ class OperatorConfig:
     # The order waiting jobs of one priority are served in, and its starvation bound (queueorder.py)
     queue_order: str = QueueOrder.FIFO.value
     max_wait_seconds: float = DEFAULT_MAX_WAIT_S
-    starvation_multiple: float | None = None
+    starvation_multiple: float | None = None  # None: the order's default (`Starvation.of`); inf: none
     # Under las, running jobs are preempted for waiting ones (placement/preemption.py): a (re)started
     # job runs this long first (and at least 4x its grace period plus the migration restart cost).
     preemption_min_run_seconds: float = _PREEMPTION.min_run_s
@@ -80,8 +80,9 @@ class OperatorConfig:
 
     @property
     def ordering(self) -> Ordering:
-        starvation = Starvation(self.max_wait_seconds, self.starvation_multiple)
-        return Ordering(QueueOrder(self.queue_order), starvation=starvation)
+        order = QueueOrder(self.queue_order)
+        starvation = Starvation.of(order, self.max_wait_seconds, self.starvation_multiple)
+        return Ordering(order, starvation=starvation)
 
     @property
     def unschedulable_grace(self) -> timedelta:
@@ -90,3 +91,32 @@ class OperatorConfig:
     @property
     def not_ready_grace(self) -> timedelta:
         return timedelta(seconds=self.not_ready_grace_seconds)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """The scheduling loop's settings (operator/loop.py), from `OperatorConfig` in `runtime.py`."""
+
+    namespace: str | None = None  # None: all namespaces
+    # seconds; re-decides every job (timers such as unschedulable pods)
+    resync_every: float = OperatorConfig.resync_seconds
+    unschedulable_grace: timedelta = timedelta(seconds=OperatorConfig.unschedulable_grace_seconds)
+    # a pod on a node NotReady longer is re-placed
+    not_ready_grace: timedelta = timedelta(seconds=OperatorConfig.not_ready_grace_seconds)
+    max_batch: int = 1000  # most waiting jobs considered per cycle
+    max_explanations: int = 50  # waiting jobs (from the head of the queue) told why, per cycle
+    node_cooldown: timedelta = timedelta(minutes=2)  # a node to blame for an unschedulable pod is skipped
+    # Status writes and Events in flight at once. Pod creation is the critical path of a burst; reports
+    # queue behind it instead of competing for the API server (they converge moments later).
+    report_concurrency: int = 4
+    batch_window: float = 0.2  # seconds to let a burst of watch events gather before a cycle
+    telemetry_ttl: float = OperatorConfig.telemetry_ttl_seconds  # seconds; see operator/telemetry/gpunodes.py
+    binding: Binding = OperatorConfig.binding  # for DLJobs that do not set spec.binding
+    sharing: Sharing = OperatorConfig.sharing  # how co-tenants share a GPU (Sharing)
+    dra_served: bool = False  # the API server serves resource.k8s.io/v1: claims and slices are watched
+    moves: MoveSettings = field(default_factory=MoveSettings)  # moving jobs that allow it (moves/mover.py)
+    graphs_per_namespace: int = 2  # ONNX graphs of one namespace read at once (operator/jobs/graphs.py)
+    own_namespace: str = OperatorConfig.lease_namespace  # where the operator runs: its tenancy ConfigMap
+    ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
+    # under `las`: running jobs preempted for waiting ones (moves/preempter.py)
+    preemption: PreemptionSettings = field(default_factory=PreemptionSettings)

@@ -11,7 +11,8 @@ from test_operator_loop import FirstFreeGpu, _catalog, _cluster, _settle
 from horus_operator.api import dljob
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.jobs import jobspec, pods
-from horus_operator.operator.loop import COUNTING_SHAPE, READING_CONFIG, LoopConfig, SchedulingLoop
+from horus_operator.operator.jobs.reading import COUNTING_SHAPE, READING_CONFIG
+from horus_operator.operator.loop import LoopConfig, SchedulingLoop
 from horus_operator.placement.types import Assignment
 from horus_operator.prediction.api import Workload
 from horus_operator.prediction.features import PROFILE_NAMES

@@ -17,7 +17,8 @@ from horus_operator.api.dljob import InvalidJob, JobSpec
 from horus_operator.operator.cache import job_key
 from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.jobs.graphs import GraphQueue, GraphReader
-from horus_operator.operator.loop import READING_GRAPH, SchedulingLoop
+from horus_operator.operator.jobs.reading import READING_GRAPH
+from horus_operator.operator.loop import SchedulingLoop
 from horus_operator.prediction.api import Workload
 from horus_operator.testing.builders import DLJobBuilder
 

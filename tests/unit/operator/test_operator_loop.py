@@ -672,9 +672,9 @@ def test_the_kept_index_follows_watch_events_as_a_fresh_snapshot_would() -> None
     loop = _loop(kube, cache)
 
     def kept_is_fresh() -> ClusterIndex:
-        kept = loop._view(NOW).index
+        kept = loop._views.view(NOW).index
         assert isinstance(kept, ClusterIndex)
-        fresh = ClusterIndex.build(loop._snapshot(NOW))
+        fresh = ClusterIndex.build(loop._placer.snapshot(NOW))
         assert views(kept, job_order=False) == views(fresh, job_order=False)
         return kept
 
@@ -725,7 +725,7 @@ def test_a_cycle_that_failed_half_way_leaves_no_tentative_job_in_the_kept_index(
         await loop.resync()
         with pytest.raises(RuntimeError, match="half-way"):
             await loop.cycle()
-        assert loop._view(NOW).index.jobs == {}  # type: ignore[union-attr]
+        assert loop._views.view(NOW).index.jobs == {}  # type: ignore[union-attr]
         cache.mark(cache.jobs)  # the periodic re-decision
         await loop.cycle()
         await loop.settle()

@@ -1,0 +1,17 @@
+"""The binders this cluster serves: `env` always; `dra` where the API server serves resource.k8s.io/v1."""
+
+from __future__ import annotations
+
+from horus_operator.api.dljob import Binding
+from horus_operator.operator.binding import Binder, Bindings
+from horus_operator.operator.binding.dra import DraBinder
+from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.config import LoopConfig
+from horus_operator.operator.kube import Kube
+
+
+def bindings(kube: Kube, cache: ClusterCache, config: LoopConfig) -> Bindings:
+    binders: dict[str, Binder] = {}
+    if config.dra_served:
+        binders[Binding.DRA] = DraBinder(kube=kube, cache=cache, sharing=config.sharing)
+    return Bindings(binders)
