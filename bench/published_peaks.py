@@ -169,6 +169,20 @@ def scores(ratio: np.ndarray) -> dict[str, float]:
     }
 
 
+def expressible_rows() -> list[dict[str, str]]:
+    """The rows of the published peaks the spec can express (`skip_reason` None)."""
+    with PEAKS_CSV.open(newline="") as handle:
+        return [row for row in csv.DictReader(handle) if skip_reason(row) is None]
+
+
+def now_ratios() -> np.ndarray:
+    """Predicted ÷ measured of every expressible row under the shipped model (`bench/memory_loso.py`
+    reads it for the config route's spread, `prediction/memory_spread.py`)."""
+    rows = expressible_rows()
+    measured = np.array([float(row["peak_gib"]) for row in rows])
+    return np.array([predicted_gib(row) for row in rows]) / measured
+
+
 def report(rows: list[dict[str, str]]) -> dict[str, Any]:
     measured = np.array([float(row["peak_gib"]) for row in rows])
     sources = np.array([row["source"] for row in rows])

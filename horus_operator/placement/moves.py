@@ -41,7 +41,7 @@ from horus_operator.placement.base import TOLERANCE, Limits, PlacementCall
 from horus_operator.placement.index import ClusterIndex, GpuSlot
 from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.types import Assignment, ClusterSnapshot, RunningJob
-from horus_operator.prediction.correction import NOISE_SD
+from horus_operator.prediction.correction_estimators import NOISE_SD
 
 
 class Trigger(StrEnum):
@@ -66,7 +66,7 @@ class MoveSettings:
       the job is moved; `violation_wait_s` says how long it must for a given reading.
     - `settle_s`: the first readings after a change of co-tenants still average the old co-tenancy's
       rate (the agent's rate window); `reading_every_s`: how often a new rate is read (the agent's
-      publish interval); `noise_sd`: one reading's error in log space (`correction.NOISE_SD`).
+      publish interval); `noise_sd`: one reading's error in log space (`correction_estimators.NOISE_SD`).
     """
 
     restart_cost_s: float = 120.0

@@ -4,7 +4,9 @@ A policy asks the same questions thousands of times per second ("what does resne
 "how much do these two slow each other down?"); the answers depend only on the workloads and the GPU
 type, so they are cached for the policy's lifetime. Slowdown queries are cached under the workloads'
 sorted order, so (a, b) and (b, a) cost one prediction. A predictor that learns (`api.Basis`) has a
-`revision`: cached slowdowns from an older revision are dropped before the next answer.
+`revision`: cached slowdowns from an older revision are dropped before the next answer. Jobs share a
+GPU only where the upper bounds of their memory fit it (`memory_spread`); alone, a job's prediction is
+read as it is.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from horus_operator.prediction.api import (
     Predictor,
     Workload,
 )
+from horus_operator.prediction.memory_spread import sharing_memory_mib
 
 _GroupKey = tuple[str, float, tuple[Workload, ...]]  # GPU type, its memory, the workloads in sorted order
 _UNASKED: tuple[float, ...] = (-1.0,)  # `_per_workload`'s cache miss, told apart by identity
@@ -66,11 +69,21 @@ class CachedPredictions:
         self, gpu: str, workloads: Sequence[Workload], memory_mib: float
     ) -> tuple[float, ...] | None:
         """Per-workload slowdowns in the order given; None when they cannot share a GPU of `memory_mib`
-        (the snapshot GPU's capacity, the one placement checks fit against)."""
-        answer = self._per_workload(
-            self._slowdowns, self.predictor.slowdowns, 1.0, gpu, workloads, memory_mib
-        )
+        (the snapshot GPU's capacity, the one placement checks fit against): the predictor says so, or
+        the upper bounds of their memory do not fit together (`_sharing`)."""
+        answer = self._per_workload(self._slowdowns, self._sharing, 1.0, gpu, workloads, memory_mib)
         return None if answer is None else tuple(max(1.0, slowdown) for slowdown in answer)
+
+    def _sharing(
+        self, gpu: str, workloads: Sequence[Workload], memory_mib: float
+    ) -> tuple[float, ...] | None:
+        """The predictor's slowdowns of jobs sharing a GPU, or None where the memory each is given beside
+        others (`memory_spread.sharing_memory_mib`: an unproven job's upper bound, a proven one's
+        observed peak and a margin) does not fit in `memory_mib` together (issue 45, item 4)."""
+        given = sum((sharing_memory_mib(self.job(workload, gpu)) for workload in workloads), 0.0)
+        if given > memory_mib:
+            return None
+        return self.predictor.slowdowns(gpu, workloads, memory_mib)
 
     def spreads(self, gpu: str, workloads: Sequence[Workload], memory_mib: float) -> tuple[float, ...]:
         """Per workload, the standard deviation of ln(its slowdown) next to the others, as a learning

@@ -37,6 +37,10 @@ class Workload:
     # The job's peak GPU memory alone (MiB) as the cluster observed it on the GPU type it is asked
     # about (`Correction.peak_memory`): it wins over the predicted memory. None: predicted.
     peak_memory_mib: float | None = None
+    # What any process of its framework holds on that GPU type before its model counts (MiB), as the
+    # cluster observed it (`Correction.process_floor`): it stands in for the table's default
+    # (`memory.runtime_floor_mib`). None: the table's.
+    process_floor_mib: float | None = None
     # Its GPU's co-tenants time-slice (no MPS: the kernels of two processes never run at once), so
     # placement keeps them within the GPU's time (`timeslicing.py`). Set by the operator from the job's
     # binding and `horus run --sharing`.
@@ -73,6 +77,10 @@ class JobPrediction:
     # Seconds per training step alone (the roofline's step time); None where the predictor has no step
     # model. With a job's spec.totalSteps it says when the job will end.
     step_s: float | None = None
+    # Where `memory_mib` comes from (`memory_spread`: a graph, the catalog's or a job's own; its memory
+    # terms; or an observed peak): how far it may be off, so how much a job is given beside others.
+    # Empty where the predictor does not say (the prediction is then taken as it is).
+    memory_source: str = ""
 
 
 class Predictor(Protocol):

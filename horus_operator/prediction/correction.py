@@ -79,6 +79,17 @@ memory the agent read for the job in that same alone period is kept beside it, t
 measured peak wins over the memory envelope in `job().memory_mib`, hence in packing and in
 `slowdowns`' feasibility (issue 26, item 3).
 
+**The runtime's floor, learned.** The memory model's per-process floor (CUDA context, library
+workspaces, allocator cache: `memory.process_floor_mib`) is a table per GPU generation and runtime,
+many rows borrowed from a nearer generation. Each reading of a job alone (`note_memory_alone`) less the
+least its own model could hold (the prior's `min_memory_mib`: weights and gradients, a fit from below
+that no measured peak is under) is at least its runtime's floor on that GPU type; the least such bound
+over the readings is kept per (GPU type, runtime) (`note_floor` / `process_floor`) and, once
+`FLOOR_MIN_SAMPLES` readings stand behind it, handed to the prior (`Workload.process_floor_mib`), which
+reads it in place of the table's within [the table's, `memory.LEARNED_FLOOR_MAX_RAISE` × it]: never
+below the default, which stays the conservative answer until the cluster shows more. A job's own
+observed peak still wins over the prediction the floor is part of.
+
 **Forgetting.** A level's weight stops growing at `MAX_WEIGHT` samples (a running mean with weight
 1/min(n, MAX_WEIGHT)), so a cluster that changes (a driver, a library) is relearned; the count reported
 stays the true one.
@@ -96,7 +107,8 @@ correction (the pair's where seen, else the job's, else the GPU level's: co-loca
 that GPU type), or "prior" and 0.
 
 **Persisted** as JSON (`to_dict` / `load`) tied to the prior it corrects (`prior_id`): residuals
-against another model mean nothing, so a saved state for another prior is not loaded. `FORMAT` 3 (the GPU
+against another model mean nothing, so a saved state for another prior is not loaded. The learned
+floors (`floors`, added in format 3; absent: none learned) ride with it. `FORMAT` 3 (the GPU
 level, x and y per entry, the framework in each signature): a state of format 2 is read with every
 signature a PyTorch job's (the only framework then); one of format 1 is refused with a `ValueError` that
 says so (the operator logs it and starts from the prior).
@@ -107,10 +119,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from horus_operator.api.defaults import DEFAULT_FRAMEWORK
 from horus_operator.prediction.api import (
     FROM_PRIOR,
     OBSERVED,
@@ -121,38 +132,43 @@ from horus_operator.prediction.api import (
     Predictor,
     Workload,
 )
+from horus_operator.prediction.correction_estimators import (
+    FLOOR_MIN_SAMPLES,
+    MAX_WEIGHT,
+    NOISE_SD,
+    PRIOR_STRENGTH,
+    SCALE_SD,
+    SPREAD_PSEUDO_SAMPLES,
+    Evidence,
+    Peak,
+    Residuals,
+    RuntimeFloor,
+    Scale,
+    initial_mean_square,
+    log_excess,
+    strength_of,
+)
+from horus_operator.prediction.correction_state import (
+    FORMAT,
+    JobKey,
+    PairKey,
+    RuntimeKey,
+    Signature,
+    gpu_key,
+    job_key,
+    pair_key,
+    read_table,
+    runtime_key,
+    signature,
+    touch,
+    trim,
+    with_frameworks,
+)
 
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-NOISE_SD = 0.1  # σ: one observed slowdown's error, in log space
-SCALE_SD = 0.5  # τ_b before evidence: the GPU-level scale's prior N(1, τ_b²)
-SCALE_PSEUDO_SXX = 1.0  # Σx² that SCALE_SD is worth (about 6 samples the prior put at 1.5×)
-PRIOR_STRENGTH = 2.0  # k = σ²/τ² before any residual is seen: the prior counts as this many samples
-SPREAD_PSEUDO_SAMPLES = 10  # how many residuals that initial k is worth
-STRENGTH_RANGE = (0.1, 20.0)  # k stays within: never all trust in one sample, never none
-MAX_WEIGHT = 50  # samples; beyond it older evidence fades
 MAX_PAIRS = 4096
 MAX_JOBS = 1024
 MAX_SEEN = 8192
 PLAUSIBLE_SLOWDOWN = (0.5, 20.0)  # observed slowdowns outside are broken rates, not interference
-FORMAT = 3  # of the persisted state (2: the GPU-level scale; x and y per entry; 3: the framework)
-
-_Entry = TypeVar("_Entry", bound="DataclassInstance")
-_Key = TypeVar("_Key")
-Signature = tuple[str, int, str, str, str]  # model, batch size, precision, features key, framework
-JobKey = tuple[str, Signature]
-PairKey = tuple[str, Signature, Signature]
-
-
-def signature(workload: Workload) -> Signature:
-    return (
-        workload.model,
-        workload.batch_size,
-        workload.precision,
-        workload.features_key,
-        workload.framework,
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,85 +200,6 @@ def rejection(observation: Observation) -> str | None:
     return None
 
 
-@dataclasses.dataclass
-class _Evidence:
-    samples: int = 0
-    mean: float = 0.0  # mean log residual, weighting the newest `max_weight` samples
-
-    def add(self, residual: float, max_weight: int) -> None:
-        self.samples += 1
-        self.mean += (residual - self.mean) / min(self.samples, max_weight)
-
-    def shrunk(self, toward: float, strength: float, max_weight: int) -> float:
-        weight = min(self.samples, max_weight)
-        return (weight * self.mean + strength * toward) / (weight + strength)
-
-
-@dataclasses.dataclass
-class _Peak:
-    """The largest GPU memory (MiB) a job signature was seen holding alone, over `samples` readings."""
-
-    samples: int = 0
-    mib: float = 0.0
-
-    def add(self, mib: float) -> None:
-        self.samples += 1
-        self.mib = max(self.mib, mib)
-
-
-@dataclasses.dataclass
-class _Residuals:
-    """A job or pair level: the mean x (ln prior) and y (ln observed) of its samples, newest-weighted."""
-
-    samples: int = 0
-    x: float = 0.0
-    y: float = 0.0
-
-    def add(self, x: float, y: float, max_weight: int) -> None:
-        self.samples += 1
-        weight = min(self.samples, max_weight)
-        self.x += (x - self.x) / weight
-        self.y += (y - self.y) / weight
-
-    def shrunk(self, scale: float, toward: float, strength: float, max_weight: int) -> float:
-        """Posterior mean residual against the prior scaled by `scale`."""
-        weight = min(self.samples, max_weight)
-        return (weight * (self.y - scale * self.x) + strength * toward) / (weight + strength)
-
-
-@dataclasses.dataclass
-class _Scale:
-    """A GPU level: mean x² and xy of its samples (least squares through the origin), newest-weighted."""
-
-    samples: int = 0
-    xx: float = 0.0
-    xy: float = 0.0
-
-    def add(self, x: float, y: float, max_weight: int) -> None:
-        self.samples += 1
-        weight = min(self.samples, max_weight)
-        self.xx += (x * x - self.xx) / weight
-        self.xy += (x * y - self.xy) / weight
-
-    def posterior(self, scatter: float, max_weight: int) -> tuple[float, float]:
-        """Mean and variance of the scale b under its prior N(1, τ_b²), τ_b estimated (module docstring);
-        `scatter`: one sample's variance about the scaled prior."""
-        sxx = min(self.samples, max_weight) * self.xx
-        if sxx <= 0:
-            return 1.0, SCALE_SD**2
-        shown = max(0.0, (self.xy / self.xx - 1) ** 2 - scatter / sxx)  # (b̂ − 1)² less its noise
-        prior_variance = (SCALE_PSEUDO_SXX * SCALE_SD**2 + sxx * shown) / (SCALE_PSEUDO_SXX + sxx)
-        pull = scatter / prior_variance  # λ: how much Σx² the prior is worth
-        # never above 1: a GPU-wide stretch would stop every co-location, and with them the evidence
-        # that could undo it (module docstring, "Only downward")
-        return min(1.0, (sxx * self.xy / self.xx + pull) / (sxx + pull)), scatter / (sxx + pull)
-
-
-def _initial_mean_square() -> float:
-    """σ² + τ₀², with τ₀² = σ²/PRIOR_STRENGTH."""
-    return NOISE_SD**2 * (1 + 1 / PRIOR_STRENGTH)
-
-
 class Correction:
     """The learned corrections. Updated from one thread; read from any (single dict lookups)."""
 
@@ -278,15 +215,17 @@ class Correction:
             raise ValueError("max_weight must be >= 1")
         self.max_weight = max_weight
         self._caps = (max_jobs, max_pairs, max_seen)
-        self._scales: dict[str, _Scale] = {}  # per GPU type (a handful: not bounded)
-        self._jobs: OrderedDict[JobKey, _Residuals] = OrderedDict()
-        self._pairs: OrderedDict[PairKey, _Residuals] = OrderedDict()
+        self._scales: dict[str, Scale] = {}  # per GPU type (a handful: not bounded)
+        self._jobs: OrderedDict[JobKey, Residuals] = OrderedDict()
+        self._pairs: OrderedDict[PairKey, Residuals] = OrderedDict()
         self._seen: OrderedDict[str, None] = OrderedDict()
-        self._alone: OrderedDict[JobKey, _Evidence] = OrderedDict()  # steps/s alone (`mean`)
-        self._busy: OrderedDict[JobKey, _Evidence] = OrderedDict()  # GPU busy fraction alone (`mean`)
-        self._peaks: OrderedDict[JobKey, _Peak] = OrderedDict()  # GPU memory alone, the largest seen
-        # per GPU type: the residuals' mean square against the scaled prior (σ² + τ²; `mean` of an _Evidence)
-        self._spread: dict[str, _Evidence] = {}
+        self._alone: OrderedDict[JobKey, Evidence] = OrderedDict()  # steps/s alone (`mean`)
+        self._busy: OrderedDict[JobKey, Evidence] = OrderedDict()  # GPU busy fraction alone (`mean`)
+        self._peaks: OrderedDict[JobKey, Peak] = OrderedDict()  # GPU memory alone, the largest seen
+        # per (GPU type, runtime): a bound on its process floor from jobs seen alone (a handful: not bounded)
+        self._floors: dict[RuntimeKey, RuntimeFloor] = {}
+        # per GPU type: the residuals' mean square against the scaled prior (σ² + τ²; `mean` of an Evidence)
+        self._spread: dict[str, Evidence] = {}
         self._strength: dict[str, float] = {}
         self._scale: dict[str, tuple[float, float]] = {}  # per GPU type: the scale's posterior (mean, var)
         self.revision = 0  # bumped on every change: predictions cached against an older one are stale
@@ -301,7 +240,7 @@ class Correction:
         """A job of `workload`'s signature was seen running alone on `gpu` at this rate."""
         if math.isfinite(steps_per_second) and steps_per_second > 0:
             key = (gpu, signature(workload))
-            _touch(self._alone, key, self._caps[0], _Evidence).add(steps_per_second, self.max_weight)
+            touch(self._alone, key, self._caps[0], Evidence).add(steps_per_second, self.max_weight)
 
     def alone_rate(self, gpu: str, workload: Workload) -> float | None:
         """What jobs of `workload`'s signature showed alone on `gpu` (steps/s), if any was seen."""
@@ -312,7 +251,7 @@ class Correction:
         """A job of `workload`'s signature was seen keeping `gpu` this busy (0..1) while alone on it."""
         if math.isfinite(busy) and 0.0 <= busy <= 1.0:
             key = (gpu, signature(workload))
-            _touch(self._busy, key, self._caps[0], _Evidence).add(busy, self.max_weight)
+            touch(self._busy, key, self._caps[0], Evidence).add(busy, self.max_weight)
             self.revision += 1
 
     def utilization(self, gpu: str, workload: Workload) -> float | None:
@@ -325,7 +264,7 @@ class Correction:
         as the node agent reads it) while alone on `gpu`."""
         if math.isfinite(mib) and mib > 0.0:
             key = (gpu, signature(workload))
-            entry = _touch(self._peaks, key, self._caps[0], _Peak)
+            entry = touch(self._peaks, key, self._caps[0], Peak)
             before = entry.mib
             entry.add(mib)
             if entry.mib != before:
@@ -335,6 +274,23 @@ class Correction:
         """The largest GPU memory (MiB) jobs of `workload`'s signature held alone on `gpu`, if seen."""
         found = self._peaks.get((gpu, signature(workload)))
         return found.mib if found else None
+
+    def note_floor(self, gpu: str, runtime: str, bound_mib: float) -> None:
+        """A job of `runtime` held `bound_mib` more alone on `gpu` than its own model could: at least
+        the runtime's floor there. A bound at or below 0 says nothing of it (a reading taken before the
+        job's model was on the GPU)."""
+        if not (math.isfinite(bound_mib) and bound_mib > 0.0):
+            return
+        before = self.process_floor(gpu, runtime)
+        self._floors.setdefault((gpu, runtime), RuntimeFloor()).add(bound_mib)
+        if self.process_floor(gpu, runtime) != before:
+            self.revision += 1
+
+    def process_floor(self, gpu: str, runtime: str) -> float | None:
+        """What any `runtime` process holds on `gpu` as the cluster showed it (the least bound seen),
+        once FLOOR_MIN_SAMPLES readings stand behind it; None before (the table's default stands)."""
+        found = self._floors.get((gpu, runtime))
+        return found.mib if found is not None and found.samples >= FLOOR_MIN_SAMPLES else None
 
     def strength(self, gpu: str) -> float:
         """k on `gpu`: how many samples the prior is worth there now."""
@@ -355,24 +311,24 @@ class Correction:
         sample_id: str,
     ) -> None:
         """Learn one sample: the prior's `predicted` and the `observed` slowdown of `workload`."""
-        x, y = _log_excess(predicted), _log_excess(observed)
+        x, y = log_excess(predicted), log_excess(observed)
         residual = y - self.scale(gpu) * x  # against the scaled prior, before this sample
-        spread = self._spread.setdefault(gpu, _Evidence(0, _initial_mean_square()))
+        spread = self._spread.setdefault(gpu, Evidence(0, initial_mean_square()))
         spread.samples += 1
         weight = min(spread.samples + SPREAD_PSEUDO_SAMPLES, self.max_weight)
         spread.mean += (residual**2 - spread.mean) / weight
-        self._strength[gpu] = _strength(spread.mean)
-        scale = self._scales.setdefault(gpu, _Scale())
+        self._strength[gpu] = strength_of(spread.mean)
+        scale = self._scales.setdefault(gpu, Scale())
         scale.add(x, y, self.max_weight)
         self._scale[gpu] = scale.posterior(spread.mean, self.max_weight)
         own = signature(workload)
-        _touch(self._jobs, (gpu, own), self._caps[0], _Residuals).add(x, y, self.max_weight)
+        touch(self._jobs, (gpu, own), self._caps[0], Residuals).add(x, y, self.max_weight)
         if len(cotenants) == 1:
-            pair = _touch(self._pairs, (gpu, own, signature(cotenants[0])), self._caps[1], _Residuals)
+            pair = touch(self._pairs, (gpu, own, signature(cotenants[0])), self._caps[1], Residuals)
             pair.add(x, y, self.max_weight)
         self._seen[sample_id] = None
         self._seen.move_to_end(sample_id)
-        _trim(self._seen, self._caps[2])
+        trim(self._seen, self._caps[2])
         self.revision += 1
 
     def log_slowdown(
@@ -386,7 +342,7 @@ class Correction:
         pair = self._pair(gpu, own, cotenants)
         if pair:
             level = pair.shrunk(scale, level, strength, self.max_weight)
-        return scale * _log_excess(predicted) + level
+        return scale * log_excess(predicted) + level
 
     def log_sd(self, gpu: str, workload: Workload, cotenants: Sequence[Workload], predicted: float) -> float:
         """Posterior standard deviation of `log_slowdown` (module docstring, "Uncertainty")."""
@@ -395,7 +351,7 @@ class Correction:
         samples = min(level.samples, self.max_weight) if level else 0
         scale_variance = self._scale.get(gpu, (1.0, SCALE_SD**2))[1]
         return math.sqrt(
-            _log_excess(predicted) ** 2 * scale_variance + NOISE_SD**2 / (samples + self.strength(gpu))
+            log_excess(predicted) ** 2 * scale_variance + NOISE_SD**2 / (samples + self.strength(gpu))
         )
 
     def basis(self, gpu: str, workload: Workload, cotenants: Sequence[Workload]) -> Basis:
@@ -403,7 +359,7 @@ class Correction:
         evidence = self._pair(gpu, own, cotenants) or self._jobs.get((gpu, own)) or self._scales.get(gpu)
         return Basis(OBSERVED, evidence.samples) if evidence else FROM_PRIOR
 
-    def _pair(self, gpu: str, own: Signature, cotenants: Sequence[Workload]) -> _Residuals | None:
+    def _pair(self, gpu: str, own: Signature, cotenants: Sequence[Workload]) -> Residuals | None:
         return self._pairs.get((gpu, own, signature(cotenants[0]))) if len(cotenants) == 1 else None
 
     # -- persistence -------------------------------------------------------------------------------
@@ -422,38 +378,42 @@ class Correction:
             "alone": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._alone.items()],
             "busy": [[gpu, *own, e.samples, e.mean] for (gpu, own), e in self._busy.items()],
             "peaks": [[gpu, *own, e.samples, e.mib] for (gpu, own), e in self._peaks.items()],
+            "floors": [[gpu, runtime, e.samples, e.mib] for (gpu, runtime), e in self._floors.items()],
         }
 
     def load(self, state: Mapping[str, Any], prior_id: str) -> bool:
         """Replace this state with a saved one; False (unchanged) when it corrects another prior.
         `ValueError` naming the field on a malformed state."""
         if state.get("format") == 2:
-            state = _with_frameworks(state)
+            state = with_frameworks(state)
         if state.get("format") != FORMAT:
             older = " (saved before the GPU-level scale: it is relearned)" if state.get("format") == 1 else ""
             raise ValueError(f"format: {state.get('format')!r}, expected {FORMAT}{older}")
         if state.get("prior") != prior_id:
             return False
-        jobs = _table(state, "jobs", 9, _job_key, _Residuals)
-        pairs = _table(state, "pairs", 14, _pair_key, _Residuals)
-        scales = dict(_table(state, "scales", 4, _gpu_key, _Scale))
-        spread = dict(_table(state, "spread", 3, _gpu_key, _Evidence))
-        alone = _table(state, "alone", 8, _job_key, _Evidence)
-        busy = _table(state, "busy", 8, _job_key, _Evidence)
+        jobs = read_table(state, "jobs", 9, job_key, Residuals)
+        pairs = read_table(state, "pairs", 14, pair_key, Residuals)
+        scales = dict(read_table(state, "scales", 4, gpu_key, Scale))
+        spread = dict(read_table(state, "spread", 3, gpu_key, Evidence))
+        alone = read_table(state, "alone", 8, job_key, Evidence)
+        busy = read_table(state, "busy", 8, job_key, Evidence)
         if not all(0.0 <= e.mean <= 1.0 for e in busy.values()):
             raise ValueError("busy: a busy fraction outside 0-1")
-        peaks = _table(state, "peaks", 8, _job_key, _Peak)  # absent in states saved before it: none
+        peaks = read_table(state, "peaks", 8, job_key, Peak)  # absent in states saved before it: none
         if not all(e.mib > 0.0 for e in peaks.values()):
             raise ValueError("peaks: a peak memory at or below 0 MiB")
+        floors = dict(read_table(state, "floors", 4, runtime_key, RuntimeFloor))  # absent before: none
+        if not all(e.mib > 0.0 for e in floors.values()):
+            raise ValueError("floors: a process floor at or below 0 MiB")
         seen = state.get("seen", [])
         if not isinstance(seen, list) or not all(isinstance(s, str) for s in seen):
             raise ValueError("seen: expected a list of sample ids")
         self._jobs, self._pairs, self._alone, self._busy, self._scales = jobs, pairs, alone, busy, scales
-        self._peaks = peaks
+        self._peaks, self._floors = peaks, floors
         self._spread = spread
-        self._strength = {gpu: _strength(e.mean) for gpu, e in spread.items()}
+        self._strength = {gpu: strength_of(e.mean) for gpu, e in spread.items()}
         self._scale = {
-            gpu: s.posterior(spread[gpu].mean if gpu in spread else _initial_mean_square(), self.max_weight)
+            gpu: s.posterior(spread[gpu].mean if gpu in spread else initial_mean_square(), self.max_weight)
             for gpu, s in scales.items()
         }
         self._seen = OrderedDict.fromkeys(seen)
@@ -465,7 +425,7 @@ class Correction:
             (self._pairs, self._caps[1]),
             (self._seen, self._caps[2]),
         ):
-            _trim(table, cap)
+            trim(table, cap)
         self.revision += 1
         return True
 
@@ -556,11 +516,34 @@ class CorrectedPredictor:
         """The prior's slowdowns, each job's busy fraction the observed one where there is one."""
         return self.prior.slowdowns(gpu, [self._observed(gpu, w) for w in workloads], memory_mib)
 
+    def note_memory_alone(self, gpu: str, workload: Workload, mib: float) -> None:
+        """A job of `workload`'s signature held `mib` of GPU memory (the process's, as the node agent
+        reads it) alone on `gpu`: its signature's peak there, and a bound on its runtime's floor there,
+        the reading less the least its own model could hold (`_least_memory_mib`)."""
+        self.correction.note_peak_memory(gpu, workload, mib)
+        self.correction.note_floor(gpu, workload.framework, mib - self._least_memory_mib(gpu, workload))
+
+    def _least_memory_mib(self, gpu: str, workload: Workload) -> float:
+        """The least `workload`'s model could hold on `gpu` by the prior (`JobPrediction.min_memory_mib`);
+        0 where the prior states none or cannot count the job (a model or GPU it does not know): the
+        whole reading then bounds the floor, which it still does."""
+        as_predicted = dataclasses.replace(workload, peak_memory_mib=None, process_floor_mib=None)
+        try:
+            least = self.prior.job(as_predicted, gpu).min_memory_mib
+        except (KeyError, ValueError):  # unknown model or GPU: `UnknownModelError` is a ValueError
+            return 0.0
+        return least or 0.0
+
     def _observed(self, gpu: str, workload: Workload) -> Workload:
         """`workload` carrying the busy fraction and the peak memory its signature showed alone on
-        `gpu`, where it did (the prior then reads them in place of its own)."""
+        `gpu`, and its runtime's floor there, where the cluster showed them (the prior then reads them
+        in place of its own)."""
         busy = self.correction.utilization(gpu, workload) if workload.busy is None else None
         peak = self.correction.peak_memory(gpu, workload) if workload.peak_memory_mib is None else None
+        if workload.process_floor_mib is None:
+            floor = self.correction.process_floor(gpu, workload.framework)
+            if floor is not None:
+                workload = dataclasses.replace(workload, process_floor_mib=float(round(floor)))
         if busy is not None:
             # to a percent: the prior caches per busy fraction, and a running mean moves with every sample
             workload = dataclasses.replace(workload, busy=round(busy, 2))
@@ -569,107 +552,5 @@ class CorrectedPredictor:
         return workload
 
 
-def _strength(mean_square: float) -> float:
-    """k = σ²/τ², τ² being the residuals' mean square less the noise σ², within STRENGTH_RANGE."""
-    low, high = STRENGTH_RANGE
-    prior_variance = max(mean_square - NOISE_SD**2, NOISE_SD**2 / high)
-    return min(high, max(low, NOISE_SD**2 / prior_variance))
-
-
 def _others(workloads: Sequence[Workload], i: int) -> tuple[Workload, ...]:
     return tuple(w for j, w in enumerate(workloads) if j != i)
-
-
-def _log_excess(slowdown: float) -> float:
-    """ln of a slowdown floored at 1: how much slower than alone, in log space."""
-    return math.log(max(1.0, slowdown))
-
-
-def _touch(table: OrderedDict[Any, _Entry], key: Any, cap: int, new: Callable[[], _Entry]) -> _Entry:
-    """The entry for `key` (`new()` if absent), now the most recently updated; the oldest beyond `cap` go."""
-    entry = table.pop(key, None) or new()
-    table[key] = entry
-    _trim(table, cap)
-    return entry
-
-
-def _trim(table: OrderedDict[Any, Any], cap: int) -> None:
-    while len(table) > cap:
-        table.popitem(last=False)
-
-
-def _table(
-    state: Mapping[str, Any],
-    name: str,
-    width: int,
-    key: Callable[[list[Any], str], _Key],
-    make: type[_Entry],
-) -> OrderedDict[_Key, _Entry]:
-    """A persisted table: rows of `width`, each a key and then `make`'s fields (a sample count, numbers)."""
-    rows = state.get(name, [])
-    if not isinstance(rows, list) or not all(isinstance(r, list) and len(r) == width for r in rows):
-        raise ValueError(f"{name}: expected a list of {width}-element rows")
-    fields = len(dataclasses.fields(make))
-    return OrderedDict((key(row, name), make(*_numbers(row, name, fields - 1))) for row in rows)
-
-
-def _signature(values: Sequence[Any], name: str) -> Signature:
-    model, batch, precision, features_key, framework = values
-    if not (
-        isinstance(model, str)
-        and isinstance(batch, int)
-        and isinstance(precision, str)
-        and isinstance(framework, str)
-    ):
-        raise ValueError(f"{name}: bad job signature {list(values)!r}")
-    return (model, batch, precision, str(features_key), framework)
-
-
-_SIGNATURE_WIDTH = 5
-
-
-def _job_key(row: list[Any], name: str) -> JobKey:
-    return (str(row[0]), _signature(row[1 : 1 + _SIGNATURE_WIDTH], name))
-
-
-def _pair_key(row: list[Any], name: str) -> PairKey:
-    own, other = row[1 : 1 + _SIGNATURE_WIDTH], row[1 + _SIGNATURE_WIDTH : 1 + 2 * _SIGNATURE_WIDTH]
-    return (str(row[0]), _signature(own, name), _signature(other, name))
-
-
-# The signatures each row of a format-2 table holds after its GPU (4 values each: no framework).
-_FORMAT_2_SIGNATURES = {"jobs": 1, "pairs": 2, "alone": 1, "busy": 1, "peaks": 1}
-
-
-def _with_frameworks(state: Mapping[str, Any]) -> dict[str, Any]:
-    """A format-2 state as format 3: each signature a PyTorch job's, the only framework a job could
-    say it trained with then. Rows that are not lists are left for `_table` to refuse."""
-    widened: dict[str, Any] = {**state, "format": FORMAT}
-    for name, count in _FORMAT_2_SIGNATURES.items():
-        rows = state.get(name, [])
-        if isinstance(rows, list):
-            widened[name] = [_with_framework(row, count) if isinstance(row, list) else row for row in rows]
-    return widened
-
-
-def _with_framework(row: list[Any], signatures: int) -> list[Any]:
-    out = row[:1]
-    for start in range(1, 1 + 4 * signatures, 4):
-        out += [*row[start : start + 4], DEFAULT_FRAMEWORK]
-    return out + row[1 + 4 * signatures :]
-
-
-def _gpu_key(row: list[Any], name: str) -> str:
-    return str(row[0])
-
-
-def _numbers(row: list[Any], name: str, count: int) -> tuple[Any, ...]:
-    """A row's sample count (> 0) and the `count` finite numbers after it, at its end."""
-    samples, values = row[-count - 1], row[-count:]
-    if not (
-        isinstance(samples, int)
-        and samples > 0
-        and all(isinstance(v, int | float) and math.isfinite(v) for v in values)
-    ):
-        raise ValueError(f"{name}: bad evidence {row[-count - 1 :]!r} (samples > 0, finite numbers)")
-    return (samples, *(float(v) for v in values))

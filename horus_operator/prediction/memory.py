@@ -56,6 +56,11 @@ DEFAULT_RUNTIME = DEFAULT_FRAMEWORK
 
 
 PROCESS_FLOOR_FILE = resources.files(__package__).joinpath("data", "process_floor.csv")
+# A floor the cluster observed (`correction.Correction.process_floor`) replaces the table's up to this
+# many times it: a reading taken wrongly (a job whose own least memory the count under-states) raises
+# every small job's prediction, so it is bounded. Twice covers the generations' measured spread (1,511
+# MiB on Hopper beside 1,133 on Ada) and issue 45's RTX 3090 (about 1,620 MiB over Ada's 1,133).
+LEARNED_FLOOR_MAX_RAISE = 2.0
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,16 @@ def process_floor_mib(gpu: str | None, runtime: str = DEFAULT_RUNTIME) -> float:
     return floors[(GPU_SPECS[gpu].generation, runtime)]
 
 
+def runtime_floor_mib(gpu: str | None, runtime: str, learned_mib: float | None = None) -> float:
+    """The per-process floor a prediction reads: the table's (`process_floor_mib`), or the one the
+    cluster learned for this GPU type and runtime, never below the table's (which stays the conservative
+    default until the cluster shows more) and at most LEARNED_FLOOR_MAX_RAISE times it."""
+    default = process_floor_mib(gpu, runtime)
+    if learned_mib is None:
+        return default
+    return min(max(default, learned_mib), LEARNED_FLOOR_MAX_RAISE * default)
+
+
 @dataclass(frozen=True)
 class MemoryModel:
     overhead_mib: float
@@ -142,21 +157,25 @@ class MemoryModel:
         precision: str = DEFAULT_PRECISION,
         gpu: str | None = None,
         runtime: str = DEFAULT_RUNTIME,
+        learned_floor_mib: float | None = None,
     ) -> float:
         """Peak memory of the job alone on a GPU of type `gpu` (a normalised name; None: any GPU,
         the largest floor), trained with `runtime`: what the job has in use (the envelope above the
-        floor) as the runtime's allocator holds it, on the runtime's floor."""
+        floor) as the runtime's allocator holds it, on the runtime's floor (`runtime_floor_mib`: the
+        table's, or `learned_floor_mib` where the cluster observed one)."""
         weights = self._state_bytes(job_features, precision)
         activations = _activation_bytes(job_features, precision)
         in_use = self.overhead_mib + (weights + self.activation_factor * activations) / MIB
-        constant = self.constant_mib(gpu, runtime)
+        constant = self.constant_mib(gpu, runtime, learned_floor_mib)
         room = GPU_SPECS[gpu].memory_mib - constant if gpu is not None else math.inf
         return constant + ALLOCATORS[runtime].arena_mib(in_use, job_features.get("conv_ops", 0.0) > 0, room)
 
-    def constant_mib(self, gpu: str | None = None, runtime: str = DEFAULT_RUNTIME) -> float:
+    def constant_mib(
+        self, gpu: str | None = None, runtime: str = DEFAULT_RUNTIME, learned_floor_mib: float | None = None
+    ) -> float:
         """What the runtime's process holds outside its allocator's arena: the process floor (where
-        the model has one) and the runtime's fitted overhead above it."""
-        floor = process_floor_mib(gpu, runtime) if self.process_floor else 0.0
+        the model has one; `runtime_floor_mib`) and the runtime's fitted overhead above it."""
+        floor = runtime_floor_mib(gpu, runtime, learned_floor_mib) if self.process_floor else 0.0
         return floor + self.framework_overhead_mib.get(runtime, 0.0)
 
     def floor_mib(self, job_features: Mapping[str, float], precision: str = DEFAULT_PRECISION) -> float:

@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from horus_operator.prediction import artifacts, design, features, roofline, slowdown
+from horus_operator.prediction import artifacts, design, features, memory_spread, roofline, slowdown
 from horus_operator.prediction.api import JobPrediction, UnknownModelError, Workload
 from horus_operator.prediction.gpus import GPU_SPECS, check_precision, normalize_gpu
 
 FeatureSource = Callable[[str, int], Mapping[str, float]]
 # model, batch size, features key, precision, framework, host CPUs, observed busy fraction (None: the
-# roofline's), observed peak memory (None: predicted)
-WorkloadKey = tuple[str, int, str, str, str, float, float | None, float | None]
+# roofline's), observed peak memory (None: predicted), observed process floor (None: the table's)
+WorkloadKey = tuple[str, int, str, str, str, float, float | None, float | None, float | None]
 
 
 def _catalog_lookup(model: str, batch_size: int) -> Mapping[str, float]:
@@ -118,7 +118,9 @@ class XGBoostPredictor:
             row = design.job_row(job_features, gpu, precision)
             step = roofline.estimate(job_features, GPU_SPECS[gpu], precision, self.models.roofline)
             busy = step.busy if workload.busy is None else workload.busy  # observed, where it was
-            memory_mib = self.models.memory.memory_mib(job_features, precision, gpu, workload.framework)
+            memory_mib = self.models.memory.memory_mib(
+                job_features, precision, gpu, workload.framework, workload.process_floor_mib
+            )
             min_memory_mib = self.models.memory.floor_mib(job_features, precision)
             if workload.peak_memory_mib is not None:  # observed: a measured peak wins over the envelope
                 memory_mib = workload.peak_memory_mib
@@ -128,6 +130,9 @@ class XGBoostPredictor:
                 memory_mib=memory_mib,
                 min_memory_mib=min_memory_mib,
                 step_s=step.step_ms / 1000.0,
+                memory_source=memory_spread.source_of(
+                    workload.features, observed=workload.peak_memory_mib is not None
+                ),
             )
             demand = (busy, workload.host_cpus)
             entry = self._jobs[cache_key] = _JobEntry(row=row, prediction=prediction, demand=demand)
@@ -197,6 +202,7 @@ def _key(workload: Workload) -> WorkloadKey:
         workload.host_cpus,
         workload.busy,
         workload.peak_memory_mib,
+        workload.process_floor_mib,
     )
 
 

@@ -138,10 +138,11 @@ class Learning:
     ) -> None:
         """A job of `workload`'s signature ran alone on `gpu` this busy (0..1), holding `memory_mib` of
         GPU memory: kept, and saved, for the slowdown prior and placement of its kind (issue 25,
-        item 2); the largest memory seen wins over the predicted one (issue 26, item 3)."""
+        item 2); the largest memory seen wins over the predicted one (issue 26, item 3), and the memory
+        bounds its runtime's process floor on that GPU type (issue 45, item 3)."""
         self.predictor.correction.note_utilization(gpu, workload, busy)
         if memory_mib is not None:
-            self.predictor.correction.note_peak_memory(gpu, workload, memory_mib)
+            self.predictor.note_memory_alone(gpu, workload, memory_mib)
         log.info(
             "online correction: %s/%s alone on %s %.0f%% busy",
             workload.model,

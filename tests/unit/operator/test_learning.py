@@ -71,3 +71,17 @@ def test_an_unreadable_saved_state_is_ignored_and_overwritten() -> None:
 
     assert learned == 1  # the repeat and the absurd slowdown are refused
     assert json.loads(maps.maps[learning.NAME]["data"][learning.STATE_KEY])["seen"] == ["1"]
+
+
+def test_jobs_profiled_alone_teach_their_runtimes_floor_which_is_saved_and_restored() -> None:
+    maps = ConfigMaps()
+    leader = _learning(maps)
+    leader.predictor.prior = TablePredictor({m: (0.5, 1000.0) for m in "abc"}, {})  # states no least memory
+    for model, reading in (("a", 2100.0), ("b", 1900.0), ("c", 2300.0)):  # hand-made readings alone
+        asyncio.run(leader.profile("rtx-3090", Workload(model, 1), 0.4, reading))
+
+    follower = _learning(maps)
+    asyncio.run(follower.restore())
+
+    assert follower.predictor.correction.process_floor("rtx-3090", "pytorch") == 1900.0
+    assert follower.predictor.correction.process_floor("rtx-3090", "tensorflow") is None

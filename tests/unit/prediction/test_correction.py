@@ -7,16 +7,14 @@ from horus_operator.placement.predictions import CachedPredictions
 from horus_operator.placement.registry import make_policy
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, Policy, RunningJob
 from horus_operator.prediction.api import OBSERVED, PRIOR, Basis, Workload
-from horus_operator.prediction.correction import (
+from horus_operator.prediction.correction import CorrectedPredictor, Correction, Observation
+from horus_operator.prediction.correction_estimators import (
     NOISE_SD,
     PRIOR_STRENGTH,
     SCALE_PSEUDO_SXX,
     SCALE_SD,
     SPREAD_PSEUDO_SAMPLES,
     STRENGTH_RANGE,
-    CorrectedPredictor,
-    Correction,
-    Observation,
 )
 
 A, B, C = Workload("a", 32), Workload("b", 64), Workload("c", 8)

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from horus_operator.prediction import artifacts, catalog, memory
+from horus_operator.prediction import artifacts, catalog, memory, memory_spread
 from horus_operator.prediction.training import memory_fit
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -80,3 +80,15 @@ def test_refitting_the_shipped_framework_overhead_gives_it_back(peaks: pd.DataFr
     tensorflow = peaks[peaks["runtime"] == "tensorflow"]
     assert memory_fit.fit_framework_overheads(shipped, tensorflow) == shipped
     assert shipped.framework_overhead_mib == {"tensorflow": 845.0}
+
+
+def test_the_shipped_memory_spread_of_graphs_is_that_of_their_held_out_peaks(
+    peaks: pd.DataFrame, singles: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> None:
+    """`memory_spread`'s GRAPH spread (issue 45, item 4) is what `bench/memory_loso.py` measures: every
+    peak a catalog graph counts, predicted by the envelope refitted without its source."""
+    ratio = memory_fit.held_out_predictions(peaks, singles, "source") / peaks["measured_mib"].to_numpy()
+    graphs = np.array([memory_spread.source_of(job) == memory_spread.GRAPH for job in peaks["features"]])
+    shipped = memory_spread.MEMORY_SPREADS[memory_spread.GRAPH]
+    assert memory_spread.log_spread(ratio[graphs]) == shipped
+    assert shipped.upper_factor() == 1.0  # the envelope already bounds them: no headroom added
