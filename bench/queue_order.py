@@ -1,7 +1,8 @@
 """Queue orders side by side in one run (issue #28): fifo vs shortest-remaining vs las under horus.
 
 Each workload is replayed once per order, with the same jobs, the same policy (horus, decisions from the
-shipped predictions, progress from Gavel's measured pairs) and the default starvation bound (a day):
+shipped predictions, progress from Gavel's measured pairs) and a day's starvation bound alone (fifo's and
+las's default; shortest-remaining's before issue 46, whose default is now `-due`'s):
 - `fifo` — the default, first come first served;
 - `srpt-est` — shortest-remaining on the lengths the operator would know: predicted step time × steps
   (`horus simulate --durations estimated`; the steps are Muri's iterations where the trace gives them);
@@ -14,7 +15,8 @@ shipped predictions, progress from Gavel's measured pairs) and the default starv
 - `srpt-est-nobound` — srpt-est without the starvation bound, to show what the bound costs and buys;
 - `srpt-est-due`, `srpt-true-due` — srpt-est and srpt-true with `--starvation-multiple` 10 beside the
   day: a job is due once it has waited 10× its length, and the starved line up by when they were due
-  (`queueorder.Starvation.due_at`), where without a multiple they line up by arrival.
+  (`queueorder.Starvation.due_at`), where without a multiple they line up by arrival. Shortest-remaining's
+  default bound since issue 46 (`Starvation.of`).
 
 Per order: mean and p99 JCT, mean and max wait (until a job first starts), makespan, QoS violations
 (jobs above maxSlowdown), mean JCT and makespan over fifo's, and preemptions. Targets (issue #28):
@@ -40,7 +42,7 @@ import random
 from pathlib import Path
 
 from horus_operator.placement.cycle import SchedulingCycle
-from horus_operator.placement.queueorder import Ordering, QueueOrder, Starvation
+from horus_operator.placement.queueorder import DEFAULT_STARVATION_MULTIPLE, Ordering, QueueOrder, Starvation
 from horus_operator.placement.registry import make_policy
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.measured import TruthTable, gavel_truth
@@ -65,9 +67,8 @@ TRACES = (
     "alibaba_openb_pod_list_default.csv",
 )
 SEED = 1
-# The starvation multiple of the `-due` rows: 10 did best on the Muri traces of 3, 5, 10, 20, 30
-# (docs/evaluation.md).
-DUE_MULTIPLE = 10.0
+# The starvation multiple of the `-due` rows: shortest-remaining's default.
+DUE_MULTIPLE = DEFAULT_STARVATION_MULTIPLE
 # label -> (order, where it reads lengths, starvation bound, preemption under las)
 ORDERS = {
     "fifo": (QueueOrder.FIFO, Durations.ESTIMATED, Starvation(), False),
@@ -109,17 +110,20 @@ REAL_MIX_RUNS = (
     ("binpack", "predictions", "fifo"),
     ("binpack", "predictions", "srpt-true-nobound"),
     ("binpack", "predictions", "srpt-true"),
+    ("binpack", "predictions", "srpt-true-due"),
     ("binpack", "predictions", "las"),
     ("exclusive", "predictions", "fifo"),
     ("exclusive", "predictions", "srpt-true-nobound"),
     ("horus", "truth", "fifo"),
     ("horus", "truth", "srpt-true-nobound"),
     ("horus", "truth", "srpt-true"),
+    ("horus", "truth", "srpt-true-due"),
     ("horus", "truth", "las"),
     ("horus", "predictions", "fifo"),
     ("horus", "predictions", "srpt-true-nobound"),
     ("horus", "predictions", "srpt-est-nobound"),
     ("horus", "predictions", "srpt-est"),
+    ("horus", "predictions", "srpt-est-due"),
     ("horus", "predictions", "las"),
 )
 

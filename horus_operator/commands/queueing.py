@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, QueueOrder
+from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, DEFAULT_STARVATION_MULTIPLE, QueueOrder
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,7 +44,8 @@ def queue_options(*, environment: bool) -> Callable[[F], F]:
             type=float,
             envvar=envvar("--starvation-multiple"),
             help="A job waiting longer than this multiple of its remaining work moves up too, and the "
-            "starved line up by when each was due (queued + this multiple × its length) [default: off].",
+            "starved line up by when each was due (queued + this multiple × its length) [default: "
+            f"{DEFAULT_STARVATION_MULTIPLE:g} under shortest-remaining, off under fifo and las; inf: off].",
         ),
     )
 

@@ -100,9 +100,10 @@ def _ordering(
     predictor: Predictor,
 ) -> Ordering:
     """The queue order, its starvation bound and the lengths it reads (`sim/durations.py`)."""
+    order = QueueOrder(queue_order)
     return Ordering(
-        QueueOrder(queue_order),
-        starvation=Starvation(max_wait_seconds, starvation_multiple),
+        order,
+        starvation=Starvation.of(order, max_wait_seconds, starvation_multiple),
         remaining=remaining(Durations(durations), scenario, table_, predictor),
     )
 
@@ -297,7 +298,7 @@ def simulate(
         **({"preemption": preemption} if queue_order == QueueOrder.LAS else {}),
         "durations": durations,
         "max_wait_s": max_wait_seconds,
-        "starvation_multiple": starvation_multiple,
+        "starvation_multiple": ordering.starvation.length_multiple,  # the order's default where unset
         "models": models or "shipped",
         "truth_models": truth_models or models or "shipped",
         "assumptions": list(scenario.notes),

@@ -189,6 +189,8 @@ class PlacementCall:
         observed_utilization = slot.gpu.observed_utilization
         if observed_utilization is not None and observed_utilization >= self.limits.busy_utilization:
             return f"GPUs measured busy (≥{self.limits.busy_utilization:.0%} utilization)"
+        if request.gpu_milli or any(tenant.request.gpu_milli for tenant in slot.tenants):
+            return _stated_share_room(request, slot)
         if not slot.tenants and not slot.gpu.observed_memory_used_mib:
             # Alone on an idle GPU a job has all of its memory. Where no GPU of the cluster has more,
             # refusing it for a predicted shortfall would only starve it (the cycle refuses a job whose
@@ -315,6 +317,27 @@ class PlacedCluster:
         if index is not self._index or not index.changed_only_by(self._changes, self._placed):
             return False
         return call.predictions.sync() == self._revision
+
+
+WHOLE_GPU_MILLI = 1000  # a GPU in the thousandths jobs state their shares in (`JobRequest.gpu_milli`)
+
+
+def stated_share_left(slot: GpuSlot) -> int:
+    """Thousandths of `slot`'s GPU that the shares its jobs state leave."""
+    return WHOLE_GPU_MILLI - sum(tenant.request.gpu_milli for tenant in slot.tenants)
+
+
+def _stated_share_room(request: JobRequest, slot: GpuSlot) -> str | None:
+    """`room` where the job or a tenant states its share: stated shares are a contract (the device
+    plugin enforces them), so they sum to at most a whole GPU, and they never mix with predicted jobs,
+    whose memory and slowdown a stated share says nothing about."""
+    if not request.gpu_milli:
+        return "GPUs shared by jobs that state their share"
+    if any(not tenant.request.gpu_milli for tenant in slot.tenants):
+        return "GPUs shared by jobs that state no share"
+    if request.gpu_milli > stated_share_left(slot):
+        return f"GPU shares taken (needs {request.gpu_milli}/{WHOLE_GPU_MILLI} of a GPU)"
+    return None
 
 
 # Why a GPU is out of every placement, whatever the job (`PlacementCall.unusable`).

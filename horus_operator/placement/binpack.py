@@ -15,6 +15,7 @@ from horus_operator.placement.base import (
     Limits,
     PlacementCall,
     RequestKinds,
+    stated_share_left,
     summarise_reasons,
 )
 from horus_operator.placement.index import GpuSlot, wants_whole_gpus
@@ -49,7 +50,8 @@ class BinpackPolicy:
                 whole = wants_whole_gpus(request)
                 # A long queue in a full cluster asks this of every kind of job on every call: the
                 # headroom answers most of them without visiting the groups.
-                may_share = not whole and call.may_fit_beside(request, headroom)
+                # A stated share asks no memory prediction (`PlacementCall.room`).
+                may_share = not whole and (request.gpu_milli > 0 or call.may_fit_beside(request, headroom))
                 shared = self._most_allocated(call, request) if may_share else None
                 if shared is not None:
                     call.place(request, [shared], "packed by memory onto a shared GPU")
@@ -69,7 +71,12 @@ class BinpackPolicy:
             slot = call.first_with_room(request, group.slots.values())
             if slot is None:
                 continue
-            free = slot.gpu.memory_mib - call.used_memory_mib(slot)
+            # Packed by what the job states where it states a share, else by predicted memory.
+            free = (
+                float(stated_share_left(slot))
+                if request.gpu_milli
+                else slot.gpu.memory_mib - call.used_memory_mib(slot)
+            )
             if best is None or free < best[0]:
                 best = (free, slot)
         return None if best is None else best[1]
@@ -91,7 +98,7 @@ class BinpackPolicy:
             return summarise_reasons(reasons, call.unusable())
 
 
-def _alike(request: JobRequest) -> tuple[Workload, int, bool, frozenset[str]]:
+def _alike(request: JobRequest) -> tuple[Workload, int, bool, frozenset[str], int]:
     """Jobs with equal answers fit the same GPUs (workloads are equal in model, batch size, features key
     and precision)."""
-    return (request.workload, request.gpus, wants_whole_gpus(request), request.avoid_nodes)
+    return (request.workload, request.gpus, wants_whole_gpus(request), request.avoid_nodes, request.gpu_milli)

@@ -23,7 +23,8 @@ One call repeats a small decision until nothing more can start:
    it leaves least fragmented for the size mix of the queued jobs the call reads
    (`placement/fragmentation.py`, FGD's expected fragmentation; best fit where no wide job waits). A
    one-GPU job that would strand empty GPUs wide waiting jobs need shares a GPU instead when a pairing's
-   score beats 1 - `fragmentation_weight` x the GPUs it would strand.
+   score beats 1 - `fragmentation_weight` x the GPUs it would strand, less `wide_wait_cost` while a
+   wide job finds no node with room: it waits for a node to drain, which an opened GPU delays.
 
 A combination's score is a pure function of (GPU group, job workload, job maxSlowdown) and the
 predictions, so it is memoised until the predictor learns something (its revision, see
@@ -36,6 +37,7 @@ import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from horus_operator.placement import shares
 from horus_operator.placement.base import (
     Limits,
     PlacedCluster,
@@ -43,7 +45,7 @@ from horus_operator.placement.base import (
     RequestKinds,
     summarise_reasons,
 )
-from horus_operator.placement.fragmentation import SizeMix
+from horus_operator.placement.fragmentation import WHOLE_GPU, ShareMix, SizeMix
 from horus_operator.placement.index import (
     GpuKey,
     GpuSlot,
@@ -64,6 +66,11 @@ class HorusTunables:
     - `utilization_weight`: score penalty per unit of predicted summed utilization above 1.0.
     - `fragmentation_weight`: score, in a GPU's normalised throughput, lost per empty GPU a job alone
       strands for the waiting jobs' size mix (0: best fit, and never share to keep a node whole).
+    - `wide_wait_cost`: score, in a GPU's normalised throughput, lost by a one-GPU job opening an empty
+      GPU while a multi-GPU job the call reads finds no node with enough empty GPUs (share or wait,
+      against the queue): a pairing scoring above 1 - this shares instead, so nodes drain for the
+      wide job (0: open the empty GPU).
+    - `share_fragmentation`: see below.
     """
 
     lookahead: int = 16
@@ -71,6 +78,10 @@ class HorusTunables:
     patience_s: float = 4 * 3600.0
     utilization_weight: float = 0.05
     fragmentation_weight: float = 1.0
+    wide_wait_cost: float = 0.4
+    # Jobs that state their share (`JobRequest.gpu_milli`) go where they add least to FGD's expected
+    # fragmentation for the stated requests seen so far (`ShareMix`), then best fit; False: best fit.
+    share_fragmentation: bool = True
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,7 @@ class HorusPolicy:
         # What the last call searched in vain after its last placement: the confirming call that follows
         # it need not search there again.
         self._searched: _Searched | None = None
+        self._share_mix = ShareMix()  # the stated shares read so far
 
     def _drop_stale_verdicts(self) -> None:
         """Verdicts judged by predictions that have been corrected since are wrong now."""
@@ -145,6 +157,12 @@ class HorusPolicy:
             # is 0). Which node an option takes depends on it, never whether one exists, so what
             # `_Searched` remembers of a search in vain holds whatever the mix.
             mix = SizeMix.of(candidates) if self.tunables.fragmentation_weight else SizeMix()
+            # The multi-GPU jobs the call reads, which a one-GPU job may share a GPU to make room for.
+            wide = (
+                [request for request in candidates if request.gpus > 1]
+                if self.tunables.wide_wait_cost
+                else []
+            )
             known = previous if previous is not None and previous.still_holds(call, candidates) else None
             first = 0  # candidates before this one are placed or passed over (nothing fit them)
             held: set[GpuKey] = set()
@@ -163,7 +181,7 @@ class HorusPolicy:
                         self._searched = _Searched.after(call, candidates, placed_at, held, hopeless)
                     break
                 unique, window_signatures = self._unlike(window, hopeless)
-                option, held = self._choose(call, window, unique, held, first == 0, mix)
+                option, held = self._choose(call, window, unique, held, first == 0, mix, wide)
                 if option is None:  # backfill: look further down the queue
                     hopeless = window_signatures
                     first = after
@@ -217,9 +235,16 @@ class HorusPolicy:
         held: set[GpuKey],
         at_head: bool,
         mix: SizeMix,
+        wide: list[JobRequest],
     ) -> tuple[Option | None, set[GpuKey]]:
         """The next placement from `window` (choosing among its `unique` jobs), and the GPUs held
         back for a starving queue head."""
+        stated = [request for request in unique if request.gpu_milli]
+        if stated:  # no prediction places these: the first that fits goes
+            option = self._first_stated(call, stated, held)
+            if option is not None:
+                return option, held
+            unique = [request for request in unique if not request.gpu_milli]
         head = window[0]
         starving = len(window) > 1 and window[1].submitted_at - head.submitted_at > self.tunables.patience_s
         if at_head and not held and starving:
@@ -232,24 +257,60 @@ class HorusPolicy:
         if call.index.empty_count() > len(held):
             option = self._loner_first(call, unique, held, mix)
             if option is not None:
-                return self._unless_sharing_keeps_room(call, option, unique, held), held
+                return self._unless_sharing_keeps_room(call, option, unique, held, wide), held
         return self._best_share(call, unique, held, min_gain=self.tunables.min_gain), held
 
     def _unless_sharing_keeps_room(
-        self, call: PlacementCall, alone: Option, unique: list[JobRequest], held: set[GpuKey]
+        self,
+        call: PlacementCall,
+        alone: Option,
+        unique: list[JobRequest],
+        held: set[GpuKey],
+        wide: list[JobRequest],
     ) -> Option:
-        """`alone`, or, where a one-GPU job alone strands empty GPUs waiting wide jobs need (its score
-        below 1), the best pairing whose score beats it: an idle GPU kept so a node can drain for a wide
-        job is worth the pair's slowdown only while that job waits. A wide job never waits for it."""
-        if alone.score >= 1.0 or alone.request.gpus > 1:
+        """`alone`, or, where a one-GPU job alone costs waiting wide jobs (its score, less
+        `wide_wait_cost` while one of `wide` waits, below 1), the best pairing whose score beats that:
+        an idle GPU kept so a node can drain for a wide job is worth the pair's slowdown only while that
+        job waits. A wide job never waits for it."""
+        if alone.request.gpus > 1:
             return alone
-        shared = self._best_share(call, unique, held, min_gain=max(self.tunables.min_gain, alone.score))
+        score = alone.score - (self.tunables.wide_wait_cost if _a_wide_job_waits(call, wide) else 0.0)
+        if score >= 1.0:
+            return alone
+        shared = self._best_share(call, unique, held, min_gain=max(self.tunables.min_gain, score))
         if shared is None:
             return alone
         reason = f"{shared.reason}; keeps empty GPUs for waiting multi-GPU jobs"
         return Option(shared.request, shared.slots, shared.score, reason)
 
     # -- options ---------------------------------------------------------------------------------
+    def _first_stated(
+        self, call: PlacementCall, stated: list[JobRequest], held: set[GpuKey]
+    ) -> Option | None:
+        """The first of `stated` (jobs that state their share) that fits: whole GPUs as any job alone
+        takes them, a fraction where it strands least (`_on_a_share`)."""
+        for request in stated:
+            self._share_mix.note(request)
+        sizes = self._share_mix.sizes if self.tunables.share_fragmentation else SizeMix()
+        for request in stated:
+            if request.gpu_milli >= WHOLE_GPU:
+                option = self._alone(call, request, held, sizes)
+            else:
+                option = self._on_a_share(call, request, held)
+            if option is not None:
+                return option
+        return None
+
+    def _on_a_share(self, call: PlacementCall, request: JobRequest, held: set[GpuKey]) -> Option | None:
+        weigh = self.tunables.share_fragmentation
+        slot = shares.slot_for_share(
+            call, request, held, self._share_mix, weigh, self.limits.max_jobs_per_gpu
+        )
+        if slot is None:
+            return None
+        reason = f"its stated {request.gpu_milli}/{WHOLE_GPU} of a GPU where it fragments least"
+        return Option(request, (slot,), 1.0, reason)
+
     def _alone(
         self, call: PlacementCall, request: JobRequest, held: set[GpuKey], mix: SizeMix
     ) -> Option | None:
@@ -492,10 +553,17 @@ class _Searched:
         return max(0, (len(self._unplaced) - first) // lookahead * lookahead)
 
 
-def _signature(request: JobRequest) -> tuple[Workload, float, int, frozenset[str]]:
+def _signature(request: JobRequest) -> tuple[Workload, float, int, frozenset[str], int]:
     """What a verdict on a newcomer depends on: its workload, maxSlowdown and GPU count; and the nodes it
-    avoids, for jobs alike are skipped alike once one fits nowhere."""
-    return (request.workload, request.max_slowdown, request.gpus, request.avoid_nodes)
+    avoids and the share it states, for jobs alike are skipped alike once one fits nowhere."""
+    return (request.workload, request.max_slowdown, request.gpus, request.avoid_nodes, request.gpu_milli)
+
+
+def _a_wide_job_waits(call: PlacementCall, wide: list[JobRequest]) -> bool:
+    """Whether a job of `wide` not placed yet asks more GPUs than any node has empty: it waits for one to
+    drain."""
+    most_empty = max(call.index.empty_counts(), default=0)
+    return any(request.gpus > most_empty and request.key not in call.placed for request in wide)
 
 
 def _over_limit(slowdown: float, max_slowdown: float, log_sd: float, limits: Limits) -> str:

@@ -11,16 +11,19 @@ Priority always comes first (higher first). Within a priority:
   GPU-seconds place it in one of a few levels (`LAS_LEVELS_GPU_S`), first come first served within a
   level; the two dimensions (GPUs × time) are in the GPU-seconds. For clusters where lengths are unknown.
 
-Every order has a starvation bound (`Starvation`): a job that has waited longer than a set time, or
-than a multiple of its own length, moves to the front of its priority. The starved line up by when each
-was *due*: queued + the multiple × its length where both are known, else queued + the set time (earliest
-deadline first, the order that keeps the worst lateness least). With no multiple that is first come
-first served, and under `fifo` a bound on the wait alone never changes the order: the starved are the
-oldest of their priority already. With a multiple it is aging in the spirit of highest-response-ratio-
-next: a job is due once its wait reaches the multiple × its length, so under an overload where every
-job waits past the set time the starved still line up shortest-first among jobs queued close together,
-where lining them up by arrival turned every order into `fifo` (the Muri traces, docs/evaluation.md). A
-job is overtaken only by jobs due before it, so none starves for ever.
+Every order has a starvation bound (`Starvation`): a job that has waited longer than a set time, or than
+a multiple of its own length, moves to the front of its priority. The multiple is on by default where the
+order reads lengths (`Starvation.of`: shortest-remaining, `DEFAULT_STARVATION_MULTIPLE`), so a day-long
+backlog no longer lines most of the queue up by arrival; fifo and las read no lengths and keep the set
+time alone. The starved line up by when each was *due*: queued + the multiple × its length where both are
+known, else queued + the set time (earliest deadline first, the order that keeps the worst lateness
+least). With no multiple that is first come first served, and under `fifo` a bound on the wait alone
+never changes the order: the starved are the oldest of their priority already. With a multiple it is
+aging in the spirit of highest-response-ratio-next: a job is due once its wait reaches the multiple × its
+length, so under an overload where every job waits past the set time the starved still line up
+shortest-first among jobs queued close together, where lining them up by arrival turned every order into
+`fifo` (the Muri traces, docs/evaluation.md). A job is overtaken only by jobs due before it, so none
+starves for ever.
 
 The orders that serve short work first keep the makespan guard's longest-work-first at the end of a
 trace: once the caller knows the makespan horizon (all work has arrived: `ClusterSnapshot.horizon_s`),
@@ -57,6 +60,11 @@ OrderKey = Callable[[JobRequest], tuple[float, ...]]
 # found two or three levels enough, and its thresholds grow by a factor of ten (its Figure 12).
 LAS_LEVELS_GPU_S = (3600.0, 36000.0)
 DEFAULT_MAX_WAIT_S = 86400.0  # a day
+# The starvation multiple of the orders that read lengths where none is set (`Starvation.of`): a job is
+# due once it has waited 10x its own length. Of 3, 5, 10, 20 and 30, 10 did best on the Muri traces, and
+# beside the day alone it lowered shortest-remaining's mean JCT on horus-2500, gavel-generator, both Muri
+# traces and real-mix-900 (bench/queue_order.py, docs/evaluation.md).
+DEFAULT_STARVATION_MULTIPLE = 10.0
 # A job whose remaining work alone is at least this share of the time left to the makespan horizon is
 # critical. Not 1.0: a critical job still waits for GPUs to free up, which takes a share of the time left.
 # 0.6 brought shortest-remaining's makespan back to fifo's on gavel-generator (seed 1); measured across
@@ -115,25 +123,44 @@ class Order:
     # Puts critical jobs first at the end of a trace. fifo does not: it serves the oldest (and, among
     # jobs submitted together, the longest) first already, and its decisions stay what they always were.
     longest_first_at_end: bool
+    # Bounds a wait by a multiple of the job's length unless told otherwise (`Starvation.of`). Only the
+    # order that reads lengths: under fifo a multiple would let a short late job overtake a long early
+    # one (no longer first come first served), and las is for clusters where lengths are unknown.
+    due_by_length: bool
 
 
 ORDERS: dict[QueueOrder, Order] = {
-    QueueOrder.FIFO: Order(_fifo, longest_first_at_end=False),
-    QueueOrder.SHORTEST_REMAINING: Order(_shortest_remaining, longest_first_at_end=True),
+    QueueOrder.FIFO: Order(_fifo, longest_first_at_end=False, due_by_length=False),
+    QueueOrder.SHORTEST_REMAINING: Order(_shortest_remaining, longest_first_at_end=True, due_by_length=True),
     # las is for clusters where lengths are unknown: it reads none, not even at the end.
-    QueueOrder.LAS: Order(_las, longest_first_at_end=False),
+    QueueOrder.LAS: Order(_las, longest_first_at_end=False, due_by_length=False),
 }
 
 
 @dataclass(frozen=True)
 class Starvation:
     """A job starves once it has waited `max_wait_s`, or `length_multiple` × its remaining work alone
-    (where known); None turns either off. The starved line up by when each is due (`due_at`). The
-    multiple is off by default: it lets a short late job overtake a long early one, which would change
-    `fifo`."""
+    (where known); None turns either off. The starved line up by when each is due (`due_at`). Built
+    directly it has a multiple only if given one; `of` gives an order its default."""
 
     max_wait_s: float | None = DEFAULT_MAX_WAIT_S
     length_multiple: float | None = None
+
+    @classmethod
+    def of(
+        cls,
+        order: QueueOrder,
+        max_wait_s: float | None = DEFAULT_MAX_WAIT_S,
+        length_multiple: float | None = None,
+    ) -> Starvation:
+        """The bound `horus run` and `horus simulate` set for `order`: a multiple not given is the order's
+        default (`DEFAULT_STARVATION_MULTIPLE` where it reads lengths, none where it does not), an
+        infinite one is none."""
+        if length_multiple is None:
+            length_multiple = DEFAULT_STARVATION_MULTIPLE if ORDERS[order].due_by_length else None
+        elif math.isinf(length_multiple):
+            length_multiple = None
+        return cls(max_wait_s, length_multiple)
 
     def starves_at(self, queued_at: float, length_s: float | None) -> float:
         return min(self._capped_at(queued_at), self.due_at(queued_at, length_s))

@@ -88,13 +88,25 @@ class JobRequest:
     # see), which this job's placements pass over; other jobs may still go there (operator/jobs/refusals.py).
     # Empty in the simulator, which models no such refusals.
     avoid_nodes: frozenset[str] = frozenset()
+    # A share of each of its GPUs the job states itself, in thousandths (fractional requests as KAI or
+    # HAMi take them; 1000: whole GPUs): `PlacementCall.room` puts it only where the stated shares of a
+    # GPU's jobs sum to at most 1000, never beside a job that states none, and asks no prediction of
+    # its memory there. 0: it states none, and Horus predicts what it needs.
+    gpu_milli: int = 0
 
 
-def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str, frozenset[str]]:
+def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str, frozenset[str], int]:
     """What a policy's `explain_wait` may read of a request: waiting jobs equal in it wait, on one
     cluster, for the same reasons (a queue of many like jobs is explained once, not once per job: each
     explanation scans every GPU)."""
-    return (request.workload, request.gpus, request.max_slowdown, request.share_scope, request.avoid_nodes)
+    return (
+        request.workload,
+        request.gpus,
+        request.max_slowdown,
+        request.share_scope,
+        request.avoid_nodes,
+        request.gpu_milli,
+    )
 
 
 @dataclass(frozen=True)

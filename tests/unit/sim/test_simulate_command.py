@@ -139,7 +139,9 @@ def test_the_queue_order_and_durations_reach_the_run_and_its_record(
     assert result.exit_code == 0, result.output
     scenario = json.loads((output / "details.json").read_text())["scenario"]
     assert (scenario["queue_order"], scenario["durations"]) == (order, "truth")
-    assert scenario["max_wait_s"] == 86400.0 and scenario["starvation_multiple"] is None
+    # The multiple is the order's default: ten times the job's length where the order reads lengths.
+    multiple = 10.0 if order == "shortest-remaining" else None
+    assert scenario["max_wait_s"] == 86400.0 and scenario["starvation_multiple"] == multiple
 
 
 def test_a_plain_csv_trace_runs_on_an_rtx_3090(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
