@@ -5,6 +5,8 @@
 # Reuses a running local cluster; `make cluster-down` (or `horus cluster down`) stops it.
 # HORUS_BINDING=dra binds the pods through DRA ResourceClaims (one per GPU, shared by its co-tenants, MPS
 # limits from the predictions; allocated by kube-scheduler) instead of NVIDIA_VISIBLE_DEVICES.
+# HORUS_BINDING=reserve holds each GPU Horus uses with a reservation pod asking the device plugin for
+# nvidia.com/gpu (the fake agents report the GPU each was given), as on a GPU Operator cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 horus=.venv/bin/horus
@@ -30,6 +32,9 @@ echo
 
 echo "== CRDs and the operator (horus run --binding $HORUS_BINDING, in the background; log in $(dirname "$KUBECONFIG")/operator.log)"
 kubectl apply -k crds/
+if [[ $HORUS_BINDING == reserve ]]; then
+  kubectl apply -f manifests/reservation.yaml >/dev/null
+fi
 kubectl wait --for=condition=Established crd/dljobs.horus.dev --timeout=60s >/dev/null
 operator_log="$(dirname "$KUBECONFIG")/operator.log"
 HORUS_LEASE_NAMESPACE=default HORUS_IDENTITY=demo HORUS_RESYNC_SECONDS=2 \
@@ -83,6 +88,12 @@ until finished; do
     kubectl get resourceclaims -n "$NAMESPACE" \
       -o custom-columns='NAME:.metadata.name,DEVICE:.status.allocation.devices.results[0].device,RESERVED FOR:.status.reservedFor[*].name,MPS:.metadata.annotations.horus\.dev/sharing'
   fi
+  if [[ $HORUS_BINDING == reserve ]]; then
+    echo
+    echo "== kubectl get pods -n horus-reservation   (one per GPU Horus uses; each holds nvidia.com/gpu: 1)"
+    kubectl get pods -n horus-reservation \
+      -o custom-columns='NAME:.metadata.name,NODE:.spec.nodeName,PHASE:.status.phase,GPU:.metadata.annotations.reservation\.horus\.dev/gpu-uuid'
+  fi
   sleep 2
 done
 echo "== final state"
@@ -117,6 +128,11 @@ echo
 if [[ $HORUS_BINDING == dra ]]; then
   echo "== ResourceClaims left in $NAMESPACE (each is deleted once its last job ended)"
   kubectl get resourceclaims -n "$NAMESPACE"
+  echo
+fi
+if [[ $HORUS_BINDING == reserve ]]; then
+  echo "== reservation pods left (each is deleted once no job holds its GPU)"
+  kubectl get pods -n horus-reservation
   echo
 fi
 echo "KUBECONFIG=$KUBECONFIG   (stop it with: make cluster-down)"

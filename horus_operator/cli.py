@@ -12,6 +12,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("horus_operator.commands.cluster:cluster", "Local control plane with fake GPU nodes."),
     "run": ("horus_operator.commands.run:run", "Run the DLJob operator."),
     "agent": ("horus_operator.commands.agent:agent", "Run the GPU node agent (NVML telemetry)."),
+    "reserve": (
+        "horus_operator.commands.reserve:reserve",
+        "A reservation pod: report its GPU, then hold it.",
+    ),
     "features": ("horus_operator.commands.features:features", "Print graph features of an ONNX model."),
     "predict": ("horus_operator.commands.predict:predict", "Predict utilization and co-location slowdown."),
     "train": ("horus_operator.commands.predict:train", "Retrain the prediction models from measurements."),

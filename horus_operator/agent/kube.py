@@ -1,5 +1,6 @@
 """The agent's only door to the API server (kubernetes client library): read its node and the pods
-bound to it, create its GPUNode and patch its status, and (fake backend) publish its ResourceSlice.
+bound to it, create its GPUNode and patch its status, (fake backend) publish its ResourceSlice, and
+annotate a reservation pod with its GPU (`horus reserve`; the fake agent on a local cluster).
 Errors surface as `ApiUnavailableError`."""
 
 from __future__ import annotations
@@ -47,6 +48,15 @@ def read_node(name: str, api_client: client.ApiClient | None = None) -> NodeInfo
     return NodeInfo(name=name, uid=node.metadata.uid, labels=dict(node.metadata.labels or {}))
 
 
+def annotate_pod(
+    namespace: str, name: str, annotations: Mapping[str, str], api_client: client.ApiClient | None = None
+) -> None:
+    """Merge `annotations` into a pod's (a reservation's reported GPU: agent/reserve.py)."""
+    body = {"metadata": {"annotations": dict(annotations)}}
+    with _translated_errors():
+        client.CoreV1Api(api_client).patch_namespaced_pod(name, namespace, body)
+
+
 def gpu_node_names(api_client: client.ApiClient | None = None) -> list[str]:
     """Nodes GPU Feature Discovery labelled as having GPUs (to run a whole fake cluster's agents)."""
     with _translated_errors():
@@ -80,6 +90,9 @@ class NodeApi:
                     raise
                 self._create()
                 self._patch_status(status)
+
+    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        annotate_pod(namespace, name, annotations, self._core.api_client)
 
     def publish_devices(self, body: Mapping[str, Any]) -> None:
         """Creates the node's ResourceSlice `body`, or replaces the stored one when it differs."""

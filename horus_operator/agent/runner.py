@@ -11,11 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from horus_operator.agent import gpunode, summary
+from horus_operator.agent import gpunode, reserve, summary
 from horus_operator.agent.backend import NvmlBackend
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.agent.pacing import PublishPacer
 from horus_operator.agent.readings import GpuReading, NvmlUnavailableError, PodInfo, Sample
+from horus_operator.api import keys
 
 log = logging.getLogger(__name__)
 MAX_WINDOW_SAMPLES = 1000
@@ -30,6 +31,8 @@ class NodeApi(Protocol):
 
     def publish_devices(self, body: Mapping[str, Any]) -> None: ...
 
+    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
 
 @dataclass
 class Agent:
@@ -43,6 +46,9 @@ class Agent:
     # The node's GPUs as a ResourceSlice, kept published (the fake backend stands in for NVIDIA's DRA
     # driver on kwok nodes); None: the driver publishes them, or nobody does.
     devices: Mapping[str, Any] | None = None
+    # The node's GPU UUIDs, in index order, where the fake backend plays the reservation pods' NVML step
+    # (agent/reserve.py: kwok nodes have no device plugin); empty: the reservations report themselves.
+    reservable: tuple[str, ...] = ()
     _devices_published: bool = False
     _devices_error: str | None = None
     _pods: Sequence[PodInfo] = ()
@@ -72,9 +78,18 @@ class Agent:
         try:
             self._pods = self.api.pods()
             self._pods_refreshed_at = now
+            self._report_reservations()
         except self.api_error as error:  # keep the last known pods and back off like a failed publish
             delay = self.pacer.failed(now)
             log.warning("listing pods on %s failed, retrying in %.1fs: %s", self.node, delay, error)
+
+    def _report_reservations(self) -> None:
+        """Fake backend: each reservation pod on the node that has not reported gets a free GPU's UUID."""
+        if not self.reservable:
+            return
+        for (namespace, name), uuid in reserve.reservations_to_report(self._pods, self.reservable).items():
+            self.api.annotate(namespace, name, {keys.ANNOTATION_RESERVED_GPU: uuid})
+            log.info("reservation %s/%s on %s reports GPU %s", namespace, name, self.node, uuid)
 
     def _sample(self, now: float) -> summary.NodeSummary:
         try:

@@ -26,6 +26,7 @@ class Binding(StrEnum):
 
     ENV = "env"  # a nodeSelector and NVIDIA_VISIBLE_DEVICES
     DRA = "dra"  # a ResourceClaim per GPU
+    RESERVE = "reserve"  # a reservation pod per GPU asks the device plugin; the pod gets its GPU's UUID
 
 
 class InvalidJob(ValueError):

@@ -84,6 +84,17 @@ ANNOTATION_DESIRED_SHARING = "horus.dev/desired-sharing"  # the config the claim
 ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env or dra (a routed pod asks; Horus records)
 ANNOTATION_CLAIMS = "horus.dev/claims"  # on dra pods: the claims they reference, in GPU order
 
+# `reserve` binding (operator/binding/reserve.py): a reservation pod per Horus GPU slot, asking the device
+# plugin for one GPU so the kubelet's books hold it; it reports the GPU it was given.
+RESERVATION_NAMESPACE = "horus-reservation"
+DEVICE_PLUGIN_RESOURCE = "nvidia.com/gpu"
+LABEL_RESERVATION_NODE = "horus.dev/reservation-node"  # on a reservation pod: the node of its slot
+ANNOTATION_RESERVATION_SLOT = "horus.dev/reservation-slot"  # on a reservation pod: its slot's GPU index
+# Written by the reservation pod itself (`horus reserve`, or the fake agent on a local cluster): the UUID
+# of the GPU the device plugin gave it. Outside horus.dev/, which only the operator may write on a pod
+# (manifests/pod-records.yaml); only the reservation's ServiceAccount may patch pods of its namespace.
+ANNOTATION_RESERVED_GPU = "reservation.horus.dev/gpu-uuid"
+
 # Written by a training job on its own pod: its progress in steps per second (float), read by the agent.
 ANNOTATION_PROGRESS = "horus.dev/progress-steps-per-second"
 # On the ConfigMaps the operator keeps its datasets in (the correction, the observed co-locations).

@@ -183,6 +183,7 @@ def run_node(
         pacer=PublishPacer(interval=settings.publish_interval, backoff=Backoff()),
         sample_interval=settings.sample_interval,
         devices=_fake_devices(backend, node_info),
+        reservable=_fake_gpus(backend),
     )
     log.info(
         "agent for %s: backend %s%s, sample every %ss, publish every %ss",
@@ -201,6 +202,14 @@ def _fake_devices(backend: object, node: kube.NodeInfo) -> dict[str, object] | N
     if not isinstance(backend, FakeBackend):
         return None
     return resourceslice.fake_slice(backend.inventory, node.uid)
+
+
+def _fake_gpus(backend: object) -> tuple[str, ...]:
+    """The fake backend's GPU UUIDs: it reports them to reservation pods, as their `horus reserve` would."""
+    if not isinstance(backend, FakeBackend):
+        return ()
+    inventory = backend.inventory
+    return tuple(inventory.uuid(index) for index in range(inventory.count))
 
 
 @agent.command("export-observations")

@@ -64,8 +64,27 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     show_default=True,
     envvar="HORUS_BINDING",
     help="How pods get their GPU, for DLJobs without spec.binding: env (nodeSelector + "
-    "NVIDIA_VISIBLE_DEVICES) or dra (a ResourceClaim per GPU; needs resource.k8s.io/v1 and "
-    "NVIDIA's DRA driver).",
+    "NVIDIA_VISIBLE_DEVICES), dra (a ResourceClaim per GPU; needs resource.k8s.io/v1 and "
+    "NVIDIA's DRA driver) or reserve (a reservation pod per GPU asks NVIDIA's device plugin for it).",
+)
+@click.option(
+    "--reservation-image",
+    default=Defaults.reservation_image,
+    show_default=True,
+    envvar="HORUS_RESERVATION_IMAGE",
+    help="reserve binding: the reservation pods' image (the operator's own: it runs `horus reserve`).",
+)
+@click.option(
+    "--reservation-runtime-class",
+    default="",
+    envvar="HORUS_RESERVATION_RUNTIME_CLASS",
+    help="reserve binding: the reservation pods' runtimeClassName (e.g. nvidia) [default: none].",
+)
+@click.option(
+    "--reservation-priority-class",
+    default="",
+    envvar="HORUS_RESERVATION_PRIORITY_CLASS",
+    help="reserve binding: the reservation pods' priorityClassName [default: none].",
 )
 @click.option(
     "--sharing",
@@ -149,6 +168,9 @@ def run(
     api_workers: int,
     telemetry_ttl_seconds: float,
     binding: str,
+    reservation_image: str,
+    reservation_runtime_class: str,
+    reservation_priority_class: str,
     sharing: str,
     migration_over_limit_seconds: float,
     migration_restart_cost_seconds: float,
@@ -183,6 +205,9 @@ def run(
         api_workers=api_workers,
         telemetry_ttl_seconds=telemetry_ttl_seconds,
         binding=Binding(binding),
+        reservation_image=reservation_image,
+        reservation_runtime_class=reservation_runtime_class,
+        reservation_priority_class=reservation_priority_class,
         sharing=Sharing(sharing),
         migration_restart_cost_seconds=migration_restart_cost_seconds,
         migration_cooldown_seconds=migration_cooldown_seconds,

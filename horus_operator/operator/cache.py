@@ -24,6 +24,8 @@ from typing import Any, TypeVar
 from horus_operator.api import keys
 from horus_operator.api.dljob import Binding
 from horus_operator.operator import cluster_view, compact
+from horus_operator.operator.binding import reservations
+from horus_operator.operator.binding.reservations import ReservationView
 from horus_operator.operator.cluster_view import NodesSummary, NodeView
 from horus_operator.operator.dra import claims as claim_views
 from horus_operator.operator.dra import slices
@@ -88,6 +90,7 @@ class ClusterCache:
         # at 10,000 env-bound jobs (docs/benchmarks.md).
         self._dra_jobs: dict[str, None] = {}
         self.claims_changed = False
+        self.reservations: dict[str, ReservationView] = {}  # reserve binding: by pod name
         # "namespace/name" of every PersistentVolumeClaim not being deleted: a job waits for those its
         # template names (jobs/volumes.py). Names only: nothing else of a claim is read.
         self.volume_claims: dict[str, None] = {}
@@ -285,6 +288,32 @@ class ClusterCache:
         self.claims[claim.id] = claim
         self._claim_changed(claim, inventory=previous is None or previous.allocated != claim.allocated)
 
+    def put_reservation(self, body: Mapping[str, Any]) -> None:
+        """A reservation pod (`binding/reservations.py`): placements waiting for its GPU try again."""
+        reservation = reservations.view(body)
+        if reservation is None or _uid(body) in self._deleted:
+            return
+        self._note("reservation", reservation.name, body)
+        self.reservations[reservation.name] = reservation
+        self.nodes_changed = True
+        self.wake.set()
+
+    def deleted_reservation(self, name: str) -> None:
+        """Deleted by the operator: gone at once (grace 0), before its watch event says so."""
+        if self.reservations.pop(name, None) is not None:
+            self.nodes_changed = True
+            self.wake.set()
+
+    def drop_reservation(self, body: Mapping[str, Any]) -> None:
+        reservation = reservations.view(body)
+        if reservation is None:
+            return
+        self._note("reservation", reservation.name, body)
+        self._deleted.add(_uid(body))
+        self.reservations.pop(reservation.name, None)
+        self.nodes_changed = True
+        self.wake.set()
+
     def drop_claim(self, body: Mapping[str, Any]) -> None:
         self._note("claim", job_key(body), body)
         self._deleted.add(_uid(body))
@@ -355,6 +384,7 @@ class ClusterCache:
         claims: Iterable[Mapping[str, Any]] = (),
         resource_slices: Iterable[Mapping[str, Any]] = (),
         volume_claims: Iterable[Mapping[str, Any]] = (),
+        reservation_pods: Iterable[Mapping[str, Any]] = (),
     ) -> None:
         """Start from full listings (truth after a restart or a lost lease), requested after
         `resyncing`; what the watches wrote meanwhile stands unless the listing is provably newer."""
@@ -377,6 +407,12 @@ class ClusterCache:
         merged_volume_claims = _merge(
             self.volume_claims, _keyed(live_claims, job_key, lambda _: None), watched["volume_claim"]
         )
+        listed_reservations = {
+            view.name: (_version(body), view)
+            for body in reservation_pods
+            if (view := reservations.view(body)) is not None
+        }
+        merged_reservations = _merge(self.reservations, listed_reservations, watched["reservation"])
         self.jobs.clear()
         self.jobs.update(merged_jobs)
         self.pods.clear()
@@ -392,6 +428,7 @@ class ClusterCache:
         self.claims = {claim.id: claim for claim in merged_claims.values()}
         self.slices = merged_slices
         self.volume_claims = merged_volume_claims
+        self.reservations = merged_reservations
         self.nodes_changed = self.claims_changed = True
         self._holders_changed = None
         self.mark(stale_jobs | set(self.jobs) | set(self.pods))
@@ -418,7 +455,7 @@ class ClusterCache:
         return [pod for job_pods in self.pods.values() for pod in job_pods.values()]
 
 
-_KINDS = ("job", "pod", "node", "claim", "slice", "volume_claim")
+_KINDS = ("job", "pod", "node", "claim", "slice", "volume_claim", "reservation")
 
 
 class _Tombstones:

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from horus_operator.api.dljob import Binding
+from horus_operator.operator.binding.reservations import ReservationSettings
 from horus_operator.operator.dra.claims import Sharing
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.preemption import PreemptionSettings
 from horus_operator.placement.queueorder import DEFAULT_MAX_WAIT_S, Ordering, QueueOrder, Starvation
 
 # The settings' defaults, read from instances: a compiled dataclass's class attribute is a descriptor.
-_MOVES, _PREEMPTION = MoveSettings(), PreemptionSettings()
+_MOVES, _PREEMPTION, _RESERVATION = MoveSettings(), PreemptionSettings(), ReservationSettings()
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,11 @@ class OperatorConfig:
     binding: Binding = Binding.ENV  # for DLJobs that do not set spec.binding (docs/operator.md)
     sharing: Sharing = Sharing.AUTO  # how co-tenants share a GPU (claims.Sharing)
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
+    # `reserve` binding: the reservation pods' image (the operator's own: it carries `horus reserve`),
+    # runtime class and priority class ("": none) (operator/binding/reservations.py)
+    reservation_image: str = _RESERVATION.image
+    reservation_runtime_class: str = ""
+    reservation_priority_class: str = ""
     # Moving jobs that allow it (placement/moves.py: MoveSettings, whose defaults these are)
     migration_restart_cost_seconds: float = _MOVES.restart_cost_s
     migration_cooldown_seconds: float = _MOVES.cooldown_s
@@ -92,6 +98,14 @@ class OperatorConfig:
     def not_ready_grace(self) -> timedelta:
         return timedelta(seconds=self.not_ready_grace_seconds)
 
+    @property
+    def reservation(self) -> ReservationSettings:
+        return ReservationSettings(
+            image=self.reservation_image,
+            runtime_class=self.reservation_runtime_class,
+            priority_class=self.reservation_priority_class,
+        )
+
 
 @dataclass(frozen=True)
 class LoopConfig:
@@ -120,3 +134,4 @@ class LoopConfig:
     ordering: Ordering = field(default_factory=Ordering)  # the queue order (placement/queueorder.py)
     # under `las`: running jobs preempted for waiting ones (moves/preempter.py)
     preemption: PreemptionSettings = field(default_factory=PreemptionSettings)
+    reservation: ReservationSettings = field(default_factory=ReservationSettings)  # `reserve` binding

@@ -80,6 +80,9 @@ kopf.on.event(keys.GROUP, keys.VERSION, keys.PLURAL, id="dljob_changed")(
 kopf.on.event("", "v1", "pods", labels={keys.LABEL_JOB: kopf.PRESENT}, id="pod_changed")(
     mirror(ClusterCache.put_pod, ClusterCache.drop_pod)
 )
+kopf.on.event("", "v1", "pods", labels={keys.LABEL_RESERVATION_NODE: kopf.PRESENT}, id="reservation_changed")(
+    mirror(ClusterCache.put_reservation, ClusterCache.drop_reservation)
+)
 kopf.on.event("", "v1", "nodes", id="node_changed")(mirror(ClusterCache.put_node, ClusterCache.drop_node))
 kopf.on.event("", "v1", "persistentvolumeclaims", id="volume_claim_changed")(
     mirror(ClusterCache.put_volume_claim, ClusterCache.drop_volume_claim)

@@ -133,6 +133,14 @@ class Kube:
             listing = await self.raw(self._core.list_pod_for_all_namespaces, label_selector=selector)
         return listing["items"]
 
+    async def list_reservation_pods(self) -> list[dict[str, Any]]:
+        """The `reserve` binding's reservation pods (operator/binding/reservations.py)."""
+        selector = keys.LABEL_RESERVATION_NODE
+        listing = await self.raw(
+            self._core.list_namespaced_pod, keys.RESERVATION_NAMESPACE, label_selector=selector
+        )
+        return listing["items"]
+
     async def list_managed_pods(self, namespace: str | None) -> list[dict[str, Any]]:
         """The pod route's pods: labelled `horus.dev/managed: "true"` (by their owner or the webhook)."""
         selector = f"{keys.LABEL_MANAGED}=true"

@@ -89,7 +89,7 @@ class SchedulingLoop:
             if config.ordering.order == QueueOrder.LAS
             else None
         )
-        self._bindings = served.bindings(kube, cache, config)
+        self._bindings = served.bindings(kube, cache, config, clock)
         self._views = ClusterViews(
             cache=cache,
             bindings=self._bindings,
@@ -158,14 +158,16 @@ class SchedulingLoop:
         namespace = self._config.namespace
         dra = self._config.dra_served
         with self._cache.resyncing():  # the watches keep running: their events meanwhile beat the lists
-            jobs, horus_pods, nodes, resource_claims, resource_slices, volume_claims = await asyncio.gather(
+            listed = await asyncio.gather(
                 self._kube.list_dljobs(namespace),
                 self._kube.list_horus_pods(namespace),
                 self._kube.list_nodes(),
                 self._kube.list_claims(namespace) if dra else _nothing(),
                 self._kube.list_slices() if dra else _nothing(),
                 self._kube.list_volume_claims(namespace),
+                self._kube.list_reservation_pods(),
             )
+            jobs, horus_pods, nodes, resource_claims, resource_slices, volume_claims, reserving = listed
             self._cache.replace_all(
                 jobs=jobs,
                 pods=horus_pods,
@@ -173,6 +175,7 @@ class SchedulingLoop:
                 claims=resource_claims,
                 resource_slices=resource_slices,
                 volume_claims=volume_claims,
+                reservation_pods=reserving,
             )
         await self._reader.read_tenancy(self._clock())
         if self._podroute is not None:

@@ -156,8 +156,9 @@ class Placer:
             assignment=assignment,
             attempt=pending.attempt,
             hostname=hostname,
-            gpu_uuids=uuids,
+            gpu_uuids=binder.gpu_uuids(assignment, uuids),
             claims=binder.pod_claims(assignment, uuids),
+            binding=pending.binding,
         )
         await self._maker.make(placement, pending.binding, moving=pending.moving, now=now)
 

@@ -141,6 +141,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
             own_namespace=config.lease_namespace,
             ordering=config.ordering,
             preemption=config.preemption,
+            reservation=config.reservation,
         ),
         clock=clock,
         on_resync=learning.restore,

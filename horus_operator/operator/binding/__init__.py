@@ -5,8 +5,8 @@ says, at four points of a cycle:
 - `prepare`: what the cycle's new placements need before their pods exist (DRA: the ResourceClaims
   of their GPUs, with their co-tenants' sharing config);
 - `unready`: why a placement's pod cannot be made yet (DRA: a GPU no ResourceSlice lists);
-- `pod_claims`: what the pod gets beside the placement record (DRA: its claims; `env`: nothing beyond
-  `NVIDIA_VISIBLE_DEVICES`, which every pod's record carries);
+- `gpu_uuids`, `pod_claims`: what the pod gets beside the placement record: the GPUs it is told
+  (`reserve`: those the device plugin gave the slots' reservations), its claims (DRA);
 - `repair`: what a cycle brings in line afterwards, level-triggered (DRA: claims missing, unused or
   with tenants changed);
 and `taken` the GPUs others hold that the cluster view must count (DRA: claims not Horus's), read
@@ -40,6 +40,8 @@ class Binder(Protocol):
 
     def unready(self, assignment: Assignment, uuids: Sequence[str | None]) -> str | None: ...
 
+    def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]: ...
+
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]: ...
 
     async def repair(self, changed: bool) -> None: ...
@@ -58,6 +60,9 @@ class EnvBinder:
 
     def unready(self, assignment: Assignment, uuids: Sequence[str | None]) -> str | None:
         return None
+
+    def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]:
+        return tuple(uuids)
 
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
         return ()

@@ -40,6 +40,9 @@ class DraBinder:
         where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
         return f"waiting: {where} is in no ResourceSlice of {GPU_DRIVER}"
 
+    def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]:
+        return tuple(uuids)
+
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
         return claims.claim_names(assignment.node, uuids)
 

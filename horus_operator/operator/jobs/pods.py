@@ -49,6 +49,7 @@ class Placement:
     hostname: str
     gpu_uuids: tuple[str | None, ...] = ()
     claims: tuple[str, ...] = ()  # DRA binding: the ResourceClaim of each GPU, in GPU order
+    binding: str = ""  # recorded on the pod; "" says it by its claims (dra with claims, else env)
 
 
 def claim_reference(position: int) -> str:
@@ -136,7 +137,7 @@ def placement_annotations(placement: Placement) -> dict[str, str]:
             {**predicted(assignment), **_predicted_shape(placement.job)}, sort_keys=True
         ),
         keys.ANNOTATION_COLOCATED: pod_annotations.join(assignment.colocated_with),
-        keys.ANNOTATION_BINDING: "dra" if placement.claims else "env",
+        keys.ANNOTATION_BINDING: str(placement.binding) or ("dra" if placement.claims else "env"),
     }
     if placement.claims:
         annotations[keys.ANNOTATION_CLAIMS] = pod_annotations.join(placement.claims)

@@ -27,6 +27,7 @@ class RecordingApi:
         self.devices: list[dict[str, Any]] = []
         self.refusing = False
         self.refusing_devices = False
+        self.annotated: list[tuple[str, str, dict[str, str]]] = []
 
     def pods(self) -> list[PodInfo]:
         if self.refusing:
@@ -42,6 +43,9 @@ class RecordingApi:
         if self.refusing_devices:
             raise Refused("resourceslices is forbidden")
         self.devices.append(body)
+
+    def annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        self.annotated.append((namespace, name, annotations))
 
 
 class BreakableBackend(FakeBackend):

@@ -149,7 +149,10 @@ class FakeKube:
         return copy.deepcopy(list(self.jobs.values()))
 
     async def list_horus_pods(self, namespace: str | None) -> list[dict[str, Any]]:
-        return copy.deepcopy(list(self.pods.values()))
+        return copy.deepcopy([pod for pod in self.pods.values() if not _reservation(pod)])
+
+    async def list_reservation_pods(self) -> list[dict[str, Any]]:
+        return copy.deepcopy([pod for pod in self.pods.values() if _reservation(pod)])
 
     async def list_nodes(self) -> list[dict[str, Any]]:
         return copy.deepcopy(list(self.nodes.values()))
@@ -214,3 +217,7 @@ class FakeKube:
 
     async def post_event(self, involved: dict[str, Any], *, kind: str, reason: str, message: str) -> None:
         self.events.append((involved["metadata"]["name"], reason, message))
+
+
+def _reservation(pod: dict[str, Any]) -> bool:
+    return keys.LABEL_RESERVATION_NODE in (pod["metadata"].get("labels") or {})

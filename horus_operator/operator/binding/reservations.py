@@ -1,0 +1,155 @@
+"""`reserve` binding, pure: the reservation pods Horus keeps, one per GPU slot it uses, and what to do
+with those that exist.
+
+A slot is a node and a GPU index of Horus's books. Its reservation pod (namespace `horus-reservation`,
+named after the slot) asks NVIDIA's device plugin for `nvidia.com/gpu: 1` on that node, so the kubelet
+and kube-scheduler count the GPU taken: no pod of another scheduler is given it, and kube-scheduler's own
+fit check refuses a reservation where the plugin has no GPU left. The plugin, not Horus, picks the
+physical GPU; the reservation reports its UUID (`horus reserve` reads it through NVML) in an annotation,
+and the job's pods on the slot get that UUID as `NVIDIA_VISIBLE_DEVICES`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from horus_operator.api import keys
+from horus_operator.operator.dra.claims import dns_name
+
+Slot = tuple[str, int]  # (node, GPU index)
+ENDED = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class ReservationSettings:
+    """What the platform team sets (`horus run --reservation-*`, the chart's `reservation.*`)."""
+
+    image: str = "horus-operator:latest"  # the operator's own image: it carries `horus reserve`
+    runtime_class: str = ""  # e.g. "nvidia" where the GPU Operator's runtime is not the default
+    priority_class: str = ""  # above the workloads it must not be preempted by
+    service_account: str = "horus-reservation"  # may patch pods of its namespace (its own annotation)
+    report_timeout_s: float = 60.0  # a reservation that has not reported its GPU by then is replaced
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    name: str
+    node: str
+    index: int
+    uuid: str  # "" until it reports
+    phase: str
+    deleting: bool
+    created_at: datetime | None
+
+    @property
+    def slot(self) -> Slot:
+        return (self.node, self.index)
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.uuid) and not self.deleting and self.phase not in ENDED
+
+
+def name(slot: Slot) -> str:
+    node, index = slot
+    return f"gpu-{dns_name(node)}-{index}"
+
+
+def view(body: Mapping[str, Any]) -> ReservationView | None:
+    """A reservation pod as Horus reads it; None for a pod that is not one (or whose slot is unreadable)."""
+    meta = body.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    node = labels.get(keys.LABEL_RESERVATION_NODE)
+    try:
+        index = int(annotations.get(keys.ANNOTATION_RESERVATION_SLOT, ""))
+    except ValueError:
+        return None
+    if not node:
+        return None
+    created = meta.get("creationTimestamp")
+    return ReservationView(
+        name=str(meta.get("name", "")),
+        node=node,
+        index=index,
+        uuid=str(annotations.get(keys.ANNOTATION_RESERVED_GPU, "")),
+        phase=str((body.get("status") or {}).get("phase") or "Pending"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        created_at=datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None,
+    )
+
+
+def body(slot: Slot, hostname: str, settings: ReservationSettings) -> dict[str, Any]:
+    """The reservation pod of `slot`: pinned to its node by hostname, one GPU of the device plugin's,
+    tiny requests, every taint tolerated (it goes where Horus chose), as locked down as a pod can be
+    (Pod Security "restricted")."""
+    node, index = slot
+    container = {
+        "name": "reserve",
+        "image": settings.image,
+        "args": ["reserve"],
+        "env": [
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+        ],
+        "resources": {
+            "requests": {"cpu": "5m", "memory": "48Mi"},
+            "limits": {keys.DEVICE_PLUGIN_RESOURCE: "1", "memory": "96Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    spec: dict[str, Any] = {
+        "nodeSelector": {keys.LABEL_HOSTNAME: hostname},
+        "tolerations": [{"operator": "Exists"}],
+        "serviceAccountName": settings.service_account,
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 0,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+    }
+    if settings.runtime_class:
+        spec["runtimeClassName"] = settings.runtime_class
+    if settings.priority_class:
+        spec["priorityClassName"] = settings.priority_class
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name(slot),
+            "namespace": keys.RESERVATION_NAMESPACE,
+            "labels": {keys.LABEL_MANAGED_BY: keys.MANAGER, keys.LABEL_RESERVATION_NODE: node},
+            "annotations": {keys.ANNOTATION_RESERVATION_SLOT: str(index)},
+        },
+        "spec": spec,
+    }
+
+
+def to_delete(
+    existing: Iterable[ReservationView], wanted: Iterable[Slot], now: datetime, report_timeout_s: float
+) -> list[ReservationView]:
+    """The reservations to delete: those no pod holds nor a placement awaits (`wanted`), those that ended
+    (evicted, failed), and those that have not reported a GPU within `report_timeout_s` (replaced when
+    a placement wants their slot again)."""
+    keep = set(wanted)
+    doomed = []
+    for reservation in existing:
+        if reservation.deleting:
+            continue
+        silent = (
+            not reservation.uuid
+            and reservation.created_at is not None
+            and (now - reservation.created_at).total_seconds() > report_timeout_s
+        )
+        if reservation.slot not in keep or reservation.phase in ENDED or silent:
+            doomed.append(reservation)
+    return doomed

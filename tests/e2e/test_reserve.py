@@ -1,0 +1,109 @@
+"""`reserve` binding end to end on the real local control plane (issue 47): `horus run --binding
+reserve`, the kwok nodes advertising `nvidia.com/gpu` as NVIDIA's device plugin would, and the fake
+agents playing the reservation pods' NVML step (kwok runs no container: the agent writes a GPU of its
+node's inventory on each reservation that has not reported, as `horus reserve` would).
+
+What is checked is the books: Horus's GPUs are held in the kubelet's count by its reservation pods, so
+kube-scheduler gives a plain pod asking `nvidia.com/gpu` only the GPUs Horus does not use, and refuses it
+once none is left; co-tenants share one reservation's GPU, which their pods are told by UUID.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import dra_harness
+import pytest
+from dljob_harness import apply, dljobs, get_json, horus_pods, only_nodes, predicted_pairs, wait_phases
+
+from horus_operator import devcluster
+from horus_operator.api import keys
+from horus_operator.testing.builders import IMAGE, DLJobBuilder
+from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, wait_for
+
+pytestmark = pytest.mark.e2e
+
+NODE = "gpu-node-1"  # 4 GPUs
+RESERVATIONS = keys.RESERVATION_NAMESPACE
+
+
+@pytest.fixture(scope="module")
+def operator(
+    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The reservations' namespace as manifests/ ship it, the fake agents, `horus run --binding reserve`."""
+    logs = tmp_path_factory.mktemp("reserve")
+    cluster.kubectl("apply", "-f", str(REPO / "manifests" / "reservation.yaml"))
+    settings = {**FAST_SETTINGS, "HORUS_BINDING": "reserve", "HORUS_RESERVATION_IMAGE": IMAGE}
+    process = OperatorProcess(cluster, logs / "operator.log", settings=settings)
+    with dra_harness.publishing_slices(cluster, logs):
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()
+            cluster.kubectl("delete", "pods", "--all", "-n", RESERVATIONS, "--wait=false", check=False)
+
+
+def _reservations(cluster: devcluster.LocalCluster) -> list[dict[str, Any]]:
+    return get_json(cluster, RESERVATIONS, "pods")["items"]
+
+
+def _visible(pod: dict[str, Any]) -> str:
+    env = pod["spec"]["containers"][0]["env"]
+    return next(e["value"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES")
+
+
+def _plain(name: str, gpus: int) -> dict[str, Any]:
+    """A pod of another scheduler's (kube-scheduler's), asking the device plugin for GPUs."""
+    resources = {"limits": {keys.DEVICE_PLUGIN_RESOURCE: str(gpus)}}
+    container = {"name": "c", "image": IMAGE, "resources": resources}
+    spec = {"nodeSelector": {keys.LABEL_HOSTNAME: NODE}, "containers": [container]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def _phase(cluster: devcluster.LocalCluster, namespace: str, name: str) -> str:
+    return str(get_json(cluster, namespace, "pod", name).get("status", {}).get("phase"))
+
+
+def test_reservations_hold_horuss_gpus_in_the_kubelets_books_and_co_tenants_share_one(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    (first, second), _ = predicted_pairs()
+    pair = [
+        DLJobBuilder(f"pair-{i}").model(architecture=model).batch_size(batch).spec(maxSlowdown=3.0).obj()
+        for i, (model, batch) in enumerate([first, second])
+    ]
+    alone = [DLJobBuilder(f"alone-{i}").spec(maxSlowdown=1.0).obj() for i in range(3)]  # whole GPUs
+    with only_nodes(cluster, [NODE]):  # 4 GPUs: three held whole, the pair shares the fourth
+        for job in (*alone, *pair):
+            apply(cluster, namespace, job)
+            wait_phases(cluster, namespace, [job["metadata"]["name"]], {"Running"}, timeout=90)
+        reservations = _reservations(cluster)
+        assert len(reservations) == 4, [r["metadata"]["name"] for r in reservations]
+        reported = {r["metadata"]["annotations"][keys.ANNOTATION_RESERVED_GPU] for r in reservations}
+        assert len(reported) == 4  # the plugin (here the fake agent) gave each reservation its own GPU
+        pods = {p["metadata"]["labels"][keys.LABEL_JOB]: p for p in horus_pods(cluster, namespace)}
+        assert _visible(pods["pair-0"]) == _visible(pods["pair-1"])  # co-tenants: one slot, one GPU
+        assert {_visible(pod) for pod in pods.values()} == reported
+        assert {p["metadata"]["annotations"][keys.ANNOTATION_BINDING] for p in pods.values()} == {"reserve"}
+
+        # The kubelet's books hold Horus's four GPUs, though Horus's own pods ask no nvidia.com/gpu:
+        # another scheduler's pod asking one is refused, until a Horus job ends and frees its slot.
+        apply(cluster, namespace, _plain("other", 1))
+        refused = wait_for(lambda: _unschedulable(cluster, namespace, "other"), timeout=60, what="refused")
+        assert "nvidia.com/gpu" in refused
+        cluster.kubectl("delete", "dljob", "alone-0", "-n", namespace)
+        wait_for(lambda: len(_reservations(cluster)) == 3, timeout=60, what="alone-0's reservation gone")
+        wait_for(lambda: _phase(cluster, namespace, "other") == "Running", timeout=60, what="other running")
+        phases = {name: job["status"]["phase"] for name, job in dljobs(cluster, namespace).items()}
+        assert set(phases.values()) == {"Running"} and len(phases) == 4
+
+
+def _unschedulable(cluster: devcluster.LocalCluster, namespace: str, name: str) -> str:
+    conditions = get_json(cluster, namespace, "pod", name).get("status", {}).get("conditions") or []
+    return next(
+        (json.dumps(c) for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"), ""
+    )

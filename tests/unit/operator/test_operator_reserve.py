@@ -1,0 +1,108 @@
+"""`reserve` binding in the scheduling loop (operator/binding/reserve.py): a reservation pod per GPU slot
+asks the device plugin for the GPU; the job's pod is made once the reservation reports its UUID, and
+gets that UUID; co-tenants reuse the slot's reservation; one no pod holds goes, and one that never
+reports is replaced."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from operator_builders import FakeKube, gpu_node
+from test_operator_loop import NOW, FixedPredictor, _catalog, _settle
+
+from horus_operator.api import keys
+from horus_operator.operator.cache import ClusterCache, job_key
+from horus_operator.operator.config import LoopConfig
+from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.loop import SchedulingLoop
+from horus_operator.placement.registry import make_policy
+from horus_operator.testing.builders import DLJobBuilder
+
+RESERVATIONS = keys.RESERVATION_NAMESPACE
+
+
+def _loop(kube: FakeKube, clock: list) -> SchedulingLoop:
+    return SchedulingLoop(
+        kube=kube,  # type: ignore[arg-type]
+        cache=ClusterCache(),
+        policy=make_policy("horus", predictor=FixedPredictor()),
+        resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
+        config=LoopConfig(binding=keys_binding()),
+        clock=lambda: clock[0],
+    )
+
+
+def keys_binding() -> Any:
+    from horus_operator.api.dljob import Binding
+
+    return Binding.RESERVE
+
+
+def _reservations(kube: FakeKube) -> dict[str, dict[str, Any]]:
+    return {k: p for k, p in kube.pods.items() if k.startswith(f"{RESERVATIONS}/")}
+
+
+def _job_pods(kube: FakeKube) -> dict[str, dict[str, Any]]:
+    return {k: p for k, p in kube.pods.items() if not k.startswith(f"{RESERVATIONS}/")}
+
+
+def _report(kube: FakeKube, uuids: dict[str, str]) -> None:
+    """What `horus reserve` (or the fake agent) writes on each reservation pod."""
+    for name, uuid in uuids.items():
+        kube.pods[f"{RESERVATIONS}/{name}"]["metadata"]["annotations"][keys.ANNOTATION_RESERVED_GPU] = uuid
+
+
+def _visible(pod: dict[str, Any]) -> str:
+    env = pod["spec"]["containers"][0]["env"]
+    return next(e["value"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES")
+
+
+def test_a_job_runs_on_the_gpu_its_slots_reservation_reports_and_a_co_tenant_reuses_it() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
+    first = DLJobBuilder.stored("first").spec(maxSlowdown=3.0).obj()
+    kube.jobs[job_key(first)] = first
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop))
+    (reservation,) = _reservations(kube).values()
+    assert reservation["metadata"]["name"] == "gpu-gpu-node-0-0"
+    container = reservation["spec"]["containers"][0]
+    assert container["resources"]["limits"][keys.DEVICE_PLUGIN_RESOURCE] == "1"
+    assert reservation["spec"]["nodeSelector"] == {keys.LABEL_HOSTNAME: "gpu-node-0"}
+    assert _job_pods(kube) == {}  # no pod before the reservation says which GPU the plugin gave it
+    assert "has not reported its GPU yet" in kube.jobs["team-a/first"]["status"]["message"]
+
+    _report(kube, {"gpu-gpu-node-0-0": "GPU-plugin-chose-1"})
+    asyncio.run(_settle(loop))
+    (pod,) = _job_pods(kube).values()
+    assert _visible(pod) == "GPU-plugin-chose-1"
+    annotations = pod["metadata"]["annotations"]
+    assert (annotations[keys.ANNOTATION_BINDING], annotations[keys.ANNOTATION_GPU_UUIDS]) == (
+        "reserve",
+        "GPU-plugin-chose-1",
+    )
+    # The job ends: nothing holds the slot any more, and its reservation goes at once.
+    pod["status"]["phase"] = "Succeeded"
+    asyncio.run(_settle(loop))
+    assert _reservations(kube) == {}
+
+
+def test_a_reservation_no_pod_holds_is_deleted_and_one_that_never_reports_is_replaced() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    job = DLJobBuilder.stored("job").obj()
+    kube.jobs[job_key(job)] = job
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop))
+    first_uid = next(iter(_reservations(kube).values()))["metadata"]["uid"]
+    clock[0] = NOW + timedelta(seconds=61)  # silent past the report timeout
+    asyncio.run(_settle(loop))
+    (again,) = _reservations(kube).values()
+    assert again["metadata"]["uid"] != first_uid  # replaced: the placement still wants the slot
+
+    del kube.jobs["team-a/job"]  # the job is gone before it ever ran: nothing holds the slot
+    clock[0] += timedelta(seconds=61)
+    asyncio.run(_settle(loop))
+    assert _reservations(kube) == {}
