@@ -112,20 +112,23 @@ def gpu_nodes(
     telemetry_ttl: float = DEFAULT_TTL_SECONDS,
     slice_gpus: Iterable[SliceGpu] = (),
     claimed: Mapping[str, str] | None = None,
+    claimed_slots: Mapping[tuple[str, int], str] | None = None,
     previous: tuple[Node, ...] = (),
 ) -> tuple[Node, ...]:
     """`nodes`: the Node objects (`view`); `gpunodes`: the agents' GPUNodes (parsed: `merge`); `now`:
     epoch seconds on the operator's clock, the one the GPUNodes were heard on; `slice_gpus`: the GPUs
     ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
-    (`claims.foreign_holders`); `previous`: the nodes of the last snapshot, handed out again when these
+    (`claims.foreign_holders`); `claimed_slots`: (node, GPU index) -> who holds it outside Horus's books
+    where the GPU is known by its slot alone (`reserve` binding: the device plugin refused a reservation
+    there); `previous`: the nodes of the last snapshot, handed out again when these
     are the very same (the scheduling cycle judges which jobs fit anywhere once per tuple of nodes, a
     walk over every GPU, and a kept index follows them without a look)."""
     listed = slices.by_node(slice_gpus)
     inventory = (_inventory(node, listed.get(node.name)) for node in nodes)
     known = (node for node in inventory if node is not None)
     merged = merge(known, gpunodes, now=now, ttl=telemetry_ttl)
-    if claimed:
-        merged = tuple(_mark_claimed(node, claimed) for node in merged)
+    if claimed or claimed_slots:
+        merged = tuple(_mark_claimed(node, claimed or {}, claimed_slots or {}) for node in merged)
     if len(merged) == len(previous) and all(map(operator.is_, merged, previous)):
         return previous
     return merged
@@ -147,12 +150,13 @@ def _inventory(node: NodeView, listed: list[SliceGpu] | None) -> Node | None:
     return node.labelled
 
 
-def _mark_claimed(node: Node, claimed: Mapping[str, str]) -> Node:
-    if not any(gpu.uuid in claimed for gpu in node.gpus):
+def _mark_claimed(node: Node, claimed: Mapping[str, str], slots: Mapping[tuple[str, int], str]) -> Node:
+    holders = [claimed.get(gpu.uuid or "") or slots.get((node.name, gpu.index), "") for gpu in node.gpus]
+    if not any(holders):
         return node
     gpus = tuple(
-        dataclasses.replace(gpu, claimed_by=claimed.get(gpu.uuid or "", "")) if gpu.uuid in claimed else gpu
-        for gpu in node.gpus
+        dataclasses.replace(gpu, claimed_by=holder) if holder else gpu
+        for gpu, holder in zip(node.gpus, holders, strict=True)
     )
     return dataclasses.replace(node, gpus=gpus)
 

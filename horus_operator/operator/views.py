@@ -75,6 +75,7 @@ class ClusterViews:
             telemetry_ttl=self._telemetry_ttl,
             slice_gpus=self._cache.slice_gpus(),
             claimed=self._bindings.taken(),
+            claimed_slots=self._bindings.taken_slots(),
             previous=self._gpu_nodes,
         )
         return self._gpu_nodes

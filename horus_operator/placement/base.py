@@ -344,7 +344,7 @@ def _stated_share_room(request: JobRequest, slot: GpuSlot) -> str | None:
 NODE_UNSCHEDULABLE = "node not schedulable (cordoned, NotReady or cooling down)"
 GPU_UNHEALTHY = "GPU unhealthy or its agent silent"
 AVOIDED = "node refused this job's pod lately (kube-scheduler)"
-GPU_CLAIMED = "GPU held by another's ResourceClaim"
+GPU_CLAIMED = "GPU held outside Horus (another's ResourceClaim, or the device plugin's)"
 
 
 def summarise_reasons(reasons: Iterable[str], unusable: Iterable[str] = ()) -> str:

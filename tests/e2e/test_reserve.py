@@ -102,8 +102,44 @@ def test_reservations_hold_horuss_gpus_in_the_kubelets_books_and_co_tenants_shar
         assert set(phases.values()) == {"Running"} and len(phases) == 4
 
 
+def _phases(cluster: devcluster.LocalCluster, namespace: str) -> dict[str, str]:
+    return {
+        name: (job.get("status") or {}).get("phase", "") for name, job in dljobs(cluster, namespace).items()
+    }
+
+
+def _on(cluster: devcluster.LocalCluster, node: str) -> list[dict[str, Any]]:
+    return [r for r in _reservations(cluster) if r["spec"]["nodeSelector"][keys.LABEL_HOSTNAME] == node]
+
+
 def _unschedulable(cluster: devcluster.LocalCluster, namespace: str, name: str) -> str:
     conditions = get_json(cluster, namespace, "pod", name).get("status", {}).get("conditions") or []
     return next(
         (json.dumps(c) for c in conditions if c["type"] == "PodScheduled" and c["status"] == "False"), ""
     )
+
+
+def test_where_another_schedulers_pod_holds_a_gpu_horus_passes_that_slot_over(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    # Horus does not watch other schedulers' pods: it learns from kube-scheduler refusing a reservation
+    # for want of a device-plugin GPU, deletes it, and counts that slot taken instead of waiting on it.
+    node = "gpu-node-0"
+    other = _plain("other", 1)
+    other["spec"]["nodeSelector"] = {keys.LABEL_HOSTNAME: node}
+    with only_nodes(cluster, [node]):
+        apply(cluster, namespace, other)
+        wait_for(lambda: _phase(cluster, namespace, "other") == "Running", timeout=60, what="other running")
+        jobs = [DLJobBuilder(f"whole-{i}").spec(maxSlowdown=1.0).obj() for i in range(4)]
+        apply(cluster, namespace, *jobs)
+        wait_for(
+            lambda: (
+                sorted(_phases(cluster, namespace).values()) == ["Queued", "Running", "Running", "Running"]
+            ),
+            timeout=90,
+            what="three jobs running, the fourth waiting",
+        )
+        wait_for(lambda: len(_on(cluster, node)) == 3, timeout=60, what="the refused reservation deleted")
+        waiting = next(j for j in dljobs(cluster, namespace).values() if j["status"]["phase"] == "Queued")
+        assert "GPU" in waiting["status"]["message"]
+        assert len(horus_pods(cluster, namespace)) == 3

@@ -9,8 +9,9 @@ says, at four points of a cycle:
   (`reserve`: those the device plugin gave the slots' reservations), its claims (DRA);
 - `repair`: what a cycle brings in line afterwards, level-triggered (DRA: claims missing, unused or
   with tenants changed);
-and `taken` the GPUs others hold that the cluster view must count (DRA: claims not Horus's), read
-again by `refresh` at the start of each cycle.
+and `taken`, `taken_slots` the GPUs others hold that the cluster view must count (DRA: claims not
+Horus's, by UUID; `reserve`: slots where the device plugin had no GPU left), read again by `refresh` at
+the start of each cycle.
 `Bindings` holds one binder per kind and answers for a placement by its job's binding.
 """
 
@@ -50,6 +51,8 @@ class Binder(Protocol):
 
     def taken(self) -> Mapping[str, str]: ...
 
+    def taken_slots(self) -> Mapping[tuple[str, int], str]: ...
+
 
 class EnvBinder:
     """`env`: the pod is pinned to its node and told its GPUs in `NVIDIA_VISIBLE_DEVICES`; nothing to make
@@ -76,6 +79,9 @@ class EnvBinder:
     def taken(self) -> Mapping[str, str]:
         return {}
 
+    def taken_slots(self) -> Mapping[tuple[str, int], str]:
+        return {}
+
 
 class Bindings:
     """One binder per binding kind; `env` for any kind not served here."""
@@ -84,6 +90,7 @@ class Bindings:
         self._binders = dict(binders)
         self._env = EnvBinder()
         self._taken: dict[str, str] = {}
+        self._taken_slots: dict[tuple[str, int], str] = {}
 
     def of(self, binding: str) -> Binder:
         return self._binders.get(binding, self._env)
@@ -101,7 +108,14 @@ class Bindings:
         for binder in self._binders.values():
             binder.refresh()
         self._taken = {uuid: who for binder in self._binders.values() for uuid, who in binder.taken().items()}
+        self._taken_slots = {
+            s: who for binder in self._binders.values() for s, who in binder.taken_slots().items()
+        }
 
     def taken(self) -> Mapping[str, str]:
         """GPU UUID -> who holds it outside Horus's books, as of the last `refresh`."""
         return self._taken
+
+    def taken_slots(self) -> Mapping[tuple[str, int], str]:
+        """(node, GPU index) -> who holds it outside Horus's books, as of the last `refresh`."""
+        return self._taken_slots

@@ -56,3 +56,6 @@ class DraBinder:
 
     def taken(self) -> Mapping[str, str]:
         return self._foreign
+
+    def taken_slots(self) -> Mapping[tuple[str, int], str]:
+        return {}

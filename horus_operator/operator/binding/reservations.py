@@ -43,6 +43,7 @@ class ReservationView:
     phase: str
     deleting: bool
     created_at: datetime | None
+    refused: str = ""  # kube-scheduler's message while it cannot schedule it ("" once scheduled)
 
     @property
     def slot(self) -> Slot:
@@ -51,6 +52,11 @@ class ReservationView:
     @property
     def ready(self) -> bool:
         return bool(self.uuid) and not self.deleting and self.phase not in ENDED
+
+    @property
+    def no_gpu_left(self) -> bool:
+        """kube-scheduler refuses it for the device plugin's GPUs: others hold every one of the node's."""
+        return f"Insufficient {keys.DEVICE_PLUGIN_RESOURCE}" in self.refused
 
 
 def name(slot: Slot) -> str:
@@ -70,15 +76,24 @@ def view(body: Mapping[str, Any]) -> ReservationView | None:
     if not node:
         return None
     created = meta.get("creationTimestamp")
+    status = body.get("status") or {}
     return ReservationView(
         name=str(meta.get("name", "")),
         node=node,
         index=index,
         uuid=str(annotations.get(keys.ANNOTATION_RESERVED_GPU, "")),
-        phase=str((body.get("status") or {}).get("phase") or "Pending"),
+        phase=str(status.get("phase") or "Pending"),
         deleting=bool(meta.get("deletionTimestamp")),
         created_at=datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None,
+        refused=_refused(status),
     )
+
+
+def _refused(status: Mapping[str, Any]) -> str:
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return str(condition.get("message") or "")
+    return ""
 
 
 def body(slot: Slot, hostname: str, settings: ReservationSettings) -> dict[str, Any]:
@@ -138,8 +153,8 @@ def to_delete(
     existing: Iterable[ReservationView], wanted: Iterable[Slot], now: datetime, report_timeout_s: float
 ) -> list[ReservationView]:
     """The reservations to delete: those no pod holds nor a placement awaits (`wanted`), those that ended
-    (evicted, failed), and those that have not reported a GPU within `report_timeout_s` (replaced when
-    a placement wants their slot again)."""
+    (evicted, failed), those kube-scheduler refuses for want of a device-plugin GPU, and those that have
+    not reported a GPU within `report_timeout_s` (replaced when a placement wants their slot again)."""
     keep = set(wanted)
     doomed = []
     for reservation in existing:
@@ -150,6 +165,6 @@ def to_delete(
             and reservation.created_at is not None
             and (now - reservation.created_at).total_seconds() > report_timeout_s
         )
-        if reservation.slot not in keep or reservation.phase in ENDED or silent:
+        if reservation.slot not in keep or reservation.phase in ENDED or reservation.no_gpu_left or silent:
             doomed.append(reservation)
     return doomed

@@ -15,10 +15,12 @@ from horus_operator.api.dljob import Binding
 from horus_operator.operator.binding import Bound, reservations
 from horus_operator.operator.binding.reservations import ReservationSettings, Slot
 from horus_operator.operator.cache import ClusterCache
+from horus_operator.operator.jobs.pods import PodView
 from horus_operator.operator.kube import Kube
 from horus_operator.placement.types import Assignment
 
 log = logging.getLogger(__name__)
+RESERVATIONS = keys.RESERVATION_NAMESPACE
 
 
 class ReserveBinder:
@@ -27,6 +29,7 @@ class ReserveBinder:
     ) -> None:
         self._kube, self._cache, self._settings, self._clock = kube, cache, settings, clock
         self._awaiting: dict[Slot, datetime] = {}  # slots of placements whose pods wait for a reservation
+        self._elsewhere: dict[Slot, datetime] = {}  # slots the device plugin had no GPU for, and since when
 
     async def prepare(self, placed: Sequence[Bound]) -> None:
         """A reservation for every slot of the cycle's placements that has none (co-tenants reuse one)."""
@@ -43,9 +46,7 @@ class ReserveBinder:
         for index in assignment.gpu_indices:
             reservation = self._cache.reservations.get(reservations.name((assignment.node, index)))
             if reservation is None or not reservation.ready:
-                where = (
-                    f"{reservations.name((assignment.node, index))} in namespace {keys.RESERVATION_NAMESPACE}"
-                )
+                where = f"{reservations.name((assignment.node, index))} in namespace {RESERVATIONS}"
                 return f"waiting: reservation pod {where} has not reported its GPU yet"
         return None
 
@@ -60,39 +61,61 @@ class ReserveBinder:
         return ()
 
     async def repair(self, changed: bool) -> None:
-        """Delete the reservations no pod holds and no placement awaits, those that ended, and those that
-        never reported their GPU (a placement that still wants the slot makes it again)."""
+        """Delete the reservations no pod holds and no placement awaits, those that ended, those the
+        device plugin has no GPU left for (the slot counts taken by others a while), and those that never
+        reported their GPU (a placement that still wants the slot makes it again); then stop the pods
+        whose reservation is gone."""
         now = self._clock()
         timeout = self._settings.report_timeout_s
-        held = {
-            (pod.node, index)
-            for pod in self._cache.all_pods()
-            if pod.binding == Binding.RESERVE and pod.holds_gpus
-            for index in pod.gpu_indices
-        }
+        holding = [p for p in self._cache.all_pods() if p.binding == Binding.RESERVE and p.holds_gpus]
+        held = {(pod.node, index) for pod in holding for index in pod.gpu_indices}
         # A placement waits for its slot until its pod holds it, or the report timeout passes.
         self._awaiting = {
             slot: since
             for slot, since in self._awaiting.items()
             if slot not in held and (now - since).total_seconds() <= timeout
         }
-        existing = self._cache.reservations.values()
+        self._elsewhere = {s: t for s, t in self._elsewhere.items() if (now - t).total_seconds() <= timeout}
+        existing = list(self._cache.reservations.values())
         for doomed in reservations.to_delete(existing, held | set(self._awaiting), now, timeout):
-            log.info(
-                "deleting reservation pod %s/%s (%s)",
-                keys.RESERVATION_NAMESPACE,
-                doomed.name,
-                _why(doomed, held),
-            )
+            log.info("deleting reservation pod %s/%s (%s)", RESERVATIONS, doomed.name, _why(doomed, held))
             self._awaiting.pop(doomed.slot, None)
-            await self._kube.delete_pod(keys.RESERVATION_NAMESPACE, doomed.name)
+            if doomed.no_gpu_left:
+                self._elsewhere[doomed.slot] = now
+            await self._kube.delete_pod(RESERVATIONS, doomed.name)
             self._cache.deleted_reservation(doomed.name)
+        await self._stop_unreserved(holding)
+
+    async def _stop_unreserved(self, holding: Sequence[PodView]) -> None:
+        """A pod whose slot's reservation is gone or ended runs on a GPU the kubelet no longer counts
+        taken, which the device plugin may give another pod: it is stopped, and its job queues again
+        (KAI-Scheduler's binder does the same)."""
+        for pod in holding:
+            lost = [i for i in pod.gpu_indices if not self._reserved((pod.node, i))]
+            if not lost or pod.deleting:
+                continue
+            message = f"pod {pod.name} stopped: the reservation of {pod.node} GPU {lost[0]} is gone"
+            log.warning("%s/%s", pod.namespace, message)
+            job = self._cache.jobs.get(pod.job_key)
+            if job is not None:
+                await self._kube.post_event(job, kind="Warning", reason="ReservationLost", message=message)
+            await self._kube.delete_pod(pod.namespace, pod.name)
+            self._cache.deleted_pod(pod.job_key, pod.name)
+
+    def _reserved(self, slot: Slot) -> bool:
+        reservation = self._cache.reservations.get(reservations.name(slot))
+        return reservation is not None and reservation.ready
 
     def refresh(self) -> None:
         return None
 
     def taken(self) -> Mapping[str, str]:
         return {}
+
+    def taken_slots(self) -> Mapping[Slot, str]:
+        """Slots whose reservation the device plugin had no GPU for: another scheduler's pods hold the
+        node's GPUs (Horus does not watch them); passed over until the report timeout has passed."""
+        return {slot: "another scheduler's nvidia.com/gpu pod (device plugin)" for slot in self._elsewhere}
 
     async def _create(self, slot: Slot) -> None:
         view = self._cache.node_views.get(slot[0])
@@ -105,6 +128,8 @@ class ReserveBinder:
 def _why(reservation: reservations.ReservationView, held: set[Slot]) -> str:
     if reservation.phase in reservations.ENDED:
         return f"it is {reservation.phase}"
+    if reservation.no_gpu_left:
+        return f"the device plugin has no GPU left: {reservation.refused}"
     if not reservation.uuid:
         return "it never reported its GPU"
     return "no pod holds its GPU" if reservation.slot not in held else "replaced"

@@ -106,3 +106,45 @@ def test_a_reservation_no_pod_holds_is_deleted_and_one_that_never_reports_is_rep
     clock[0] += timedelta(seconds=61)
     asyncio.run(_settle(loop))
     assert _reservations(kube) == {}
+
+
+def _refuse_for_gpus(reservation: dict[str, Any]) -> None:
+    """kube-scheduler: the device plugin has no GPU left on the node (others' pods hold them)."""
+    message = "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}
+    reservation["status"]["conditions"] = [condition]
+
+
+def test_a_slot_the_device_plugin_has_no_gpu_for_is_passed_over_for_another() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
+    job = DLJobBuilder.stored("job").obj()
+    kube.jobs[job_key(job)] = job
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop))
+    (first,) = _reservations(kube).values()
+    assert first["metadata"]["name"] == "gpu-gpu-node-0-0"
+    _refuse_for_gpus(first)  # another scheduler's pod holds the plugin's GPU there
+    asyncio.run(_settle(loop))
+    assert list(_reservations(kube)) == [f"{RESERVATIONS}/gpu-gpu-node-0-1"]  # the slot counts taken
+    clock[0] += timedelta(seconds=61)  # past the report timeout the slot may be free again: tried again
+    asyncio.run(_settle(loop))
+    assert f"{RESERVATIONS}/gpu-gpu-node-0-0" in _reservations(kube)
+
+
+def test_a_pod_whose_reservation_is_gone_is_stopped_and_its_job_queues_again() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    job = DLJobBuilder.stored("job").obj()
+    kube.jobs[job_key(job)] = job
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop))
+    _report(kube, {"gpu-gpu-node-0-0": "GPU-a"})
+    asyncio.run(_settle(loop))
+    assert len(_job_pods(kube)) == 1
+    del kube.pods[f"{RESERVATIONS}/gpu-gpu-node-0-0"]  # deleted by hand, or evicted and gone
+    asyncio.run(_settle(loop))
+    assert ("job", "ReservationLost") in [(name, reason) for name, reason, _ in kube.events]
+    status = kube.jobs["team-a/job"]["status"]
+    assert status["phase"] == "Queued" and "reservation pod gpu-gpu-node-0-0" in status["message"]
+    assert list(_reservations(kube)) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]  # asked for again
