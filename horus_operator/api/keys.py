@@ -50,6 +50,12 @@ ANNOTATION_OPTIMIZER = "horus.dev/optimizer"
 ANNOTATION_LORA_RANK = "horus.dev/lora-rank"
 ANNOTATION_LORA_TARGETS = "horus.dev/lora-target-modules"  # "q_proj,v_proj"
 ANNOTATION_GRADIENT_CHECKPOINTING = "horus.dev/gradient-checkpointing"  # "true"
+ANNOTATION_WEIGHTS_DTYPE = "horus.dev/weights-dtype"  # bf16 | fp16 | fp32 | nf4
+ANNOTATION_ATTENTION = "horus.dev/attention"  # sdpa | eager
+ANNOTATION_OPTIMIZER_IN_BACKWARD = "horus.dev/optimizer-in-backward"  # "true"
+ANNOTATION_LOSS_CHUNKS = "horus.dev/loss-chunks"  # "8"
+ANNOTATION_ACTIVATION_OFFLOADING = "horus.dev/activation-offloading"  # "true"
+ANNOTATION_SHARDING = "horus.dev/sharding"  # none | fsdp | zero2
 # Gangs (`pod_spec.group`): pods placed all or none. A group named by hand, or a workload's own label.
 ANNOTATION_GROUP = "horus.dev/group"
 ANNOTATION_GROUP_SIZE = "horus.dev/group-size"  # its pods in all (a PyTorchJob's or JobSet's too)

@@ -14,7 +14,8 @@ told what to fix in the words of the pod.
     horus.dev/framework: pytorch|tensorflow
     horus.dev/priority: "0"               horus.dev/total-steps: "10000"
     horus.dev/input-shape: 3x32x32        (with a catalog name)
-    horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing
+    horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing,
+        weights-dtype, attention, optimizer-in-backward, loss-chunks, activation-offloading, sharding
                                           (with huggingface:)
     horus.dev/group: <name>               horus.dev/group-size: "4"   (a gang: `group`)
     horus.dev/binding: env|dra            (default: the operator's `--binding`)
@@ -45,6 +46,12 @@ FIELDS: Mapping[str, str] = {
     f"{dljob.HUGGINGFACE}.lora": keys.ANNOTATION_LORA_RANK,
     f"{dljob.HUGGINGFACE}.lora.targetModules": keys.ANNOTATION_LORA_TARGETS,
     f"{dljob.HUGGINGFACE}.gradientCheckpointing": keys.ANNOTATION_GRADIENT_CHECKPOINTING,
+    f"{dljob.HUGGINGFACE}.weightsDtype": keys.ANNOTATION_WEIGHTS_DTYPE,
+    f"{dljob.HUGGINGFACE}.attention": keys.ANNOTATION_ATTENTION,
+    f"{dljob.HUGGINGFACE}.optimizerInBackward": keys.ANNOTATION_OPTIMIZER_IN_BACKWARD,
+    f"{dljob.HUGGINGFACE}.lossChunks": keys.ANNOTATION_LOSS_CHUNKS,
+    f"{dljob.HUGGINGFACE}.activationOffloading": keys.ANNOTATION_ACTIVATION_OFFLOADING,
+    f"{dljob.HUGGINGFACE}.sharding": keys.ANNOTATION_SHARDING,
     dljob.INPUT_SHAPE: keys.ANNOTATION_INPUT_SHAPE,
     "spec.batchSize": keys.ANNOTATION_BATCH_SIZE,
     "spec.precision": keys.ANNOTATION_PRECISION,
@@ -274,25 +281,50 @@ def _config_map(annotations: Mapping[str, str], prefix: str, default_key: str) -
     return name, key or default_key
 
 
+# spec.model.huggingface's fields that one annotation each sets as written: words the resolver checks
+# against the CRD's enums (`dljob.huggingface_storage`, `huggingface_recipe`), and the converted ones.
+_HUGGINGFACE_WORDS: Mapping[str, str] = {
+    "optimizer": keys.ANNOTATION_OPTIMIZER,
+    "weightsDtype": keys.ANNOTATION_WEIGHTS_DTYPE,
+    "attention": keys.ANNOTATION_ATTENTION,
+    "sharding": keys.ANNOTATION_SHARDING,
+}
+_HUGGINGFACE_NUMBERS: Mapping[str, str] = {
+    "sequenceLength": keys.ANNOTATION_SEQUENCE_LENGTH,
+    "lossChunks": keys.ANNOTATION_LOSS_CHUNKS,
+}
+_HUGGINGFACE_FLAGS: Mapping[str, str] = {
+    "gradientCheckpointing": keys.ANNOTATION_GRADIENT_CHECKPOINTING,
+    "optimizerInBackward": keys.ANNOTATION_OPTIMIZER_IN_BACKWARD,
+    "activationOffloading": keys.ANNOTATION_ACTIVATION_OFFLOADING,
+}
+
+
 def _huggingface(annotations: Mapping[str, str]) -> dict[str, Any]:
     """The training fields of spec.model.huggingface; the resolver checks them as it checks a DLJob's."""
-    fields: dict[str, Any] = {}
-    if keys.ANNOTATION_SEQUENCE_LENGTH in annotations:
-        fields["sequenceLength"] = _number(annotations, keys.ANNOTATION_SEQUENCE_LENGTH, int)
-    if keys.ANNOTATION_OPTIMIZER in annotations:
-        fields["optimizer"] = annotations[keys.ANNOTATION_OPTIMIZER].strip()
+    fields: dict[str, Any] = {
+        field: annotations[key].strip() for field, key in _HUGGINGFACE_WORDS.items() if key in annotations
+    }
+    for field, key in _HUGGINGFACE_NUMBERS.items():
+        if key in annotations:
+            fields[field] = _number(annotations, key, int)
+    for field, key in _HUGGINGFACE_FLAGS.items():
+        if key in annotations:
+            fields[field] = _flag(annotations, key)
     if keys.ANNOTATION_LORA_RANK in annotations:
         targets = annotations.get(keys.ANNOTATION_LORA_TARGETS, "")
         fields["lora"] = {
             "rank": _number(annotations, keys.ANNOTATION_LORA_RANK, int),
             "targetModules": [t.strip() for t in targets.split(",") if t.strip()],
         }
-    if keys.ANNOTATION_GRADIENT_CHECKPOINTING in annotations:
-        value = annotations[keys.ANNOTATION_GRADIENT_CHECKPOINTING].strip()
-        if value not in ("true", "false"):
-            raise InvalidJob(annotation_field(keys.ANNOTATION_GRADIENT_CHECKPOINTING), value, "true or false")
-        fields["gradientCheckpointing"] = value == "true"
     return fields
+
+
+def _flag(annotations: Mapping[str, str], key: str) -> bool:
+    value = annotations[key].strip()
+    if value not in ("true", "false"):
+        raise InvalidJob(annotation_field(key), annotations[key], "true or false")
+    return value == "true"
 
 
 def _shape(annotations: Mapping[str, str]) -> list[int] | str:

@@ -19,13 +19,17 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from horus_operator.api import keys
 from horus_operator.api.dljob import Binding
-from horus_operator.operator.jobs.pods import PodView
 from horus_operator.placement.index import wants_whole_gpus
 from horus_operator.placement.types import JobRequest
+from horus_operator.prediction import memory_spread
+from horus_operator.prediction.api import JobPrediction
+
+if TYPE_CHECKING:  # jobs.pods imports this module for each client's limit (`client_memory_limit`)
+    from horus_operator.operator.jobs.pods import PodView
 
 
 class Sharing(StrEnum):
@@ -35,7 +39,7 @@ class Sharing(StrEnum):
     # DRA-bound co-tenants as `mps`; env-bound ones time-slice, as they physically do: Horus mounts no
     # MPS pipe into a pod and the tenancy rules refuse the host path it would need (jobs/tenancy.py).
     AUTO = "auto"
-    MPS = "mps"  # one MPS control daemon per claim, limits from the tenants' predictions; env too
+    MPS = "mps"  # one MPS control daemon per claim, limits from the tenants' memory bounds; env too
     TIMESLICING = "timeslicing"  # the driver's time-slicing; env-bound co-tenants time-slice as well
 
 
@@ -46,10 +50,9 @@ def time_slices(sharing: str, binding: str) -> bool:
     return sharing == Sharing.TIMESLICING
 
 
-# Each MPS client may pin this much more than the largest predicted memory on the GPU: the memory
-# prediction is an envelope over measured peaks, and held out at most 8 % of peaks (H100) are more than
-# 10 % above it (docs/prediction.md, "Memory and feasibility").
-PINNED_MEMORY_MARGIN = 0.10
+# An MPS client's own pinned memory limit, below the daemon's (it only ever lowers that one), per device
+# by UUID: "GPU-…=20480M" (NVIDIA's MPS documentation, "Environment Variables").
+PINNED_MEMORY_ENV = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 _MAX_NAME = 253
 _NOT_DNS = re.compile(r"[^a-z0-9.-]+")
 
@@ -82,7 +85,7 @@ class Tenant:
 
     job: str  # namespace/name
     utilization: float
-    memory_mib: float
+    memory_mib: float  # what it is given beside others (`given_memory_mib`), not the point prediction
     whole: bool  # wants its GPUs to itself (`placement.index.wants_whole_gpus`)
 
 
@@ -102,10 +105,32 @@ def holder(
     tenant = Tenant(
         job=request.key,
         utilization=float(predicted.get("utilization", 0.0)),
-        memory_mib=float(predicted.get("memoryMiB", 0.0)),
+        memory_mib=given_memory_mib(request, float(predicted.get("memoryMiB", 0.0))),
         whole=wants_whole_gpus(request),
     )
     return Holder(namespace=namespace, node=node, uuids=tuple(uuids), tenant=tenant)
+
+
+def given_memory_mib(request: JobRequest, predicted_memory_mib: float) -> float:
+    """The memory a job placed with `predicted_memory_mib` is given beside others, as placement checked
+    it fits (`memory_spread.sharing_memory_mib`): an unproven job's upper bound, a proven one's observed
+    peak and a margin. Its source is the predictor's, from what the request (the pod's record) holds."""
+    workload = request.workload
+    source = memory_spread.source_of(workload.features, observed=workload.peak_memory_mib is not None)
+    prediction = JobPrediction(utilization=0.0, memory_mib=predicted_memory_mib, memory_source=source)
+    return memory_spread.sharing_memory_mib(prediction)
+
+
+def client_memory_limit(request: JobRequest, predicted_memory_mib: float, uuids: Sequence[str | None]) -> str:
+    """`PINNED_MEMORY_ENV` for a DRA-bound pod on GPUs `uuids`: the memory it is given beside others and
+    no more, so a job that outgrows its bound fails alone and a neighbour keeps what placement fitted it
+    into. Together the clients' limits are within the GPU's memory: placement shares a GPU only where
+    their bounds fit, and the daemon's limit (`sharing`), at most the GPU's memory, caps each. "" for a
+    job that shares no GPU (a whole-GPU job's claims carry no MPS config; only one-GPU jobs share) or
+    whose GPU is unknown."""
+    if wants_whole_gpus(request) or len(uuids) != 1 or not uuids[0]:
+        return ""
+    return f"{uuids[0]}={math.ceil(given_memory_mib(request, predicted_memory_mib) - 1e-6)}M"
 
 
 def holder_of(pod: PodView) -> Holder | None:
@@ -124,19 +149,19 @@ def sharing(tenants: Sequence[Tenant], gpu_memory_mib: int, mode: str) -> dict[s
       feature gate.
     - `mps` (and `auto`): one MPS control daemon per claim; its limits apply to every client alike:
       `defaultActiveThreadPercentage` is the largest tenant's share of the summed predicted utilization
-      (100 alone); `defaultPinnedDeviceMemoryLimit` is the largest predicted memory plus
-      `PINNED_MEMORY_MARGIN`, or what the tenants' predictions leave free on the GPU if that is more (so a
-      job placed there later, which Horus fits into that free memory, is never refused by the limit),
-      at most the GPU's memory.
+      (100 alone); `defaultPinnedDeviceMemoryLimit` is the largest memory a tenant is given
+      (`Tenant.memory_mib`), or what the tenants leave free on the GPU if that is more (so a job placed
+      there later, which Horus fits into that free memory, is never refused by the limit), at most the
+      GPU's memory. It is the ceiling each client's own limit (`client_memory_limit`) stays under.
     """
     if mode == Sharing.TIMESLICING or not tenants or any(t.whole for t in tenants):
         return None
     total = sum(max(t.utilization, 0.0) for t in tenants)
     largest_share = max(max(t.utilization, 0.0) for t in tenants) / total if total > 0 else 1.0
     percentage = min(100, max(1, math.ceil(100 * largest_share - 1e-9)))
-    largest = max(t.memory_mib for t in tenants) * (1.0 + PINNED_MEMORY_MARGIN)
+    largest = max(t.memory_mib for t in tenants)
     free = gpu_memory_mib - sum(t.memory_mib for t in tenants)
-    pinned = min(gpu_memory_mib, math.ceil(max(largest, free) - 1e-6))  # 6000 × 1.1 is 6600, not 6601
+    pinned = min(gpu_memory_mib, math.ceil(max(largest, free) - 1e-6))  # a float's last bit pins no more MiB
     return {
         "strategy": "MPS",
         "mpsConfig": {

@@ -17,6 +17,7 @@ from typing import Any
 from horus_operator.api import defaults, keys, pod_annotations
 from horus_operator.api.dljob import Binding, JobSpec
 from horus_operator.operator import compact
+from horus_operator.operator.dra.claims import PINNED_MEMORY_ENV, client_memory_limit
 from horus_operator.operator.jobs import oom
 from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
@@ -66,6 +67,11 @@ def build_pod(placement: Placement) -> dict[str, Any]:
         # Init containers and sidecars are outside the claims: they see no GPU, whatever their image's
         # ENV or an envFrom says (an explicit `env` entry wins over both).
         set_visible_devices(spec.get("initContainers", []), NO_GPU)
+        # Under MPS a job past the memory it was given fails alone, never its neighbour (dra/claims.py).
+        memory_mib = predicted(assignment)["memoryMiB"]
+        limit = client_memory_limit(placement.request, memory_mib, placement.gpu_uuids)
+        for container in spec.get("containers", []) if limit else []:
+            container["env"] = [*container.get("env", []), {"name": PINNED_MEMORY_ENV, "value": limit}]
     else:
         devices = visible_devices(assignment.gpu_indices, placement.gpu_uuids)
         for kind in ("initContainers", "containers"):

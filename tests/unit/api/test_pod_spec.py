@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from horus_operator.api import keys, pod_spec
+from horus_operator.api import dljob, keys, pod_spec
 from horus_operator.api.dljob import InvalidJob
 
 REPO = Path(__file__).resolve().parents[3]
@@ -78,6 +78,97 @@ def test_a_config_map_model_is_read_later_like_a_dljobs() -> None:
         "gradientCheckpointing": True,
     }
     assert hf.resolved_off_loop and onnx.resolved_off_loop
+
+
+HF = {**GOOD, keys.ANNOTATION_MODEL: "huggingface:llama", keys.ANNOTATION_SEQUENCE_LENGTH: "2048"}
+RECIPE = {
+    keys.ANNOTATION_WEIGHTS_DTYPE: "nf4",
+    keys.ANNOTATION_ATTENTION: "eager",
+    keys.ANNOTATION_OPTIMIZER: "paged_adamw8bit",
+    keys.ANNOTATION_OPTIMIZER_IN_BACKWARD: "true",
+    keys.ANNOTATION_LOSS_CHUNKS: " 8 ",
+    keys.ANNOTATION_ACTIVATION_OFFLOADING: "false",
+    keys.ANNOTATION_SHARDING: "fsdp",
+}
+
+
+def test_the_recipe_annotations_set_the_same_fields_as_a_dljobs_spec() -> None:
+    routed = pod_spec.parse(_pod({**HF, **RECIPE}))
+    written = dljob.parse(
+        {
+            "metadata": {"name": "p", "namespace": "team"},
+            "spec": {
+                "batchSize": 64,
+                "model": {
+                    "huggingface": {
+                        "configMap": "llama",
+                        "key": "config.json",
+                        "sequenceLength": 2048,
+                        "weightsDtype": "nf4",
+                        "attention": "eager",
+                        "optimizer": "paged_adamw8bit",
+                        "optimizerInBackward": True,
+                        "lossChunks": 8,
+                        "activationOffloading": False,
+                        "sharding": "fsdp",
+                    }
+                },
+            },
+        }
+    )
+
+    assert routed.huggingface == written.huggingface
+    assert routed.huggingface is not None
+    storage = dljob.huggingface_storage(routed.huggingface)
+    assert (storage.weights_dtype, storage.attention) == ("nf4", "eager")
+    assert dljob.huggingface_recipe(routed.huggingface) == dljob.HuggingfaceRecipe(
+        optimizer_in_backward=True, loss_chunks=8, activation_offloading=False, sharding="fsdp"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "reason"),
+    [
+        (keys.ANNOTATION_LOSS_CHUNKS, "eight", "an integer"),
+        (keys.ANNOTATION_OPTIMIZER_IN_BACKWARD, "yes", "true or false"),
+        (keys.ANNOTATION_ACTIVATION_OFFLOADING, "1", "true or false"),
+    ],
+)
+def test_a_recipe_annotation_that_is_not_its_kind_is_named(key: str, text: str, reason: str) -> None:
+    with pytest.raises(InvalidJob) as raised:
+        pod_spec.parse(_pod({**HF, key: text}))
+    assert raised.value.field_path == f"metadata.annotations['{key}']"
+    assert raised.value.value == text and reason in raised.value.reason
+
+
+@pytest.mark.parametrize(
+    ("key", "text", "reason"),
+    [
+        (keys.ANNOTATION_WEIGHTS_DTYPE, "int4", "one of bf16, fp16, fp32, nf4"),
+        (keys.ANNOTATION_ATTENTION, "flash", "one of sdpa, eager"),
+        (keys.ANNOTATION_SHARDING, "ddp", "one of none, fsdp, zero2"),
+        (keys.ANNOTATION_LOSS_CHUNKS, "0", "an integer from 1 to"),
+    ],
+)
+def test_a_recipe_the_crd_would_refuse_is_refused_in_the_words_of_the_pod(
+    key: str, text: str, reason: str
+) -> None:
+    """What the resolver refuses (`dljob.huggingface_storage`, `huggingface_recipe`), as the pod route
+    reports it (`pod_spec.renamed`): the annotation at fault and its text."""
+    annotations = {**HF, key: text}
+    spec = pod_spec.parse(_pod(annotations)).huggingface
+    assert spec is not None
+    with pytest.raises(InvalidJob) as raised:
+        dljob.huggingface_storage(spec)
+        dljob.huggingface_recipe(spec)
+    renamed = pod_spec.renamed(raised.value, annotations)
+    assert renamed.field_path == f"metadata.annotations['{key}']"
+    assert renamed.value == text and reason in renamed.reason
+
+
+def test_the_recipe_annotations_are_the_owners_to_write() -> None:
+    assert set(RECIPE) <= pod_spec.OWNER_ANNOTATIONS
+    assert pod_spec.placement_records(RECIPE) == []
 
 
 @pytest.mark.parametrize(

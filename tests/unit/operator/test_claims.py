@@ -3,13 +3,19 @@ brings the API server's claims in line, and the ClaimsAllocated condition. Pure.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from operator_builders import PodBuilder
 
-from horus_operator.api import keys
+from horus_operator.api import dljob, keys
 from horus_operator.operator.dra import claims
 from horus_operator.operator.dra.claims import ClaimView, DesiredClaim, Device, Tenant
-from horus_operator.operator.jobs import pods
+from horus_operator.operator.jobs import jobspec, pods
+from horus_operator.placement.types import Assignment, JobRequest
+from horus_operator.prediction import memory_spread
+from horus_operator.prediction.api import Workload
+from horus_operator.testing.builders import DLJobBuilder
 
 GPU_MIB = 16384
 
@@ -25,7 +31,7 @@ def test_claim_names_are_deterministic_dns_names_per_node_and_gpu() -> None:
     assert len(long) == 253 and long != claims.claim_name("n" * 251, "GPU-x")
 
 
-def test_mps_limits_come_from_the_tenants_predictions() -> None:
+def test_mps_limits_come_from_the_tenants_shares() -> None:
     config = claims.sharing([tenant("a", 0.6, 4000), tenant("b", 0.3, 6000)], GPU_MIB, claims.Sharing.MPS)
 
     assert config == {
@@ -33,9 +39,9 @@ def test_mps_limits_come_from_the_tenants_predictions() -> None:
         "mpsConfig": {
             # 0.6 of the summed 0.9 predicted utilization: 66.7 % of the threads, rounded up
             "defaultActiveThreadPercentage": 67,
-            # the largest prediction plus 10 % (6600) is less than the 6384 MiB the two leave free? no:
-            # 6384 < 6600, so 6600
-            "defaultPinnedDeviceMemoryLimit": "6600Mi",
+            # the larger memory given (6000) is less than the 6384 MiB the two leave free, so 6384: a job
+            # placed there later is fitted into it
+            "defaultPinnedDeviceMemoryLimit": "6384Mi",
         },
     }
 
@@ -237,3 +243,79 @@ def test_the_claims_allocated_condition_names_the_claim_and_the_reason(
             "team-a", "c-x", True, "", "", claim.get("allocated", ()), 0, claim.get("deleting", False)
         )
     assert claims.allocation(_dra_pod(unschedulable=unschedulable), stored, foreign) == expected
+
+
+# A job described by its memory terms (a Hugging Face config): its prediction's source is CONFIG, whose
+# upper bound is 1.40 x the prediction (prediction/memory_spread.py).
+DESCRIBED = {"weight_bytes": 1.3e10, "kept_activation_bytes_per_sample": 2.0e8}
+CONFIG_FACTOR = memory_spread.MEMORY_SPREADS[memory_spread.CONFIG].upper_factor()
+
+
+def _request(key: str, *, described: bool = True, peak_mib: float | None = None, gpus: int = 1) -> JobRequest:
+    workload = Workload(
+        model="llama", batch_size=4, features=DESCRIBED if described else None, peak_memory_mib=peak_mib
+    )
+    return JobRequest(key=key, workload=workload, gpus=gpus)
+
+
+def test_a_tenant_is_given_its_upper_bound_not_its_point_prediction() -> None:
+    def given(request: JobRequest) -> float:
+        placed = claims.holder("team-a", "gpu-node-0", ["GPU-x"], request, {"memoryMiB": 8000.0})
+        return placed.tenant.memory_mib
+
+    assert CONFIG_FACTOR > 1.3
+    assert given(_request("team-a/unproven")) == pytest.approx(8000 * CONFIG_FACTOR)
+    # a proven job: its observed peak (what the request records) and the small margin of repeated runs
+    proven = given(_request("team-a/proven", peak_mib=8000.0))
+    assert 8000 < proven < 8000 * 1.01
+    assert given(_request("team-a/catalog", described=False)) == 8000  # a graph's envelope is its bound
+
+
+def test_each_client_may_pin_its_own_bound_and_together_they_fit_in_the_gpu() -> None:
+    gpu_mib = 24576
+    point = {"team-a/big": 11000.0, "team-a/small": 5000.0}
+    requests = {key: _request(key) for key in point}
+    # placement shares the GPU only because the bounds fit: 15400 + 7000 <= 24576
+    assert sum(point.values()) * CONFIG_FACTOR <= gpu_mib
+    limits = {
+        key: claims.client_memory_limit(request, point[key], ["GPU-x"]) for key, request in requests.items()
+    }
+    pinned = {key: int(limit.removeprefix("GPU-x=").removesuffix("M")) for key, limit in limits.items()}
+
+    assert pinned == {key: math.ceil(mib * CONFIG_FACTOR - 1e-6) for key, mib in point.items()}
+    assert pinned["team-a/small"] > point["team-a/small"]  # the upper bound, not the point prediction
+    assert sum(pinned.values()) <= gpu_mib
+    tenants = [
+        claims.holder("team-a", "gpu-node-0", ["GPU-x"], request, {"memoryMiB": point[key]}).tenant
+        for key, request in requests.items()
+    ]
+    config = claims.sharing(tenants, gpu_mib, claims.Sharing.MPS)
+    assert config is not None
+    ceiling = int(config["mpsConfig"]["defaultPinnedDeviceMemoryLimit"].removesuffix("Mi"))
+    # the daemon's limit, which each client's only lowers, leaves every client its own
+    assert max(pinned.values()) <= ceiling <= gpu_mib
+
+
+def test_a_whole_gpu_job_gets_no_client_limit() -> None:
+    assert claims.client_memory_limit(_request("team-a/w", gpus=2), 30000.0, ["GPU-c", "GPU-d"]) == ""
+    assert claims.client_memory_limit(_request("team-a/a"), 8000.0, [None]) == ""
+
+
+def test_a_dra_bound_pods_containers_carry_its_client_limit() -> None:
+    job = dljob.parse(DLJobBuilder.stored("llama").spec(binding="dra").obj())
+    request = jobspec.request(job, Workload(model="llama", batch_size=4, features=DESCRIBED), 5.0)
+    assignment = Assignment(job=job.key, node="gpu-node-0", gpu_indices=(0,), predicted_memory_mib=8000.0)
+    placement = pods.Placement(
+        job=job,
+        request=request,
+        assignment=assignment,
+        attempt=0,
+        hostname="gpu-node-0",
+        gpu_uuids=("GPU-x",),
+        claims=("horus-gpu-node-0-gpu-x",),
+    )
+
+    (container,) = pods.build_pod(placement)["spec"]["containers"]
+
+    limit = {"name": claims.PINNED_MEMORY_ENV, "value": f"GPU-x={math.ceil(8000 * CONFIG_FACTOR)}M"}
+    assert limit in container["env"]
