@@ -217,8 +217,10 @@ class SchedulingLoop:
         routed = self._podroute.take_dirty() if self._podroute is not None else set()
         if self._podroute is not None:
             for stuck in self._podroute.stop_unschedulable(self._config.unschedulable_grace):
-                if refusals.judge(stuck.scheduling_message).blame != refusals.Blame.JOB:
-                    self._suspected(stuck.node, f"{stuck.namespace}/{stuck.name}", now)
+                blame = refusals.judge(stuck.scheduling_message).blame
+                if blame != refusals.Blame.JOB:
+                    key = f"{stuck.namespace}/{stuck.name}"
+                    self._suspected(stuck.node, key, now, blames_node=blame == refusals.Blame.NODE)
         for key in routed:
             self._queue_pod(key)
         self._bindings.refresh()
@@ -252,6 +254,7 @@ class SchedulingLoop:
         body = self._cache.jobs.get(key)
         if body is None:
             self._forget(key)
+            await self._maker.stop_unowned(key)
             return None
         job = dljob.parse(body)
         record = self._records[key]
@@ -292,12 +295,12 @@ class SchedulingLoop:
                 oom=ending,
             ),
         )
-        if node := decision.avoid_node or decision.suspect_node:  # passed over; cooled if to blame (refusals)
-            self._metrics.refused(metrics.UNSCHEDULABLE)
+        if node := decision.avoid_node or decision.suspect_node or decision.passed_node:
+            self._metrics.refused(metrics.UNSCHEDULABLE)  # passed over; cooled if to blame (refusals.py)
         if decision.avoid_node:
             self._cycle.cooldowns.note(node, (now + self._config.node_cooldown).timestamp())
         elif node:
-            self._suspected(node, key, now)
+            self._suspected(node, key, now, blames_node=bool(decision.suspect_node))
         placeable = workload if isinstance(workload, Workload) and verdict is None else None
         # A request only for a job to place or between pods: most jobs re-decided are running
         wanted = decision.place_attempt is not None or decision.moving is not None
@@ -314,9 +317,10 @@ class SchedulingLoop:
         self._mover.note(key, decision.moving, request)
         return body, decision
 
-    def _suspected(self, node: str, key: str, now: datetime) -> None:
-        """`node` refused `key`'s pod: cooled for every job once it refused another namespace's too."""
-        if self._suspects.refused(node, key, now.timestamp()):
+    def _suspected(self, node: str, key: str, now: datetime, *, blames_node: bool) -> None:
+        """`node` refused `key`'s pod: for its own reasons (`blames_node`), cooled for every job once it
+        refused another namespace's too."""
+        if self._suspects.refused(node, key, now.timestamp(), blames_node=blames_node):
             self._cycle.cooldowns.note(node, (now + self._config.node_cooldown).timestamp())
 
     def _queue_pod(self, key: str) -> None:

@@ -193,26 +193,33 @@ def test_where_the_policy_is_bypassed_the_operator_stops_a_pod_whose_record_is_n
     assert told and "not the one Horus released" in told[0], told
 
 
-def test_a_dljobs_pod_keeps_its_owner_but_for_the_garbage_collector(
+def test_a_dljobs_pod_keeps_its_owner_references_and_outlives_its_dljob_by_no_more_than_a_cycle(
     cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
 ) -> None:
-    # Round 3 of issue 44: a tenant who may patch pods removed a DLJob pod's ownerReferences; the pod
-    # kept its GPUs while its DLJob failed and Horus counted them free.
+    # Rounds 3 and 4 of issue 44: a tenant who may patch pods removed a DLJob pod's ownerReferences, or
+    # flipped `controller`, or added an owner of its own to outlive the DLJob; a DLJob-only tenant deleted
+    # the DLJob with --cascade=orphan. Each time the pod kept its GPU while Horus counted it free.
     tenant = PodTenant(cluster, namespace)
     apply(cluster, namespace, DLJobBuilder("owned").obj())
     (pod,) = wait_for(lambda: horus_pods(cluster, namespace), timeout=60, what="the DLJob's pod")
     name = pod["metadata"]["name"]
-    refused = tenant.patch(name, [{"op": "remove", "path": "/metadata/ownerReferences"}])
-    assert "metadata.ownerReferences" in refused, refused
-    # Deleting the DLJob with orphaning still leaves the pod, its reference removed by the collector.
+    assert tenant.create(harness.pod("anchor")) == ""
+    anchor = _pod(cluster, namespace, "anchor")
+    assert anchor is not None
+    extra_owner = {"apiVersion": "v1", "kind": "Pod", "name": "anchor", "uid": anchor["metadata"]["uid"]}
+    attempts = {
+        "removed": [{"op": "remove", "path": "/metadata/ownerReferences"}],
+        "controller flipped": [
+            {"op": "replace", "path": "/metadata/ownerReferences/0/controller", "value": False}
+        ],
+        "owner added": [{"op": "add", "path": "/metadata/ownerReferences/-", "value": extra_owner}],
+    }
+    for what, operations in attempts.items():
+        refused = tenant.patch(name, operations)
+        assert "metadata.ownerReferences" in refused, (what, refused)
+    # Deleted with orphaning, the garbage collector takes the reference off; the operator stops the pod.
     cluster.kubectl("delete", "dljob", "owned", "-n", namespace, "--cascade=orphan")
-    wait_for(
-        lambda: not (_pod(cluster, namespace, name) or {}).get("metadata", {}).get("ownerReferences"),
-        timeout=60,
-        what="the garbage collector to orphan the pod",
-    )
-    assert _pod(cluster, namespace, name) is not None
-    cluster.kubectl("delete", "pod", name, "-n", namespace, "--wait=false")
+    wait_for(lambda: _pod(cluster, namespace, name) is None, timeout=60, what="the orphaned pod stopped")
 
 
 def test_a_released_pod_kube_scheduler_never_takes_is_deleted_and_its_gpus_freed(

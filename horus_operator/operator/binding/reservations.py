@@ -65,8 +65,12 @@ def name(slot: Slot) -> str:
 
 
 def view(body: Mapping[str, Any]) -> ReservationView | None:
-    """A reservation pod as Horus reads it; None for a pod that is not one (or whose slot is unreadable)."""
+    """A reservation pod as Horus reads it; None for a pod that is not one (or whose slot is unreadable).
+    Only pods of `horus-reservation` are: a pod elsewhere wearing the labels (whoever may create pods
+    there) must not choose what a job is told, nor have Horus's reservations deleted."""
     meta = body.get("metadata") or {}
+    if meta.get("namespace") != keys.RESERVATION_NAMESPACE:
+        return None
     labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
     node = labels.get(keys.LABEL_RESERVATION_NODE)
     try:

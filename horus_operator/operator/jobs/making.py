@@ -4,11 +4,12 @@ The pod is built from the placement and what its binding gives it (`binding.Bind
 server may refuse the template itself (400/403/422: the job fails naming the field, `template.refused`),
 or the name may belong to a pod the job does not control: one still being deleted is waited for, any
 other fails the job after `MAX_NAME_CONFLICTS` tries, never adopted (its GPUs, phase and annotations
-are not Horus's).
+are not Horus's). The pods of a DLJob that is gone are stopped (`stop_unowned`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -25,6 +26,7 @@ from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.reports import Reporter
 from horus_operator.operator.waiting import JobRecords
 
+log = logging.getLogger(__name__)
 MAX_NAME_CONFLICTS = 3  # re-decisions (one per resync period) that meet a foreign pod before the job fails
 
 
@@ -66,6 +68,17 @@ class PodMaker:
             self._metrics.placed(binding)
             reason = "Moved" if moving else "Placed"
             self._reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
+
+    async def stop_unowned(self, key: str) -> None:
+        """Stop the pods Horus made for DLJob `key`, which no longer exists: deleted with orphaning
+        (`kubectl delete dljob --cascade=orphan`, which a DLJob-only tenant may do), a pod would keep
+        running on its GPUs outside Horus's books, which no longer count them (issue 44, round 4). The
+        garbage collector deletes them anyway when the DLJob is deleted the usual way."""
+        for pod in list(self._cache.pods.get(key, {}).values()):
+            if pod.holds_gpus:
+                log.warning("deleting pod %s/%s: its DLJob %s is gone", pod.namespace, pod.name, key)
+                await self._kube.delete_pod(pod.namespace, pod.name)
+                self._cache.deleted_pod(key, pod.name)
 
     def _name_taken(self, job: JobSpec, pod: Mapping[str, Any], now: datetime) -> None:
         """The pod name of the job's attempt belongs to a pod the job does not control."""

@@ -59,9 +59,12 @@ class Decision:
     # stored before they are deleted, as a move is (level-triggered: a restart in between finds either)
     store_first: bool = False
     avoid_node: str = ""  # the node the job's pod was stuck on went away or NotReady: skip it for a while
-    # A node kube-scheduler refused the job's pod on, for the node's reasons or unknown ones: the job
-    # passes it over, everyone once pods of another namespace are refused there (refusals.NodeSuspects)
+    # A node kube-scheduler refused the job's pod on for the node's own reasons (taints, cordoned): the
+    # job passes it over, everyone once pods of another namespace are refused there (refusals.NodeSuspects)
     suspect_node: str = ""
+    # One that refused it for what the pod asks (CPU, memory, affinity) or a reason not known: the job
+    # alone passes it over
+    passed_node: str = ""
     # A move (operator/moves/migration.py): delete with the job's grace period (None: at once, the node may be
     # gone, with a Replacing Event; 0: at once, without), and place the next pod where the move chose, if it
     # still fits.
@@ -276,7 +279,8 @@ def _replace(
         delete_reason=reason,
         store_first=bool(noting),
         avoid_node=node if refusal is None else "",
-        suspect_node=node if refusal is not None and refusal.blame != Blame.JOB else "",
+        suspect_node=node if refusal is not None and refusal.blame == Blame.NODE else "",
+        passed_node=node if refusal is not None and refusal.blame in (Blame.ASKED, Blame.UNKNOWN) else "",
     )
 
 

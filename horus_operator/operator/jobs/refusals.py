@@ -9,11 +9,15 @@ cpu, 3 node(s) didn't match Pod's node affinity/selector. preemption: …":
 - the pod's own making (a PersistentVolumeClaim missing, unbound or bound elsewhere, topology spread or
   pod (anti-)affinity constraints): no node is cooled, for any other job would fit there; the job is
   placed again, and refused a second time for the same reason it fails (`is_repeat`);
-- the node's reasons (taints, too little CPU or memory, cordoned, its labels no longer match) and
-  anything else: the job passes the node over for a while, and the node is cooled for every job only
-  once pods of two namespaces were refused there (`NodeSuspects`). Too little CPU is the node's reason
-  and the pod's alike: a pod asking for nearly all of a node's CPU is refused beside any other pod, and
-  its owner must not be able to cool node after node for everyone (issue 44, round 3).
+- what the pod asks against what the node has (too little CPU or memory for its requests, its node
+  affinity), and any reason this table does not know: the job passes the node over for a while
+  (`NodeSuspects.avoided_by`); nobody else is affected. A pod's owner sets its requests and affinity: a
+  pod asking nearly all of a node's CPU is refused beside any other pod, and its owner — holding one
+  namespace or several — must not be able to cool node after node for everyone (issue 44, rounds 3
+  and 4). A node whose CPU is truly full costs each job one grace period there.
+- the node's own reasons, whatever a pod asks (an untolerated taint, cordoned, unknown conditions, too
+  many pods, a DRA claim of Horus's it cannot allocate): the job passes it over, and the node is cooled
+  for every job once pods of two namespaces were refused there (`NodeSuspects`).
 
 The other nodes always show up too, refused by Horus's own node selector (or their taints, or cordoned):
 node-level noise that never outweighs a pod-level reason.
@@ -29,21 +33,22 @@ from typing import Any
 
 
 class Blame(StrEnum):
-    NODE = "node"  # the node refuses what others would take too: cool it
+    NODE = "node"  # the node refuses whatever a pod asks (taints, cordoned): cool it once two tenants met it
+    ASKED = "asked"  # what the pod asks meets what the node has (CPU, memory, affinity): the job passes it
     JOB = "job"  # the pod's own making: no node would take it, and no node is to blame
-    UNKNOWN = "unknown"  # cool the node once a second job is refused there
+    UNKNOWN = "unknown"  # the job passes the node over; nobody else is affected
 
 
 # kube-scheduler's reasons (k8s.io/kubernetes pkg/scheduler/framework/plugins, v1.37 and older wordings),
 # each as the start of one reason of its message, with the plugin that gives it.
 REASONS: tuple[tuple[str, Blame, str], ...] = (
-    ("Insufficient ", Blame.NODE, "NodeResourcesFit"),
+    ("Insufficient ", Blame.ASKED, "NodeResourcesFit"),
     ("Too many pods", Blame.NODE, "NodeResourcesFit"),
     ("node(s) had untolerated taint", Blame.NODE, "TaintToleration"),
     ("node(s) had taint", Blame.NODE, "TaintToleration"),
     ("that the pod didn't tolerate", Blame.NODE, "TaintToleration"),  # before v1.25: "had taint {…}, that…"
-    ("node(s) didn't match Pod's node affinity/selector", Blame.NODE, "NodeAffinity"),
-    ("node(s) didn't match scheduler-enforced node affinity", Blame.NODE, "NodeAffinity"),
+    ("node(s) didn't match Pod's node affinity/selector", Blame.ASKED, "NodeAffinity"),
+    ("node(s) didn't match scheduler-enforced node affinity", Blame.ASKED, "NodeAffinity"),
     ("node(s) were unschedulable", Blame.NODE, "NodeUnschedulable"),
     ("node(s) had unknown conditions", Blame.NODE, "NodeUnschedulable"),
     # DRA binding: the claim names a GPU of this node that Horus counted free and is not
@@ -84,10 +89,12 @@ class Refusal:
 
 def judge(message: str) -> Refusal:
     """Whom kube-scheduler's `message` blames. One pod-level reason blames the job; else one reason this
-    table does not know leaves it unknown; else (only node-level reasons) the node. No message: unknown."""
+    table does not know leaves it unknown; else one of what the pod asks against what the node has;
+    else (only the node's own reasons) the node. No message: unknown."""
     # Horus's own node selector refuses every other node: a node's other reasons say more about it
-    judged = sorted(((r, *_known(r)) for r in reasons(message)), key=lambda r: r[2] == "NodeAffinity")
-    for blame in (Blame.JOB, Blame.UNKNOWN, Blame.NODE):
+    judged = [(r, *_known(r)) for r in reasons(message)]
+    judged = [r for r in judged if r[2] != "NodeAffinity"] or judged
+    for blame in (Blame.JOB, Blame.UNKNOWN, Blame.ASKED, Blame.NODE):
         first = next((r for r in judged if r[1] == blame), None)
         if first is not None:
             return Refusal(blame, first[0], first[2])
@@ -168,21 +175,25 @@ def repeated(refused: Noted, before: Noted) -> str:
 
 
 class NodeSuspects:
-    """The nodes that refused pods for the node's reasons or unknown ones, and whose.
+    """The nodes that refused pods, and whose.
 
     The job whose pod a node refused passes that node over for `window_s` seconds (`avoided_by`, the
-    request's `avoid_nodes`); everyone else still may go there. A node is to blame for all only once it
-    refused pods of two namespaces within the window: what a pod asks (CPU near a node's allocatable,
-    tolerations, affinity) is its owner's to set, so one tenant's jobs never cool a node for another.
-    In memory: a restart forgets them, and a job is then refused once more before it passes a node over."""
+    request's `avoid_nodes`); everyone else still may go there. A node is to blame for all only for its
+    own reasons (`Blame.NODE`: taints, cordoned; never what a pod asks, which its owner sets) and once it
+    refused pods of two namespaces within the window for them. In memory: a restart forgets them, and a
+    job is then refused once more before it passes a node over."""
 
     def __init__(self, window_s: float) -> None:
         self._window_s = window_s
         self._refused: dict[str, dict[str, float]] = {}  # node -> job key -> when its pod was last refused
         self._nodes_of: dict[str, dict[str, float]] = {}  # job key -> node -> when its pod was last refused
 
-    def refused(self, node: str, job: str, now: float) -> bool:
-        """Note that `node` refused `job`'s pod at `now`; whether it refused another namespace's lately."""
+    def refused(self, node: str, job: str, now: float, *, blames_node: bool = True) -> bool:
+        """Note that `node` refused `job`'s pod at `now`; whether, for a reason that `blames_node`, it
+        refused another namespace's lately. Other refusals only make the job pass the node over."""
+        if not blames_node:
+            self._nodes_of.setdefault(job, {})[node] = now
+            return False
         jobs = self._refused.setdefault(node, {})
         for key in [key for key, when in jobs.items() if now - when >= self._window_s]:
             del jobs[key]

@@ -167,7 +167,22 @@ def test_a_pod_the_node_cannot_take_is_re_placed_on_another_node_which_others_st
     assert _on(kube, "other") == "gpu-node-0"
 
 
-def test_a_node_that_refused_two_namespaces_pods_is_cooled_for_everyone() -> None:
+FULL_OF_CPU = (
+    "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
+)
+UNBOUND = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+TAINTED = (
+    "0/4 nodes are available: 1 node(s) had untolerated taint(s), "
+    "3 node(s) didn't match Pod's node affinity/selector."
+)
+
+
+@pytest.mark.parametrize(("message", "cooled"), [(TAINTED, True), (FULL_OF_CPU, False), ("", False)])
+def test_a_node_that_refused_two_namespaces_pods_for_its_own_reasons_is_cooled_for_everyone(
+    message: str, cooled: bool
+) -> None:
+    # Round 4 of issue 44: one tenant holding two namespaces cooled a node with two CPU hogs. What a pod
+    # asks (CPU, affinity) or an unknown reason makes only that job pass the node over.
     kube = FakeKube()
     for n in range(4):
         kube.nodes[f"gpu-node-{n}"] = gpu_node(f"gpu-node-{n}", count=1)
@@ -177,19 +192,14 @@ def test_a_node_that_refused_two_namespaces_pods_is_cooled_for_everyone() -> Non
         kube.jobs[job_key(body)] = body
         asyncio.run(_settle(loop))
         assert _on(kube, name) == "gpu-node-0"
-        _refuse(next(p for p in kube.pods.values() if p["metadata"]["labels"][keys.LABEL_JOB] == name), "")
+        pod = next(p for p in kube.pods.values() if p["metadata"]["labels"][keys.LABEL_JOB] == name)
+        _refuse(pod, message)
         asyncio.run(_settle(loop))
         assert _on(kube, name) == elsewhere
     late = DLJobBuilder.stored("late", namespace="team-c").obj()
     kube.jobs[job_key(late)] = late
     asyncio.run(_settle(loop))
-    assert _on(kube, "late") == "gpu-node-3"  # gpu-node-0 cools
-
-
-FULL_OF_CPU = (
-    "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector."
-)
-UNBOUND = "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims."
+    assert _on(kube, "late") == ("gpu-node-3" if cooled else "gpu-node-0")
 
 
 def _refuse(pod: dict[str, Any], message: str) -> None:
@@ -740,3 +750,15 @@ def test_an_env_bound_pod_says_whether_its_co_tenants_time_slice(sharing: Sharin
     asyncio.run(_settle(_loop(kube, config=LoopConfig(sharing=sharing))))
     (pod,) = kube.pods.values()
     assert json.loads(pod["metadata"]["annotations"][keys.ANNOTATION_REQUEST])["timeSliced"] is sliced
+
+
+def test_the_pods_of_a_dljob_deleted_with_orphaning_are_stopped() -> None:
+    # Round 4 of issue 44: `kubectl delete dljob --cascade=orphan`, which a DLJob-only tenant may run, left
+    # the pod running on its GPU while Horus placed the next job there.
+    kube = _cluster(jobs=1, gpus=1)
+    loop = _loop(kube)
+    asyncio.run(_settle(loop))
+    assert list(kube.pods) == ["team-a/job-0-0"]
+    del kube.jobs["team-a/job-0"]  # gone; the garbage collector only removes the pod's owner reference
+    asyncio.run(_settle(loop))
+    assert kube.pods == {}

@@ -121,18 +121,28 @@ def test_a_pod_unschedulable_past_the_grace_period_is_re_placed() -> None:
     stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z", FULL_OF_CPU)
     decision = _decide(DLJobBuilder.stored("cnn").obj(), stale, unschedulable_grace=timedelta(seconds=30))
     assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
-    # CPU is the node's reason and the pod's alike: the job passes the node over, others need not
-    assert (decision.avoid_node, decision.suspect_node) == ("", "gpu-node-0")
+    # CPU is what the pod asks as much as what the node has: the job alone passes the node over
+    assert (decision.avoid_node, decision.suspect_node, decision.passed_node) == ("", "", "gpu-node-0")
     assert decision.status["message"] == (
         "re-placing: pod cnn-0 unschedulable on gpu-node-0 for over 30s: Insufficient cpu"
     )
 
 
-def test_a_refusal_of_unknown_blame_only_makes_the_node_a_suspect() -> None:
+def test_a_refusal_of_unknown_blame_makes_the_job_alone_pass_the_node_over() -> None:
     stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z")  # kube-scheduler said nothing
     decision = _decide(DLJobBuilder.stored("cnn").obj(), stale)
     assert (decision.delete_pods, decision.place_attempt) == (("cnn-0",), 1)
-    assert (decision.avoid_node, decision.suspect_node) == ("", "gpu-node-0")
+    assert (decision.avoid_node, decision.suspect_node, decision.passed_node) == ("", "", "gpu-node-0")
+
+
+def test_a_refusal_for_the_nodes_own_reasons_makes_it_a_suspect() -> None:
+    tainted = (
+        "0/2 nodes are available: 1 node(s) had untolerated taint(s), "
+        "1 node(s) didn't match Pod's node affinity/selector."
+    )
+    stale = PodBuilder("cnn").unschedulable_since("2026-12-02T10:00:00Z", tainted)
+    decision = _decide(DLJobBuilder.stored("cnn").obj(), stale)
+    assert (decision.avoid_node, decision.suspect_node, decision.passed_node) == ("", "gpu-node-0", "")
 
 
 def _refused(attempt: int, node: str, message: str = UNBOUND) -> PodBuilder:

@@ -13,6 +13,7 @@ from operator_builders import FakeKube, gpu_node
 from test_operator_loop import NOW, FixedPredictor, _catalog, _settle
 
 from horus_operator.api import keys
+from horus_operator.operator.binding import reservations
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.config import LoopConfig
 from horus_operator.operator.jobs import jobspec
@@ -38,6 +39,17 @@ def keys_binding() -> Any:
     from horus_operator.api.dljob import Binding
 
     return Binding.RESERVE
+
+
+def _started(gpus: int) -> tuple[FakeKube, list, SchedulingLoop]:
+    """One DLJob on a node of `gpus` GPUs, decided and placed once: its slot's reservation asked for."""
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=gpus)
+    job = DLJobBuilder.stored("job").obj()
+    kube.jobs[job_key(job)] = job
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop))
+    return kube, clock, loop
 
 
 def _reservations(kube: FakeKube) -> dict[str, dict[str, Any]]:
@@ -90,12 +102,7 @@ def test_a_job_runs_on_the_gpu_its_slots_reservation_reports_and_a_co_tenant_reu
 
 
 def test_a_reservation_no_pod_holds_is_deleted_and_one_that_never_reports_is_replaced() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
-    job = DLJobBuilder.stored("job").obj()
-    kube.jobs[job_key(job)] = job
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop))
+    kube, clock, loop = _started(gpus=1)
     first_uid = next(iter(_reservations(kube).values()))["metadata"]["uid"]
     clock[0] = NOW + timedelta(seconds=61)  # silent past the report timeout
     asyncio.run(_settle(loop))
@@ -116,12 +123,7 @@ def _refuse_for_gpus(reservation: dict[str, Any]) -> None:
 
 
 def test_a_slot_the_device_plugin_has_no_gpu_for_is_passed_over_for_another() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
-    job = DLJobBuilder.stored("job").obj()
-    kube.jobs[job_key(job)] = job
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop))
+    kube, clock, loop = _started(gpus=2)
     (first,) = _reservations(kube).values()
     assert first["metadata"]["name"] == "gpu-gpu-node-0-0"
     _refuse_for_gpus(first)  # another scheduler's pod holds the plugin's GPU there
@@ -133,12 +135,7 @@ def test_a_slot_the_device_plugin_has_no_gpu_for_is_passed_over_for_another() ->
 
 
 def test_a_pod_whose_reservation_is_gone_is_stopped_and_its_job_queues_again() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
-    job = DLJobBuilder.stored("job").obj()
-    kube.jobs[job_key(job)] = job
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop))
+    kube, _, loop = _started(gpus=1)
     _report(kube, {"gpu-gpu-node-0-0": "GPU-a"})
     asyncio.run(_settle(loop))
     assert len(_job_pods(kube)) == 1
@@ -148,3 +145,14 @@ def test_a_pod_whose_reservation_is_gone_is_stopped_and_its_job_queues_again() -
     status = kube.jobs["team-a/job"]["status"]
     assert status["phase"] == "Queued" and "reservation pod gpu-gpu-node-0-0" in status["message"]
     assert list(_reservations(kube)) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]  # asked for again
+
+
+def test_a_pod_wearing_a_reservations_labels_outside_its_namespace_is_no_reservation() -> None:
+    # Round 4 of issue 44: the watch takes pods of every namespace; only horus-reservation's count.
+    forged = reservations.body(("gpu-node-0", 0), "gpu-node-0", reservations.ReservationSettings())
+    forged["metadata"]["namespace"] = "tenant-a"
+    forged["metadata"]["annotations"][keys.ANNOTATION_RESERVED_GPU] = "GPU-chosen-by-a-tenant"
+    assert reservations.view(forged) is None
+    cache = ClusterCache()
+    cache.put_reservation(forged)
+    assert cache.reservations == {}

@@ -18,8 +18,8 @@ OTHERS = "3 node(s) didn't match Pod's node affinity/selector"  # Horus's nodeSe
 
 # Reasons the Filter plugins give one node, each with whom it blames
 ON_THE_NODE = {
-    "Insufficient cpu": Blame.NODE,
-    "Insufficient memory": Blame.NODE,
+    "Insufficient cpu": Blame.ASKED,  # what the pod requests: its owner's to set (issue 44, round 4)
+    "Insufficient memory": Blame.ASKED,
     "Too many pods": Blame.NODE,
     "node(s) had untolerated taint(s)": Blame.NODE,  # v1.37
     "node(s) had untolerated taint {gpu: broken, team: a}": Blame.NODE,  # before
@@ -64,14 +64,15 @@ def test_the_whole_message_of_a_node_full_of_cpu() -> None:
         "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
         "1 Preemption is not helpful for scheduling."
     )
-    assert refusals.judge(message) == refusals.Refusal(Blame.NODE, "Insufficient cpu", "NodeResourcesFit")
+    assert refusals.judge(message) == refusals.Refusal(Blame.ASKED, "Insufficient cpu", "NodeResourcesFit")
 
 
-def test_a_node_whose_labels_no_longer_match_horus_node_selector_is_to_blame() -> None:
+def test_a_node_that_no_longer_matches_the_pods_node_selector_is_passed_over_by_the_job() -> None:
+    # Its labels changed, or the pod's owner gave it an affinity: the job's to avoid, not everyone's.
     judged = refusals.judge(
         f"0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.{PREEMPTION}"
     )
-    assert judged.blame == Blame.NODE
+    assert judged.blame == Blame.ASKED
 
 
 def test_the_taint_wording_before_v1_25_blames_the_node() -> None:
