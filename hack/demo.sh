@@ -33,7 +33,7 @@ echo
 echo "== CRDs and the operator (horus run --binding $HORUS_BINDING, in the background; log in $(dirname "$KUBECONFIG")/operator.log)"
 kubectl apply -k crds/
 if [[ $HORUS_BINDING == reserve ]]; then
-  kubectl apply -f manifests/reservation.yaml >/dev/null
+  kubectl apply -f manifests/namespace.yaml -f manifests/reservation.yaml >/dev/null
 fi
 kubectl wait --for=condition=Established crd/dljobs.horus.dev --timeout=60s >/dev/null
 operator_log="$(dirname "$KUBECONFIG")/operator.log"

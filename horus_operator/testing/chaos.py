@@ -11,8 +11,11 @@ A watcher polls the pods Horus created (kubectl, every `poll_s`) and records:
 - duplicated: a job with more than one live pod at the same time (replicas are one pod each here);
 - oversubscribed: a GPU whose live pods' predicted memory (their `horus.dev/predicted` annotation)
   exceeds the node's `nvidia.com/gpu.memory`;
+- doubled (`reserve` binding, where the fake agents play the device plugin and `horus reserve`): one
+  GPU (node and UUID) told to live pods of two different slots at the same time;
 and at the end, lost: jobs with no terminal phase (`Succeeded`, `Failed`) by the deadline, and
-failover: for each operator death, the seconds until the next pod was created (from the pods'
+failover: for each operator death, the seconds until the next pod was created, and (`reserve`) the
+reservation pods left 90 s after the last job ended (each no pod holds should go) (from the pods'
 creation times, one-second resolution; work arrives every two seconds, so up to that much of it is
 waiting for work). `polls` says how many times the watcher saw
 the pods (a poll that fails, say while the API server restarts, is skipped and counted apart).
@@ -21,8 +24,10 @@ the pods (a poll that fails, say while the API server restarts, is skipped and c
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -35,7 +40,13 @@ from typing import Any
 from horus_operator import devcluster
 from horus_operator.api import keys, pod_annotations
 from horus_operator.testing.builders import DLJobBuilder
-from horus_operator.testing.operator_process import OperatorProcess, lease_holder
+from horus_operator.testing.operator_process import (
+    FAST_SETTINGS,
+    REPO,
+    OperatorProcess,
+    lease_holder,
+    terminate,
+)
 
 TERMINAL = frozenset({"Succeeded", "Failed"})
 SUBMIT_EVERY_S = 2.0
@@ -53,6 +64,7 @@ class Scenario:
     leader_kills: int = 0  # with replicas > 1: kill whichever replica holds the Lease
     node_deletions: int = 0
     node_failures: int = 0  # nodes turned NotReady for good
+    binding: str = "env"  # the operators' --binding; `reserve` runs the fake agents beside them
 
 
 SCENARIOS = {
@@ -60,6 +72,7 @@ SCENARIOS = {
     "control-plane-restarts": Scenario("control-plane-restarts", apiserver_restarts=2, etcd_restarts=1),
     "two-replicas": Scenario("two-replicas", replicas=2, leader_kills=5),
     "node-faults": Scenario("node-faults", node_deletions=2, node_failures=2),
+    "reserve-operator-kills": Scenario("reserve-operator-kills", operator_kills=10, binding="reserve"),
 }
 NODE_FAULTS = ("node-delete", "node-fail")
 
@@ -75,6 +88,8 @@ class Outcome:
     drain_s: float = 0.0
     faults: list[str] = field(default_factory=list)
     stranded: int = 0  # live pods on nodes when they were deleted or failed
+    doubled: int = 0  # `reserve`: GPUs told to live pods of two slots at once
+    leftover_reservations: int = 0  # `reserve`: reservation pods left once every job ended
     polls: int = 0
     failed_polls: int = 0
 
@@ -94,6 +109,7 @@ class _Watch:
 
     duplicated_jobs: set[str] = field(default_factory=set)
     oversubscribed_gpus: set[tuple[str, int]] = field(default_factory=set)
+    doubled_gpus: set[tuple[str, str]] = field(default_factory=set)  # (node, GPU UUID)
     polls: int = 0
     failed_polls: int = 0
     newest_pod_s: float = 0.0  # epoch s: the latest creation time among the pods seen
@@ -145,12 +161,17 @@ class ChaosRun:
         deadline_s: float = 900.0,
     ) -> Outcome:
         outcome = Outcome(scenario.name, jobs)
+        self._settings = {**FAST_SETTINGS, "HORUS_BINDING": scenario.binding}
         replicas = [
             OperatorProcess(
-                self.cluster, self.log_dir / f"{scenario.name}-{index}.log", identity=f"chaos-{index}"
+                self.cluster,
+                self.log_dir / f"{scenario.name}-{index}.log",
+                identity=f"chaos-{index}",
+                settings=self._settings,
             )
             for index in range(scenario.replicas)
         ]
+        agents = self._start_agents() if scenario.binding == "reserve" else None
         for replica in replicas:
             replica.start(wait_for_lease=False)
         watcher = threading.Thread(target=self._watch_pods, daemon=True)
@@ -167,12 +188,17 @@ class ChaosRun:
             submitter.join()
             outcome.drain_s, outcome.lost = self._drain(started, deadline_s, jobs)
             outcome.failover_s = self._failovers(deaths)
+            if agents is not None:
+                outcome.leftover_reservations = self._reservations_left(within_s=90.0)
         finally:
             self._stop.set()
             if watcher.is_alive():
                 watcher.join(timeout=30)
             for replica in replicas:
                 replica.stop()
+            if agents is not None:
+                terminate(agents)
+        outcome.doubled = len(self._watch.doubled_gpus)
         outcome.duplicated = len(self._watch.duplicated_jobs)
         outcome.oversubscribed = len(self._watch.oversubscribed_gpus)
         outcome.polls, outcome.failed_polls = self._watch.polls, self._watch.failed_polls
@@ -253,7 +279,7 @@ class ChaosRun:
             time.sleep(0.2)
         self._generation += 1
         replicas[index] = OperatorProcess(
-            self.cluster, dead.log_path, identity=f"chaos-{index}-{self._generation}"
+            self.cluster, dead.log_path, identity=f"chaos-{index}-{self._generation}", settings=self._settings
         )
         replicas[index].start(wait_for_lease=False)
 
@@ -310,6 +336,37 @@ class ChaosRun:
                 time.sleep(1.0)
             self._stop.wait(SUBMIT_EVERY_S)
 
+    def _start_agents(self) -> subprocess.Popen[bytes]:
+        """`reserve`: the reservations' namespace as shipped, and the fake agents of every GPU node, which
+        report each reservation's GPU as the device plugin and `horus reserve` would."""
+        for manifest in ("namespace.yaml", "reservation.yaml"):
+            self.cluster.kubectl("apply", "-f", str(REPO / "manifests" / manifest))
+        argv = [sys.executable, "-c", "from horus_operator.cli import main; main()", "agent", "--backend"]
+        argv += [
+            "fake",
+            "--all-nodes",
+            "--metrics-port",
+            "0",
+            "--sample-interval",
+            "1",
+            "--publish-interval",
+            "2",
+        ]
+        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        with (self.log_dir / "agents.log").open("ab") as log:
+            return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def _reservations_left(self, within_s: float) -> int:
+        """Reservation pods left once they have had `within_s` to go (a placement's is kept 60 s)."""
+        deadline = time.monotonic() + within_s
+        while True:
+            found = self.cluster.kubectl(
+                "get", "pods", "-n", keys.RESERVATION_NAMESPACE, "-o", "name", check=False
+            ).stdout.split()
+            if not found or time.monotonic() > deadline:
+                return len(found)
+            time.sleep(2.0)
+
     def _get(self, *what: str) -> list[dict[str, Any]]:
         """The objects, or [] while the API server does not answer (it may be restarting)."""
         return self._get_or_none(*what) or []
@@ -347,6 +404,7 @@ class ChaosRun:
     def _observe(self, pods: list[dict[str, Any]], capacity: dict[str, float]) -> None:
         live_by_job: dict[str, int] = defaultdict(int)
         memory_by_gpu: dict[tuple[str, int], float] = defaultdict(float)
+        slots_by_uuid: dict[tuple[str, str], set[int]] = defaultdict(set)
         for pod in pods:
             meta = pod["metadata"]
             self._watch.newest_pod_s = max(self._watch.newest_pod_s, _epoch(meta["creationTimestamp"]))
@@ -360,7 +418,11 @@ class ChaosRun:
             node = annotations.get(keys.ANNOTATION_NODE, "")
             for gpu in pod_annotations.gpu_indices(annotations):
                 memory_by_gpu[(node, gpu)] += demand.memory_mib
+            uuids = pod_annotations.split(annotations.get(keys.ANNOTATION_GPU_UUIDS, ""))
+            for gpu, uuid in zip(pod_annotations.gpu_indices(annotations), uuids, strict=False):
+                slots_by_uuid[(node, uuid)].add(gpu)
         self._watch.duplicated_jobs.update(job for job, count in live_by_job.items() if count > 1)
+        self._watch.doubled_gpus.update(gpu for gpu, slots in slots_by_uuid.items() if len(slots) > 1)
         self._watch.oversubscribed_gpus.update(
             gpu for gpu, used in memory_by_gpu.items() if used > capacity.get(gpu[0], float("inf"))
         )

@@ -1,6 +1,7 @@
 """Helpers for the e2e tests of DRA binding (test_dra.py, test_pod_route_dra.py): a kwok node of their
 own, the fake agents publishing every GPU node's GPUs as ResourceSlices of driver gpu.nvidia.com (as
-NVIDIA's DRA driver does on real nodes), and what the tests read back of slices and claims.
+NVIDIA's DRA driver does on real nodes), and what the tests read back of slices and claims. The reserve
+binding's tests (test_reserve.py) run the operator beside the same agents.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from dljob_harness import get_json
 
 from horus_operator import devcluster
-from horus_operator.testing.operator_process import REPO, terminate, wait_for
+from horus_operator.testing.operator_process import REPO, OperatorProcess, terminate, wait_for
 
 DRA_NODE_PREFIX = "dra-node"  # the DRA tests' own node: 1 × 2 V100 16 GiB
 
@@ -54,6 +55,20 @@ def publishing_slices(cluster: devcluster.LocalCluster, logs: Path) -> Iterator[
         terminate(agents)
         # Later modules read GPUs from GFD labels and want no silent agents' telemetry.
         cluster.kubectl("delete", "gpunodes,resourceslices", "--all", check=False)
+
+
+@contextlib.contextmanager
+def operator_beside_agents(
+    cluster: devcluster.LocalCluster, logs: Path, settings: dict[str, str]
+) -> Iterator[OperatorProcess]:
+    """`horus run` with `settings`, the fake agents of every GPU node publishing meanwhile."""
+    process = OperatorProcess(cluster, logs / "operator.log", settings=settings)
+    with publishing_slices(cluster, logs):
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()
 
 
 def slices(cluster: devcluster.LocalCluster) -> list[dict[str, Any]]:

@@ -46,17 +46,9 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """The fake agents of every GPU node (ResourceSlices, GPUNodes) and `horus run --binding dra`."""
     logs = tmp_path_factory.mktemp("dra")
-    process = OperatorProcess(
-        cluster,
-        logs / "operator.log",
-        settings={**FAST_SETTINGS, "HORUS_BINDING": "dra", "HORUS_SHARING": "mps"},
-    )
-    with dra_harness.publishing_slices(cluster, logs):
-        process.start()
-        try:
-            yield process
-        finally:
-            process.stop()
+    settings = {**FAST_SETTINGS, "HORUS_BINDING": "dra", "HORUS_SHARING": "mps"}
+    with dra_harness.operator_beside_agents(cluster, logs, settings) as process:
+        yield process
 
 
 def horus_claims_allocated(

@@ -35,16 +35,14 @@ def operator(
 ) -> Iterator[OperatorProcess]:
     """The reservations' namespace as manifests/ ship it, the fake agents, `horus run --binding reserve`."""
     logs = tmp_path_factory.mktemp("reserve")
-    cluster.kubectl("apply", "-f", str(REPO / "manifests" / "reservation.yaml"))
+    for manifest in ("namespace.yaml", "reservation.yaml"):
+        cluster.kubectl("apply", "-f", str(REPO / "manifests" / manifest))
     settings = {**FAST_SETTINGS, "HORUS_BINDING": "reserve", "HORUS_RESERVATION_IMAGE": IMAGE}
-    process = OperatorProcess(cluster, logs / "operator.log", settings=settings)
-    with dra_harness.publishing_slices(cluster, logs):
-        process.start()
-        try:
+    try:
+        with dra_harness.operator_beside_agents(cluster, logs, settings) as process:
             yield process
-        finally:
-            process.stop()
-            cluster.kubectl("delete", "pods", "--all", "-n", RESERVATIONS, "--wait=false", check=False)
+    finally:
+        cluster.kubectl("delete", "pods", "--all", "-n", RESERVATIONS, "--wait=false", check=False)
 
 
 def _reservations(cluster: devcluster.LocalCluster) -> list[dict[str, Any]]:
