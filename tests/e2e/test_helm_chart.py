@@ -193,10 +193,15 @@ def test_namespaces_and_their_pod_security_labels(helm_state: Path) -> None:
     agent_ns = objects[("v1", "Namespace", "", "platform-horus-agent")]["metadata"]["labels"]
     assert agent_ns["pod-security.kubernetes.io/enforce"] == "privileged"
     namespaced = {key[2] for key in objects if key[2]}
-    assert namespaced == {"platform-horus", "platform-horus-agent"}
+    # horus-reservation is fixed: the operator looks for the reserve binding's reservation pods there
+    assert namespaced == {"platform-horus", "platform-horus-agent", "horus-reservation"}
     # Everything that names a namespace follows: RBAC subjects, the admission policy's parameters.
     subjects = [s for key, o in objects.items() if key[1].endswith("Binding") for s in o.get("subjects", [])]
-    assert {s["namespace"] for s in subjects} == {"platform-horus", "platform-horus-agent"}
+    assert {s["namespace"] for s in subjects} == {
+        "platform-horus",
+        "platform-horus-agent",
+        "horus-reservation",
+    }
     assert "horus-system" not in json.dumps(list(objects.values()))
     binding = objects[
         ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding", "", "horus-dljob-tenancy")
