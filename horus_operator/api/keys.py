@@ -87,7 +87,7 @@ LABEL_CLAIM_NODE = "horus.dev/node"  # on the ResourceClaims Horus owns: the nod
 ANNOTATION_CLAIM_UUID = "horus.dev/gpu-uuid"  # on Horus's claims: the GPU they select
 ANNOTATION_SHARING = "horus.dev/sharing"  # on Horus's claims: the sharing config they were created with
 ANNOTATION_DESIRED_SHARING = "horus.dev/desired-sharing"  # the config the claim's tenants now call for
-ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env or dra (a routed pod asks; Horus records)
+ANNOTATION_BINDING = "horus.dev/binding"  # on pods: env, dra or reserve (a routed pod asks; Horus records)
 ANNOTATION_CLAIMS = "horus.dev/claims"  # on dra pods: the claims they reference, in GPU order
 
 # `reserve` binding (operator/binding/reserve.py): a reservation pod per Horus GPU slot, asking the device

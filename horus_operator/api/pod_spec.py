@@ -18,7 +18,7 @@ told what to fix in the words of the pod.
         weights-dtype, attention, optimizer-in-backward, loss-chunks, activation-offloading, sharding
                                           (with huggingface:)
     horus.dev/group: <name>               horus.dev/group-size: "4"   (a gang: `group`)
-    horus.dev/binding: env|dra            (default: the operator's `--binding`)
+    horus.dev/binding: env|dra            (default: the operator's `--binding`; `env` where that is reserve)
 """
 
 from __future__ import annotations

@@ -78,11 +78,19 @@ def admit(
 
 
 def binding_of(job: JobSpec, annotations: Mapping[str, str], bindings: Bindings) -> Binding:
-    """The DLJob's rule (`dljob.binding_of`), its errors naming `horus.dev/binding`."""
+    """The DLJob's rule (`dljob.binding_of`), its errors naming `horus.dev/binding`. The `reserve`
+    binding is not built for routed pods yet: asked for, it is refused; as the operator's default, a
+    routed pod gets `env` (docs/operator.md, "Bindings")."""
     try:
-        return dljob.binding_of(job, default=bindings.default, dra_served=bindings.dra_served)
+        binding = dljob.binding_of(job, default=bindings.default, dra_served=bindings.dra_served)
     except InvalidJob as invalid:
         raise pod_spec.renamed(invalid, annotations) from None
+    if binding is not Binding.RESERVE:
+        return binding
+    if job.binding:
+        reason = "not available for pods of the pod route yet; env or dra"
+        raise pod_spec.renamed(InvalidJob("spec.binding", job.binding, reason), annotations)
+    return Binding.ENV
 
 
 def claim_names(meta: Mapping[str, Any], gpus: int, token: str) -> tuple[str, ...]:

@@ -323,6 +323,18 @@ def test_the_binding_follows_the_dljobs_rule_and_its_errors_name_the_annotation(
         admission.admit(pod(labels=labelled, annotations=CLAIMED))
 
 
+def test_a_routed_pod_asking_reserve_is_refused_and_one_under_a_reserve_default_gets_env() -> None:
+    labelled = {keys.LABEL_MANAGED: "true"}
+    with pytest.raises(
+        InvalidJob, match=r"horus.dev/binding'\]='reserve': not available for pods of the pod"
+    ):
+        admission.admit(pod(labels=labelled, annotations={**MODEL, keys.ANNOTATION_BINDING: "reserve"}))
+    defaulted = admitted(
+        pod(labels=labelled, annotations=MODEL), bindings=admission.Bindings(Binding.RESERVE)
+    )
+    assert defaulted["spec"]["containers"][0]["env"][-1] == DEVICES_FROM_ANNOTATION
+
+
 def test_an_owners_own_claims_are_still_refused_and_a_gpu_count_changed_since_admission_too() -> None:
     labelled = {keys.LABEL_MANAGED: "true"}
     own = pod(
