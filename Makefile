@@ -47,7 +47,7 @@ demo: setup control-plane
 test: setup control-plane kueue jobset
 	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)
 	$(MAKE) test-compiled
-	$(BIN)/pytest -m e2e $(PYTEST_ARGS)
+	$(BIN)/pytest -m e2e --durations=15 $(PYTEST_ARGS)
 
 test-unit: setup
 	$(BIN)/pytest -m "not e2e" $(PYTEST_ARGS)

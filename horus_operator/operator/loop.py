@@ -253,8 +253,10 @@ class SchedulingLoop:
     async def _decide(self, key: str, now: datetime) -> tuple[dict[str, Any], reconcile.Decision] | None:
         body = self._cache.jobs.get(key)
         if body is None:
+            known = self._records.get(key) is not None  # a DLJob decided here before, now gone
             self._forget(key)
-            await self._maker.stop_unowned(key)
+            if known:
+                await self._maker.stop_unowned(key)
             return None
         job = dljob.parse(body)
         record = self._records[key]

@@ -46,7 +46,7 @@ def test_examples_go_queued_to_succeeded_on_the_chosen_gpu(
 ) -> None:
     cluster.kubectl("apply", "-n", namespace, "-k", str(REPO / "examples"))
     names = sorted(dljobs(cluster, namespace))
-    assert len(names) == 7
+    assert len(names) == 8
     seen: dict[str, list[str]] = defaultdict(list)
     pods_seen: dict[str, dict[str, Any]] = {}
     estimated: dict[str, str] = {}  # estimatedCompletionTime seen while running

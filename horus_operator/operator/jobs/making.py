@@ -70,10 +70,12 @@ class PodMaker:
             self._reports.post_later(body, kind="Normal", reason=reason, message=placed_message(assignment))
 
     async def stop_unowned(self, key: str) -> None:
-        """Stop the pods Horus made for DLJob `key`, which no longer exists: deleted with orphaning
-        (`kubectl delete dljob --cascade=orphan`, which a DLJob-only tenant may do), a pod would keep
-        running on its GPUs outside Horus's books, which no longer count them (issue 44, round 4). The
-        garbage collector deletes them anyway when the DLJob is deleted the usual way."""
+        """Stop the pods of DLJob `key`, which this operator decided and which no longer exists: deleted
+        with orphaning (`kubectl delete dljob --cascade=orphan`, which a DLJob-only tenant may do), a pod
+        would keep running on its GPUs outside Horus's books, which no longer count them (issue 44,
+        round 4). The garbage collector deletes them anyway when the DLJob is deleted the usual way. A
+        pod wearing the labels of a DLJob never seen is left alone: not Horus's, it holds no GPU in its
+        books, and it may be someone else's (tests/e2e/test_tenancy.py)."""
         for pod in list(self._cache.pods.get(key, {}).values()):
             if pod.holds_gpus:
                 log.warning("deleting pod %s/%s: its DLJob %s is gone", pod.namespace, pod.name, key)
