@@ -28,11 +28,10 @@ import functools
 import json
 import os
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+import controller_harness
 import yaml
 from dljob_harness import free_port
 
@@ -146,18 +145,10 @@ class Manager:
         return self.cluster.kubectl(*args, input=json.dumps(obj), check=False)
 
     def _ready(self) -> bool:
-        """The readiness probe passes once the webhook server listens (the managers' own readyz check)."""
-        if self.process is None or self.process.poll() is not None:
-            raise AssertionError(f"{self.tool}'s manager exited; log:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as answer:
-                return answer.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return controller_harness.ready(self.process, self.health_port, self.tool, self.log_path)
 
     def log_tail(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return controller_harness.log_tail(self.log_path, lines)
 
 
 class JobSetManager(Manager):

@@ -23,10 +23,9 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+import controller_harness
 import yaml
 from dljob_harness import free_port
 
@@ -117,14 +116,7 @@ class KueueManager:
             self.process = None
 
     def _ready(self) -> bool:
-        if self.process is None or self.process.poll() is not None:
-            raise AssertionError(f"Kueue's manager exited; log:\n{self.log_tail()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as answer:
-                return answer.status == 200
-        except (urllib.error.URLError, OSError):
-            return False
+        return controller_harness.ready(self.process, self.health_port, "Kueue", self.log_path)
 
     def log_tail(self, lines: int = 60) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return "\n".join(text.splitlines()[-lines:])
+        return controller_harness.log_tail(self.log_path, lines)
