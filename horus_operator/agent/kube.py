@@ -19,6 +19,10 @@ from horus_operator.agent.readings import PodInfo
 from horus_operator.api import keys
 
 VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
+# A pod's CDI device annotations, as the NVIDIA container runtime reads them (its CDI mode's default
+# `annotation-prefixes` and `default-kind`): `cdi.k8s.io/<key>: nvidia.com/gpu=<UUID or index>,...`.
+CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
+CDI_GPU_KIND = "nvidia.com/gpu"
 _ACTIVE_PHASES = ("Pending", "Running")  # bound pods that hold (or are about to hold) a GPU
 
 
@@ -139,14 +143,28 @@ def _version_of(stored: Mapping[str, Any]) -> dict[str, str]:
 
 def _pod_info(pod: Any) -> PodInfo:
     meta = pod.metadata
+    annotations = dict(meta.annotations or {})
     return PodInfo(
         uid=meta.uid,
         namespace=meta.namespace,
         name=meta.name,
         labels=dict(meta.labels or {}),
-        annotations=dict(meta.annotations or {}),
-        visible_devices=_visible_devices(pod.spec.containers or []),
+        annotations=annotations,
+        visible_devices=_cdi_gpus(annotations) or _visible_devices(pod.spec.containers or []),
     )
+
+
+def _cdi_gpus(annotations: Mapping[str, str]) -> tuple[str, ...]:
+    """The GPUs a pod's CDI device annotations name. Where a pod has them, they and not its
+    NVIDIA_VISIBLE_DEVICES (`void` under `reserve` with CDI: operator/jobs/pods.py) say which GPUs its
+    containers get, as in the NVIDIA runtime's CDI mode."""
+    devices: dict[str, None] = {}  # ordered set
+    for key in sorted(k for k in annotations if k.startswith(CDI_ANNOTATION_PREFIX)):
+        for name in annotations[key].split(","):
+            kind, _, device = name.strip().partition("=")
+            if kind == CDI_GPU_KIND and device:
+                devices[device] = None
+    return tuple(devices)
 
 
 def _visible_devices(containers: list[Any]) -> tuple[str, ...]:

@@ -47,7 +47,8 @@ class PodInfo:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
-    # NVIDIA_VISIBLE_DEVICES entries of its containers (indices or GPU UUIDs), in order, deduplicated
+    # The GPUs its CDI device annotations name, else the NVIDIA_VISIBLE_DEVICES entries of its containers
+    # (indices or GPU UUIDs), in order, deduplicated
     visible_devices: tuple[str, ...] = ()
 
     @property

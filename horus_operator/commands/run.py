@@ -10,6 +10,7 @@ import click
 
 from horus_operator.api.dljob import Binding
 from horus_operator.commands.queueing import queue_options
+from horus_operator.operator.binding.reservations import DeviceMode
 from horus_operator.operator.config import OperatorConfig as Defaults
 from horus_operator.operator.dra.claims import Sharing
 
@@ -85,6 +86,16 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     default="",
     envvar="HORUS_RESERVATION_PRIORITY_CLASS",
     help="reserve binding: the reservation pods' priorityClassName [default: none].",
+)
+@click.option(
+    "--reservation-device-mode",
+    type=click.Choice([mode.value for mode in DeviceMode]),
+    default=Defaults.reservation_device_mode.value,
+    show_default=True,
+    envvar="HORUS_RESERVATION_DEVICE_MODE",
+    help="reserve binding: how the job's pods are told the reserved GPU: env (NVIDIA_VISIBLE_DEVICES=UUID) "
+    "or cdi (the CDI device annotation nvidia.com/gpu=UUID, NVIDIA_VISIBLE_DEVICES=void; needs a container "
+    "runtime that honours a pod's cdi.k8s.io/ annotations).",
 )
 @click.option(
     "--sharing",
@@ -171,6 +182,7 @@ def run(
     reservation_image: str,
     reservation_runtime_class: str,
     reservation_priority_class: str,
+    reservation_device_mode: str,
     sharing: str,
     migration_over_limit_seconds: float,
     migration_restart_cost_seconds: float,
@@ -208,6 +220,7 @@ def run(
         reservation_image=reservation_image,
         reservation_runtime_class=reservation_runtime_class,
         reservation_priority_class=reservation_priority_class,
+        reservation_device_mode=DeviceMode(reservation_device_mode),
         sharing=Sharing(sharing),
         migration_restart_cost_seconds=migration_restart_cost_seconds,
         migration_cooldown_seconds=migration_cooldown_seconds,

@@ -113,6 +113,7 @@ def gpu_nodes(
     slice_gpus: Iterable[SliceGpu] = (),
     claimed: Mapping[str, str] | None = None,
     claimed_slots: Mapping[tuple[str, int], str] | None = None,
+    reserved: Mapping[str, Mapping[int, str]] | None = None,
     previous: tuple[Node, ...] = (),
 ) -> tuple[Node, ...]:
     """`nodes`: the Node objects (`view`); `gpunodes`: the agents' GPUNodes (parsed: `merge`); `now`:
@@ -120,13 +121,15 @@ def gpu_nodes(
     ResourceSlices list (`slices.gpus`); `claimed`: GPU UUID -> the claim not Horus's that holds it
     (`claims.foreign_holders`); `claimed_slots`: (node, GPU index) -> who holds it outside Horus's books
     where the GPU is known by its slot alone (`reserve` binding: the device plugin refused a reservation
-    there); `previous`: the nodes of the last snapshot, handed out again when these
-    are the very same (the scheduling cycle judges which jobs fit anywhere once per tuple of nodes, a
-    walk over every GPU, and a kept index follows them without a look)."""
+    there); `reserved`: node -> slot -> the GPU UUID its reservation reported (`reserve` binding: the
+    slot's telemetry is that GPU's, `gpunodes.slot_readings`); `previous`: the nodes of the last
+    snapshot, handed out again when these are the very same (the scheduling cycle judges which jobs fit
+    anywhere once per tuple of nodes, a walk over every GPU, and a kept index follows them without a
+    look)."""
     listed = slices.by_node(slice_gpus)
     inventory = (_inventory(node, listed.get(node.name)) for node in nodes)
     known = (node for node in inventory if node is not None)
-    merged = merge(known, gpunodes, now=now, ttl=telemetry_ttl)
+    merged = merge(known, gpunodes, now=now, ttl=telemetry_ttl, reserved=reserved)
     if claimed or claimed_slots:
         merged = tuple(_mark_claimed(node, claimed or {}, claimed_slots or {}) for node in merged)
     if len(merged) == len(previous) and all(map(operator.is_, merged, previous)):

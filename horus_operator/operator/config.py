@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from horus_operator.api.dljob import Binding
-from horus_operator.operator.binding.reservations import ReservationSettings
+from horus_operator.operator.binding.reservations import DeviceMode, ReservationSettings
 from horus_operator.operator.dra.claims import Sharing
 from horus_operator.placement.moves import MoveSettings
 from horus_operator.placement.preemption import PreemptionSettings
@@ -38,10 +38,12 @@ class OperatorConfig:
     sharing: Sharing = Sharing.AUTO  # how co-tenants share a GPU (claims.Sharing)
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1
     # `reserve` binding: the reservation pods' image (the operator's own: it carries `horus reserve`),
-    # runtime class and priority class ("": none) (operator/binding/reservations.py)
+    # runtime class and priority class ("": none), and how the job's pods are told the reserved GPU
+    # (operator/binding/reservations.py)
     reservation_image: str = _RESERVATION.image
     reservation_runtime_class: str = ""
     reservation_priority_class: str = ""
+    reservation_device_mode: DeviceMode = _RESERVATION.device_mode
     # Moving jobs that allow it (placement/moves.py: MoveSettings, whose defaults these are)
     migration_restart_cost_seconds: float = _MOVES.restart_cost_s
     migration_cooldown_seconds: float = _MOVES.cooldown_s
@@ -104,6 +106,7 @@ class OperatorConfig:
             image=self.reservation_image,
             runtime_class=self.reservation_runtime_class,
             priority_class=self.reservation_priority_class,
+            device_mode=self.reservation_device_mode,
         )
 
 

@@ -158,6 +158,7 @@ class Placer:
             hostname=hostname,
             gpu_uuids=binder.gpu_uuids(assignment, uuids),
             claims=binder.pod_claims(assignment, uuids),
+            cdi_devices=binder.cdi_devices(assignment, uuids),
             binding=pending.binding,
         )
         await self._maker.make(placement, pending.binding, moving=pending.moving, now=now)

@@ -11,7 +11,7 @@ from collections.abc import Collection
 from datetime import datetime
 
 from horus_operator.operator import cluster_view
-from horus_operator.operator.binding import Bindings
+from horus_operator.operator.binding import Bindings, reservations
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.jobs import pods
 from horus_operator.operator.moves.mover import Mover
@@ -76,6 +76,7 @@ class ClusterViews:
             slice_gpus=self._cache.slice_gpus(),
             claimed=self._bindings.taken(),
             claimed_slots=self._bindings.taken_slots(),
+            reserved=reservations.reported(self._cache.reservations.values()),
             previous=self._gpu_nodes,
         )
         return self._gpu_nodes

@@ -5,7 +5,10 @@ node's inventory on each reservation that has not reported, as `horus reserve` w
 
 What is checked is the books: Horus's GPUs are held in the kubelet's count by its reservation pods, so
 kube-scheduler gives a plain pod asking `nvidia.com/gpu` only the GPUs Horus does not use, and refuses it
-once none is left; co-tenants share one reservation's GPU, which their pods are told by UUID.
+once none is left; co-tenants share one reservation's GPU, which their pods are told by UUID. The
+operator runs with `--reservation-device-mode cdi` (the default `env` differs only in the pod it makes,
+checked by the unit tests): the API server takes the pods' CDI device annotation, and the fake agents
+find each pod's GPU through it (its NVIDIA_VISIBLE_DEVICES is `void`), so the jobs' readings arrive.
 """
 
 from __future__ import annotations
@@ -37,7 +40,12 @@ def operator(
     logs = tmp_path_factory.mktemp("reserve")
     for manifest in ("namespace.yaml", "reservation.yaml"):
         cluster.kubectl("apply", "-f", str(REPO / "manifests" / manifest))
-    settings = {**FAST_SETTINGS, "HORUS_BINDING": "reserve", "HORUS_RESERVATION_IMAGE": IMAGE}
+    settings = {
+        **FAST_SETTINGS,
+        "HORUS_BINDING": "reserve",
+        "HORUS_RESERVATION_IMAGE": IMAGE,
+        "HORUS_RESERVATION_DEVICE_MODE": "cdi",
+    }
     try:
         with dra_harness.operator_beside_agents(cluster, logs, settings) as process:
             yield process
@@ -49,9 +57,20 @@ def _reservations(cluster: devcluster.LocalCluster) -> list[dict[str, Any]]:
     return get_json(cluster, RESERVATIONS, "pods")["items"]
 
 
-def _visible(pod: dict[str, Any]) -> str:
+def _told(pod: dict[str, Any]) -> str:
+    """The GPU the pod is told: the UUID its CDI device annotation names, its variable naming none."""
     env = pod["spec"]["containers"][0]["env"]
-    return next(e["value"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES")
+    assert next(e["value"] for e in env if e["name"] == "NVIDIA_VISIBLE_DEVICES") == "void"
+    kind, _, uuid = pod["metadata"]["annotations"]["cdi.k8s.io/horus_gpus"].partition("=")
+    assert kind == "nvidia.com/gpu"
+    return uuid
+
+
+def _observed(cluster: devcluster.LocalCluster, namespace: str) -> dict[str, dict[str, Any]]:
+    return {
+        name: (job.get("status") or {}).get("observed") or {}
+        for name, job in dljobs(cluster, namespace).items()
+    }
 
 
 def _plain(name: str, gpus: int) -> dict[str, Any]:
@@ -84,9 +103,15 @@ def test_reservations_hold_horuss_gpus_in_the_kubelets_books_and_co_tenants_shar
         reported = {r["metadata"]["annotations"][keys.ANNOTATION_RESERVED_GPU] for r in reservations}
         assert len(reported) == 4  # the plugin (here the fake agent) gave each reservation its own GPU
         pods = {p["metadata"]["labels"][keys.LABEL_JOB]: p for p in horus_pods(cluster, namespace)}
-        assert _visible(pods["pair-0"]) == _visible(pods["pair-1"])  # co-tenants: one slot, one GPU
-        assert {_visible(pod) for pod in pods.values()} == reported
+        assert _told(pods["pair-0"]) == _told(pods["pair-1"])  # co-tenants: one slot, one GPU
+        assert {_told(pod) for pod in pods.values()} == reported
         assert {p["metadata"]["annotations"][keys.ANNOTATION_BINDING] for p in pods.values()} == {"reserve"}
+        # The agent finds each pod on the GPU its annotation names: every job's readings arrive.
+        wait_for(
+            lambda: all("utilization" in o for o in _observed(cluster, namespace).values()),
+            timeout=60,
+            what="every job's observed utilization",
+        )
 
         # The kubelet's books hold Horus's four GPUs, though Horus's own pods ask no nvidia.com/gpu:
         # another scheduler's pod asking one is refused, until a Horus job ends and frees its slot.

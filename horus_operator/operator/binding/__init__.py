@@ -5,8 +5,9 @@ says, at four points of a cycle:
 - `prepare`: what the cycle's new placements need before their pods exist (DRA: the ResourceClaims
   of their GPUs, with their co-tenants' sharing config);
 - `unready`: why a placement's pod cannot be made yet (DRA: a GPU no ResourceSlice lists);
-- `gpu_uuids`, `pod_claims`: what the pod gets beside the placement record: the GPUs it is told
-  (`reserve`: those the device plugin gave the slots' reservations), its claims (DRA);
+- `gpu_uuids`, `pod_claims`, `cdi_devices`: what the pod gets beside the placement record: the GPUs it
+  is told (`reserve`: those the device plugin gave the slots' reservations), its claims (DRA), the CDI
+  devices its annotation names (`reserve` with `--reservation-device-mode cdi`);
 - `repair`: what a cycle brings in line afterwards, level-triggered (DRA: claims missing, unused or
   with tenants changed);
 and `taken`, `taken_slots` the GPUs others hold that the cluster view must count (DRA: claims not
@@ -45,6 +46,8 @@ class Binder(Protocol):
 
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]: ...
 
+    def cdi_devices(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]: ...
+
     async def repair(self, changed: bool) -> None: ...
 
     def refresh(self) -> None: ...
@@ -68,6 +71,9 @@ class EnvBinder:
         return tuple(uuids)
 
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
+        return ()
+
+    def cdi_devices(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
         return ()
 
     async def repair(self, changed: bool) -> None:

@@ -46,6 +46,9 @@ class DraBinder:
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
         return claims.claim_names(assignment.node, uuids)
 
+    def cdi_devices(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
+        return ()  # the driver names the claimed devices to the runtime itself
+
     async def repair(self, changed: bool) -> None:
         """Claims missing, unused or with tenants changed, once anything they depend on changed."""
         if changed or self._cache.claims_changed:

@@ -6,7 +6,8 @@ named after the slot) asks NVIDIA's device plugin for `nvidia.com/gpu: 1` on tha
 and kube-scheduler count the GPU taken: no pod of another scheduler is given it, and kube-scheduler's own
 fit check refuses a reservation where the plugin has no GPU left. The plugin, not Horus, picks the
 physical GPU; the reservation reports its UUID (`horus reserve` reads it through NVML) in an annotation,
-and the job's pods on the slot get that UUID as `NVIDIA_VISIBLE_DEVICES`.
+and the job's pods on the slot get that UUID: as `NVIDIA_VISIBLE_DEVICES`, or as a CDI device annotation
+(`DeviceMode`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from horus_operator.api import keys
@@ -21,6 +23,13 @@ from horus_operator.operator.dra.claims import dns_name
 
 Slot = tuple[str, int]  # (node, GPU index)
 ENDED = frozenset({"Succeeded", "Failed"})
+
+
+class DeviceMode(StrEnum):
+    """How a reserve-bound pod is told its GPU (`horus run --reservation-device-mode`; `jobs/pods.py`)."""
+
+    ENV = "env"  # NVIDIA_VISIBLE_DEVICES=<UUID>: the NVIDIA runtime's environment variable
+    CDI = "cdi"  # the CDI device annotation `nvidia.com/gpu=<UUID>`, NVIDIA_VISIBLE_DEVICES=void
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,7 @@ class ReservationSettings:
     priority_class: str = ""  # above the workloads it must not be preempted by
     service_account: str = "horus-reservation"  # may patch pods of its namespace (its own annotation)
     report_timeout_s: float = 60.0  # a reservation that has not reported its GPU by then is replaced
+    device_mode: DeviceMode = DeviceMode.ENV  # how the job's pods are told the reserved GPU
 
 
 @dataclass(frozen=True)
@@ -91,6 +101,16 @@ def view(body: Mapping[str, Any]) -> ReservationView | None:
         created_at=datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None,
         refused=_refused(status),
     )
+
+
+def reported(existing: Iterable[ReservationView]) -> dict[str, dict[int, str]]:
+    """Node -> slot -> the GPU UUID its reservation reported, for the reservations that hold their GPU
+    (`ready`): where the agent's telemetry of a slot is read (`telemetry/gpunodes.slot_readings`)."""
+    held: dict[str, dict[int, str]] = {}
+    for reservation in existing:
+        if reservation.ready:
+            held.setdefault(reservation.node, {})[reservation.index] = reservation.uuid
+    return held
 
 
 def _refused(status: Mapping[str, Any]) -> str:

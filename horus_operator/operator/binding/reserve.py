@@ -1,8 +1,8 @@
 """`reserve`: a reservation pod per GPU slot asks NVIDIA's device plugin for the GPU (`reservations.py`);
-the job's pods get the UUID it reports. Level-triggered like DRA's claims: what is wanted is recomputed
-from the cache (the reserve-bound pods holding GPUs, and the placements awaiting a reservation), and a
-cycle deletes what is not (`reservations.to_delete`); a crash in between leaves nothing a later cycle
-does not repair."""
+the job's pods get the UUID it reports (in NVIDIA_VISIBLE_DEVICES, or a CDI device annotation).
+Level-triggered like DRA's claims: what is wanted is recomputed from the cache (the reserve-bound pods
+holding GPUs, and the placements awaiting a reservation), and a cycle deletes what is not
+(`reservations.to_delete`); a crash in between leaves nothing a later cycle does not repair."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from datetime import datetime
 from horus_operator.api import keys
 from horus_operator.api.dljob import Binding
 from horus_operator.operator.binding import Bound, reservations
-from horus_operator.operator.binding.reservations import ReservationSettings, Slot
+from horus_operator.operator.binding.reservations import DeviceMode, ReservationSettings, Slot
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.jobs.pods import PodView
+from horus_operator.operator.jobs.pods import PodView, cdi_device
 from horus_operator.operator.kube import Kube
 from horus_operator.placement.types import Assignment
 
@@ -59,6 +59,14 @@ class ReserveBinder:
 
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
         return ()
+
+    def cdi_devices(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]:
+        """Under `--reservation-device-mode cdi`, the reserved GPUs by their CDI names; co-tenants of a
+        slot read the same reservation, so they name the same device. A pod is made only once every
+        slot's reservation reported (`unready`), so every UUID is known."""
+        if self._settings.device_mode != DeviceMode.CDI:
+            return ()
+        return tuple(cdi_device(uuid) for uuid in self.gpu_uuids(assignment, uuids) if uuid)
 
     async def repair(self, changed: bool) -> None:
         """Delete the reservations no pod holds and no placement awaits, those that ended, those the

@@ -25,6 +25,13 @@ from horus_operator.prediction.api import Workload
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
 NO_GPU = "void"  # the NVIDIA container toolkit's value for "no GPU device and no driver in the container"
+# `reserve` with `--reservation-device-mode cdi`: the pod names its GPUs in a CDI device annotation, in the
+# form a device plugin's Allocate answer takes (the CDI library's `cdi.k8s.io/<plugin>_<id>` key, a
+# comma-separated list of fully qualified device names). Each GPU is named by UUID under the NVIDIA
+# container toolkit's kind, as its generated spec names them (`nvidia-ctk cdi generate` names every GPU
+# by index and by UUID; the index is the driver's, which need not be Horus's).
+CDI_ANNOTATION = "cdi.k8s.io/horus_gpus"
+CDI_GPU_KIND = "nvidia.com/gpu"
 
 
 def pod_name(job_name: str, attempt: int) -> str:
@@ -39,6 +46,11 @@ def visible_devices(gpu_indices: Sequence[int], uuids: Sequence[str | None]) -> 
     return ",".join(str(i) for i in gpu_indices)
 
 
+def cdi_device(uuid: str) -> str:
+    """The fully qualified CDI name of the GPU with this UUID."""
+    return f"{CDI_GPU_KIND}={uuid}"
+
+
 @dataclass(frozen=True)
 class Placement:
     """What the pod for one attempt of a job should look like."""
@@ -50,6 +62,7 @@ class Placement:
     hostname: str
     gpu_uuids: tuple[str | None, ...] = ()
     claims: tuple[str, ...] = ()  # DRA binding: the ResourceClaim of each GPU, in GPU order
+    cdi_devices: tuple[str, ...] = ()  # the CDI devices its annotation names (`cdi_device`), in GPU order
     binding: str = ""  # recorded on the pod; "" says it by its claims (dra with claims, else env)
 
 
@@ -73,9 +86,8 @@ def build_pod(placement: Placement) -> dict[str, Any]:
         for container in spec.get("containers", []) if limit else []:
             container["env"] = [*container.get("env", []), {"name": PINNED_MEMORY_ENV, "value": limit}]
     else:
-        devices = visible_devices(assignment.gpu_indices, placement.gpu_uuids)
         for kind in ("initContainers", "containers"):
-            set_visible_devices(spec.get(kind, []), devices)
+            set_visible_devices(spec.get(kind, []), _told_devices(placement))
     spec["nodeSelector"] = {**spec.get("nodeSelector", {}), keys.LABEL_HOSTNAME: placement.hostname}
     spec.setdefault("restartPolicy", "Never")  # Horus counts attempts; "OnFailure" would hide failures
     for container in spec.get("containers", []):  # the log tail says why it failed (an OOM: jobs/oom.py)
@@ -95,6 +107,18 @@ def build_pod(placement: Placement) -> dict[str, Any]:
         },
         "spec": spec,
     }
+
+
+def _told_devices(placement: Placement) -> str:
+    """NVIDIA_VISIBLE_DEVICES of a pod without claims. Under CDI the annotation names the GPUs and the
+    variable must name none: a CUDA image sets NVIDIA_VISIBLE_DEVICES=all, which a pod requesting no
+    nvidia.com/gpu keeps, and the NVIDIA runtime reading it (its legacy mode; its CDI mode where no
+    annotation reaches it, which reads `all` as `nvidia.com/gpu=all`) would give the pod every GPU of its
+    node. `void` is what the toolkit's own CDI spec sets once CDI gave the devices: the containers see
+    exactly the annotated GPUs, or, where the node does not honour the annotation, none."""
+    if placement.cdi_devices:
+        return NO_GPU
+    return visible_devices(placement.assignment.gpu_indices, placement.gpu_uuids)
 
 
 def set_visible_devices(containers: Sequence[dict[str, Any]], devices: str) -> None:
@@ -147,6 +171,8 @@ def placement_annotations(placement: Placement) -> dict[str, str]:
     }
     if placement.claims:
         annotations[keys.ANNOTATION_CLAIMS] = pod_annotations.join(placement.claims)
+    if placement.cdi_devices:
+        annotations[CDI_ANNOTATION] = ",".join(placement.cdi_devices)
     if placement.gpu_uuids and all(placement.gpu_uuids):
         annotations[keys.ANNOTATION_GPU_UUIDS] = pod_annotations.join(placement.gpu_uuids)
     job = placement.job

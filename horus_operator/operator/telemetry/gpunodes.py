@@ -5,7 +5,10 @@ carry their UUID, health and observed memory/utilization. Rules:
 - a node without a GPUNode keeps its GPUs as they are (clusters may run without agents);
 - a GPUNode older than the TTL (a silent agent), or one whose NVML is unavailable, makes every GPU of
   its node unhealthy;
-- a GPU the labels promise but the agent does not list is unhealthy (it fell off the bus).
+- a GPU the labels promise but the agent does not list is unhealthy (it fell off the bus);
+- under the `reserve` binding, a slot (a GPU index of Horus's books) reads the agent's GPU whose UUID its
+  reservation reported, not the same-numbered one: the device plugin chose the physical GPU
+  (`slot_readings`).
 
 Freshness is judged on the operator's clock alone, by when a publish was *received*: an agent's
 `lastUpdate` is its own wall clock, which may run minutes ahead (its data would look fresh long after
@@ -47,9 +50,11 @@ class NodeTelemetry:
     nvml_available: bool
     gpus: Mapping[int, GpuTelemetry]
     heard_at: float | None = None  # when that publish reached the operator, on the operator's clock
-    # (labelled node, usable) -> merged node: the operator merges the same pair every scheduling cycle
-    # until the GPUNode changes (then a new NodeTelemetry replaces this one, and its memo).
-    _merged: dict[tuple[Node, bool], Node] = field(default_factory=dict, compare=False, repr=False)
+    # (labelled node, usable, reservations) -> merged node: the operator merges the same key every
+    # scheduling cycle until the GPUNode changes (then a new NodeTelemetry replaces this one, and its memo).
+    _merged: dict[tuple[Node, bool, tuple[tuple[int, str], ...]], Node] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     def fresh(self, now: float, ttl: float) -> bool:
         """`now`: the operator's clock, the one `heard_at` was taken on."""
@@ -83,28 +88,55 @@ def _heard_at(updated_at: float | None, received_at: float, previous: NodeTeleme
 
 
 def merge(
-    nodes: Iterable[Node], telemetry: Iterable[NodeTelemetry], *, now: float, ttl: float = DEFAULT_TTL_SECONDS
+    nodes: Iterable[Node],
+    telemetry: Iterable[NodeTelemetry],
+    *,
+    now: float,
+    ttl: float = DEFAULT_TTL_SECONDS,
+    reserved: Mapping[str, Mapping[int, str]] | None = None,
 ) -> tuple[Node, ...]:
-    """`telemetry`: parsed GPUNodes (`parse`; the operator's cache parses each once, when it changes)."""
+    """`telemetry`: parsed GPUNodes (`parse`; the operator's cache parses each once, when it changes);
+    `reserved`: node -> slot -> the GPU UUID its reservation reported (`reserve` binding)."""
     by_node = {t.node: t for t in telemetry}
-    return tuple(_merged(node, by_node.get(node.name), now, ttl) for node in nodes)
+    held = reserved or {}
+    return tuple(_merged(node, by_node.get(node.name), now, ttl, held.get(node.name, {})) for node in nodes)
 
 
-def _merged(node: Node, telemetry: NodeTelemetry | None, now: float, ttl: float) -> Node:
+def _merged(
+    node: Node, telemetry: NodeTelemetry | None, now: float, ttl: float, reserved: Mapping[int, str]
+) -> Node:
     if telemetry is None:
         return node
     usable = telemetry.nvml_available and telemetry.fresh(now, ttl)
-    key = (node, usable)
+    key = (node, usable, tuple(sorted(reserved.items())))
     if key not in telemetry._merged:
-        if len(telemetry._merged) >= _MEMO_SIZE:  # the node's labels or schedulability changed
+        if len(telemetry._merged) >= _MEMO_SIZE:  # the node's labels, schedulability or reservations changed
             telemetry._merged.clear()
-        gpus = tuple(_observed(gpu, telemetry, usable) for gpu in node.gpus)
+        read = slot_readings(telemetry.gpus, reserved) if reserved else telemetry.gpus
+        gpus = tuple(_observed(gpu, read.get(gpu.index), usable) for gpu in node.gpus)
         telemetry._merged[key] = dataclasses.replace(node, gpus=gpus)
     return telemetry._merged[key]
 
 
-def _observed(gpu: Gpu, telemetry: NodeTelemetry, usable: bool) -> Gpu:
-    seen = telemetry.gpus.get(gpu.index)
+def slot_readings(gpus: Mapping[int, GpuTelemetry], reserved: Mapping[int, str]) -> dict[int, GpuTelemetry]:
+    """Slot -> the agent's GPU it reads, on a node where `reserved` (slot -> UUID) says which physical GPU
+    the device plugin gave the slots' reservations (`gpus`: the agent's GPUs by its own index). A reserved
+    slot reads the GPU with its reservation's UUID. Any other slot reads its same-numbered GPU, as without
+    reservations, unless a reservation holds that GPU: then the lowest-numbered GPU no slot holds or reads
+    (one the plugin still has free), so no GPU's readings count twice. A reservation whose UUID the agent
+    does not list leaves its slot to the same rule; a slot left with no GPU to read is absent."""
+    by_uuid = {gpu.uuid: gpu for gpu in gpus.values() if gpu.uuid}
+    read = {slot: by_uuid[uuid] for slot, uuid in reserved.items() if uuid in by_uuid}
+    held = {gpu.index for gpu in read.values()}
+    read.update({index: gpu for index, gpu in gpus.items() if index not in held and index not in read})
+    displaced = sorted(index for index in held if index not in read)  # slots whose GPU another holds
+    taken = {gpu.index for gpu in read.values()}
+    free = (gpu for index, gpu in sorted(gpus.items()) if index not in taken)
+    read.update(zip(displaced, free, strict=False))
+    return read
+
+
+def _observed(gpu: Gpu, seen: GpuTelemetry | None, usable: bool) -> Gpu:
     if seen is None:
         return _copy(gpu, healthy=False)
     return _copy(

@@ -192,6 +192,28 @@ def test_under_dra_containers_outside_the_claims_see_no_gpu() -> None:
     assert all("NVIDIA_VISIBLE_DEVICES" not in str(c.get("env")) for c in pod["spec"]["containers"])
 
 
+def test_under_cdi_the_annotation_names_the_gpus_by_uuid_and_no_container_reads_the_variable() -> None:
+    uuids = ("GPU-a", "GPU-b")
+    placement = dataclasses.replace(
+        _placement(_with_init_and_sidecar(DLJobBuilder.stored("cnn").obj()), uuids=uuids),
+        cdi_devices=tuple(pods.cdi_device(u) for u in uuids),
+        binding="reserve",
+    )
+    pod = pods.build_pod(placement)
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["cdi.k8s.io/horus_gpus"] == "nvidia.com/gpu=GPU-a,nvidia.com/gpu=GPU-b"
+    assert annotations[keys.ANNOTATION_GPU_UUIDS] == "GPU-a,GPU-b"
+    # A CUDA image's NVIDIA_VISIBLE_DEVICES=all would hand every GPU of the node to a pod requesting none.
+    for container in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]:
+        assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in container["env"], container["name"]
+    assert "resourceClaims" not in pod["spec"]
+
+
+def test_without_cdi_devices_a_pod_has_no_cdi_annotation() -> None:
+    pod = pods.build_pod(_placement(DLJobBuilder.stored("cnn").obj(), uuids=("GPU-a", "GPU-b")))
+    assert not any(key.startswith("cdi.k8s.io/") for key in pod["metadata"]["annotations"])
+
+
 def test_host_cpus_travel_with_the_request_and_old_pods_read_as_none() -> None:
     job = dljob.parse(DLJobBuilder.stored("rl").obj())
     request = jobspec.request(job, Workload(model="a3c", batch_size=4, host_cpus=4.0), 5.0)

@@ -16,7 +16,7 @@ from horus_operator.api import keys
 from horus_operator.operator.binding import reservations
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.config import LoopConfig
-from horus_operator.operator.jobs import jobspec
+from horus_operator.operator.jobs import jobspec, pods
 from horus_operator.operator.loop import SchedulingLoop
 from horus_operator.placement.registry import make_policy
 from horus_operator.testing.builders import DLJobBuilder
@@ -24,13 +24,15 @@ from horus_operator.testing.builders import DLJobBuilder
 RESERVATIONS = keys.RESERVATION_NAMESPACE
 
 
-def _loop(kube: FakeKube, clock: list) -> SchedulingLoop:
+def _loop(
+    kube: FakeKube, clock: list, settings: reservations.ReservationSettings | None = None
+) -> SchedulingLoop:
     return SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=ClusterCache(),
         policy=make_policy("horus", predictor=FixedPredictor()),
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
-        config=LoopConfig(binding=keys_binding()),
+        config=LoopConfig(binding=keys_binding(), reservation=settings or reservations.ReservationSettings()),
         clock=lambda: clock[0],
     )
 
@@ -95,10 +97,31 @@ def test_a_job_runs_on_the_gpu_its_slots_reservation_reports_and_a_co_tenant_reu
         "reserve",
         "GPU-plugin-chose-1",
     )
+    assert pods.CDI_ANNOTATION not in annotations  # the default device mode: the variable alone
     # The job ends: nothing holds the slot any more, and its reservation goes at once.
     pod["status"]["phase"] = "Succeeded"
     asyncio.run(_settle(loop))
     assert _reservations(kube) == {}
+
+
+def test_under_cdi_co_tenants_of_a_slot_are_annotated_with_its_reserved_gpu_and_told_no_variable() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    for name in ("first", "second"):
+        job = DLJobBuilder.stored(name).spec(maxSlowdown=3.0).obj()
+        kube.jobs[job_key(job)] = job
+    settings = reservations.ReservationSettings(device_mode=reservations.DeviceMode.CDI)
+    loop = _loop(kube, clock, settings)
+    asyncio.run(_settle(loop))
+    assert list(_reservations(kube)) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]  # one slot, shared
+
+    _report(kube, {"gpu-gpu-node-0-0": "GPU-plugin-chose-1"})
+    asyncio.run(_settle(loop))
+    made = _job_pods(kube).values()
+    assert len(made) == 2
+    for pod in made:
+        assert pod["metadata"]["annotations"][pods.CDI_ANNOTATION] == "nvidia.com/gpu=GPU-plugin-chose-1"
+        assert _visible(pod) == "void"
 
 
 def test_a_reservation_no_pod_holds_is_deleted_and_one_that_never_reports_is_replaced() -> None:
@@ -156,3 +179,24 @@ def test_a_pod_wearing_a_reservations_labels_outside_its_namespace_is_no_reserva
     cache = ClusterCache()
     cache.put_reservation(forged)
     assert cache.reservations == {}
+
+
+def test_a_reserved_slot_is_seen_through_the_agents_reading_of_the_gpu_its_reservation_holds() -> None:
+    kube, _, loop = _started(gpus=2)
+    _report(kube, {"gpu-gpu-node-0-0": "GPU-1"})  # the plugin gave slot 0 the agent's GPU 1
+    asyncio.run(_settle(loop))
+    stamp = (NOW - timedelta(seconds=5)).isoformat().replace("+00:00", "Z")
+    gpus = [
+        {"index": 0, "uuid": "GPU-0", "healthy": True, "memoryUsedMiB": 0, "utilization": 0.0},
+        {"index": 1, "uuid": "GPU-1", "healthy": True, "memoryUsedMiB": 9000, "utilization": 0.7},
+    ]
+    body = {
+        "metadata": {"name": "gpu-node-0"},
+        "status": {"lastUpdate": stamp, "nvmlAvailable": True, "gpus": gpus},
+    }
+    loop._cache.put_gpunode(body, received_at=NOW.timestamp())
+    (node,) = loop._views.nodes(NOW)
+    assert [(g.index, g.uuid, g.observed_memory_used_mib) for g in node.gpus] == [
+        (0, "GPU-1", 9000.0),  # the job's slot reads its job's GPU
+        (1, "GPU-0", 0.0),  # the other slot reads the GPU the plugin still has free
+    ]

@@ -3,13 +3,18 @@ hands them over: nothing goes through the environment and back."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import click
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from horus_operator.commands.run import run
 from horus_operator.operator import entry
+from horus_operator.operator.binding.reservations import DeviceMode
 from horus_operator.operator.config import OperatorConfig
 from horus_operator.placement.queueorder import QueueOrder, Starvation
 
@@ -97,3 +102,30 @@ def test_the_pod_route_is_on_with_a_webhook_port_and_needs_its_certificate(
         "c.pem",
         "k.pem",
     )
+
+
+def test_the_reservation_device_mode_is_env_unless_cdi_is_asked_for(
+    handed_over: list[OperatorConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("HORUS_RESERVATION_DEVICE_MODE", raising=False)
+    assert CliRunner().invoke(run, []).exit_code == 0
+    monkeypatch.setenv("HORUS_RESERVATION_DEVICE_MODE", "cdi")
+    assert CliRunner().invoke(run, []).exit_code == 0
+    assert [c.reservation.device_mode for c in handed_over] == [DeviceMode.ENV, DeviceMode.CDI]
+
+
+def test_an_unknown_reservation_device_mode_is_refused_naming_the_flag(
+    handed_over: list[OperatorConfig],
+) -> None:
+    result = CliRunner().invoke(run, ["--reservation-device-mode", "annotations"])
+    assert result.exit_code == 2 and handed_over == []
+    assert "--reservation-device-mode" in result.output and "'annotations' is not one of" in result.output
+
+
+def test_the_charts_device_mode_offers_the_flags_choices_and_default() -> None:
+    chart = Path(__file__).resolve().parents[3] / "charts" / "horus"
+    schema = json.loads((chart / "values.schema.json").read_text())["properties"]["reservation"]
+    (flag,) = [p for p in run.params if p.name == "reservation_device_mode"]
+    assert isinstance(flag.type, click.Choice)
+    assert set(schema["properties"]["deviceMode"]["enum"]) == set(flag.type.choices)
+    assert yaml.safe_load((chart / "values.yaml").read_text())["reservation"]["deviceMode"] == flag.default

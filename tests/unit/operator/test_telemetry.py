@@ -6,6 +6,7 @@ from horus_operator.agent import gpunode as agent_gpunode
 from horus_operator.agent import summary
 from horus_operator.agent.readings import GpuReading, Sample
 from horus_operator.operator import cluster_view
+from horus_operator.operator.binding import reservations
 from horus_operator.operator.telemetry import gpunodes
 from horus_operator.placement.types import Gpu, Node
 
@@ -184,3 +185,64 @@ def test_a_gpunode_never_published_is_never_fresh() -> None:
     never = gpunodes.parse({"metadata": {"name": "n1"}, "status": {}}, received_at=NOW)
 
     assert never.heard_at is None and not never.fresh(NOW, ttl=60)
+
+
+def _telemetry(*gpus: tuple[int, str, bool]) -> dict[int, gpunodes.GpuTelemetry]:
+    """The agent's GPUs by its index: (index, UUID, healthy)."""
+    return {
+        index: gpunodes.GpuTelemetry(index, uuid, healthy, memory_used_mib=float(index), utilization=None)
+        for index, uuid, healthy in gpus
+    }
+
+
+def _uuids(read: dict[int, gpunodes.GpuTelemetry]) -> dict[int, str | None]:
+    return {slot: gpu.uuid for slot, gpu in sorted(read.items())}
+
+
+def test_under_reserve_a_slot_reads_the_gpu_its_reservation_reported_and_no_gpu_is_read_twice() -> None:
+    # The device plugin gave slot 0's reservation the agent's GPU 2: slot 0 reads it, and slot 2, whose
+    # same-numbered GPU that reservation holds, reads the GPU nobody holds or reads (GPU 0).
+    agent = _telemetry((0, "GPU-a", True), (1, "GPU-b", True), (2, "GPU-c", True))
+    read = gpunodes.slot_readings(agent, {0: "GPU-c"})
+    assert _uuids(read) == {0: "GPU-c", 1: "GPU-b", 2: "GPU-a"}
+    # Two reservations swapping GPUs: each slot reads its own.
+    assert _uuids(gpunodes.slot_readings(agent, {0: "GPU-b", 1: "GPU-a"})) == {
+        0: "GPU-b",
+        1: "GPU-a",
+        2: "GPU-c",
+    }
+
+
+def test_a_reservation_the_agent_does_not_list_and_a_gpu_off_the_bus_keep_todays_rules() -> None:
+    agent = _telemetry((0, "GPU-a", True), (1, "GPU-b", True))  # the labels promise 3: GPU 2 fell off
+    assert _uuids(gpunodes.slot_readings(agent, {1: "GPU-unknown"})) == {0: "GPU-a", 1: "GPU-b"}
+    # Slot 0 reserved on GPU 1: slot 1 reads the free GPU 0; slot 2 has no GPU to read (absent).
+    assert _uuids(gpunodes.slot_readings(agent, {0: "GPU-b"})) == {0: "GPU-b", 1: "GPU-a"}
+
+
+def test_merged_slots_carry_the_uuid_health_and_usage_of_the_gpu_their_reservation_holds() -> None:
+    report = parsed(
+        gpus=[
+            {"index": 0, "uuid": "GPU-a", "healthy": False, "memoryUsedMiB": 0, "utilization": 0.0},
+            {"index": 1, "uuid": "GPU-b", "healthy": True, "memoryUsedMiB": 9000, "utilization": 0.8},
+        ]
+    )
+    (merged,) = gpunodes.merge([node()], [report], now=NOW, reserved={"n1": {0: "GPU-b"}})
+    slot0, slot1 = merged.gpus
+    assert (slot0.uuid, slot0.healthy, slot0.observed_memory_used_mib, slot0.observed_utilization) == (
+        "GPU-b",
+        True,
+        9000.0,
+        0.8,
+    )
+    assert (slot1.uuid, slot1.healthy) == ("GPU-a", False)  # the GPU the plugin would give next is bad
+    (unreserved,) = gpunodes.merge([node()], [report], now=NOW, reserved={"other-node": {0: "GPU-b"}})
+    assert [g.uuid for g in unreserved.gpus] == ["GPU-a", "GPU-b"]  # no reservation here: by index
+
+
+def test_the_reported_reservations_are_those_holding_their_gpu() -> None:
+    def view(name: str, index: int, uuid: str, phase: str = "Running") -> reservations.ReservationView:
+        return reservations.ReservationView(name, "n1", index, uuid, phase, deleting=False, created_at=None)
+
+    existing = [view("r0", 0, "GPU-b"), view("r1", 1, ""), view("r2", 2, "GPU-a", phase="Failed")]
+    assert reservations.reported(existing) == {"n1": {0: "GPU-b"}}
