@@ -57,7 +57,7 @@ CONFIG_FILES: Mapping[str, str] = {
 # The published optimizers (data/memory/README.md) as spec.model.huggingface.optimizer names them.
 OPTIMIZERS: Mapping[str, str] = {
     "adamw": "adamw",
-    "adamw_fused": "adamw",
+    "adamw_fused": "adamw_fused",
     "sgd": "sgd",
     "adamw8bit": "adamw8bit",
     "paged_adamw": "paged_adamw",
@@ -73,6 +73,11 @@ TARGET_GROUPS: Mapping[str, tuple[str, ...]] = {
     "mlp": ("gate_proj", "up_proj", "down_proj"),
     "self_attn": ("q_proj", "k_proj", "v_proj", "o_proj"),
 }
+# Whether each source's recipes reduce FSDP's gradients after every micro-batch of an accumulation:
+# torchtune's call `backward()` on each without `no_sync()` (recipes/full_finetune_distributed.py);
+# LitGPT's wrap the accumulating ones in Fabric's `no_backward_sync`, FSDP's `no_sync()`
+# (litgpt/finetune/full.py), which accumulates them unsharded. PEFT's runs are on one GPU.
+SYNCS_EACH_BATCH: Mapping[str, bool] = {"torchtune": True, "litgpt": False, "peft": False}
 SHARDED = {"none": "none", "fsdp": "fsdp"}  # the published sharding the spec can say (not CPU offload)
 Variant = Callable[[transformer.Training], transformer.Training]
 
@@ -95,7 +100,7 @@ def training(row: Mapping[str, str]) -> transformer.Training:
     lora = None
     if row["method"] in ("lora", "qlora"):
         targets = [name for target in row["lora_targets"].split(";") if target for name in _modules(target)]
-        lora = transformer.Lora(int(row["lora_rank"]), tuple(targets))
+        lora = transformer.Lora(int(row["lora_rank"]), tuple(targets), float(row["lora_dropout"] or 0))
     return transformer.Training(
         sequence_length=int(row["sequence_length"]),
         optimizer=OPTIMIZERS[row["optimizer"]],
@@ -106,6 +111,8 @@ def training(row: Mapping[str, str]) -> transformer.Training:
         loss_chunks=_loss_chunks(row),
         activation_offloading=row["activation_offloading"] == "true",
         sharding=transformer.shard_over(SHARDED[row["sharding"]], int(row["gpus"])),
+        gradient_accumulation_steps=int(row["gradient_accumulation"] or 1),
+        sync_each_batch=SYNCS_EACH_BATCH[row["source"]],
     )
 
 
@@ -127,6 +134,17 @@ def _as_adamw(training: transformer.Training) -> transformer.Training:
     return dataclasses.replace(training, optimizer="adamw") if adamw else training
 
 
+def _as_foreach(training: transformer.Training) -> transformer.Training:
+    """Adam and AdamW as fused: no scratch in their step."""
+    foreach = training.optimizer in ("adam", "adamw")
+    return dataclasses.replace(training, optimizer="adamw_fused") if foreach else training
+
+
+def _without_dropout(training: transformer.Training) -> transformer.Training:
+    lora = training.lora
+    return dataclasses.replace(training, lora=dataclasses.replace(lora, dropout=0.0)) if lora else training
+
+
 def _as_bf16(training: transformer.Training) -> transformer.Training:
     """QLoRA as LoRA on a bf16 base."""
     nf4 = training.weights_dtype == transformer.NF4
@@ -141,6 +159,9 @@ WITHOUT: Mapping[str, Variant] = {
     "chunked loss": lambda t: dataclasses.replace(t, loss_chunks=1),
     "activation offloading": lambda t: dataclasses.replace(t, activation_offloading=False),
     "FSDP shards": lambda t: dataclasses.replace(t, sharding=transformer.Sharding()),
+    "LoRA dropout": _without_dropout,
+    "foreach Adam's step scratch": _as_foreach,
+    "FSDP's unsharded accumulation (no_sync)": lambda t: dataclasses.replace(t, sync_each_batch=True),
 }
 
 

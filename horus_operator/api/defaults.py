@@ -21,8 +21,16 @@ ONNX_KEY = "model.onnx"  # spec.model.onnx.key: the ConfigMap key of the graph
 HF_CONFIG_KEY = "config.json"  # spec.model.huggingface.key
 OPTIMIZER = "adam"  # spec.model.huggingface.optimizer: what its state costs in memory
 # Every optimizer spec.model.huggingface.optimizer names (torch's Adam, AdamW and SGD; bitsandbytes'
-# 8-bit and paged AdamW); `transformer.OPTIMIZERS` says what each keeps.
-OPTIMIZERS: tuple[str, ...] = ("adam", "adamw", "sgd", "adamw8bit", "paged_adamw", "paged_adamw8bit")
+# 8-bit and paged AdamW; torch's fused AdamW); `transformer.OPTIMIZERS` says what each keeps.
+OPTIMIZERS: tuple[str, ...] = (
+    "adam",
+    "adamw",
+    "sgd",
+    "adamw8bit",
+    "paged_adamw",
+    "paged_adamw8bit",
+    "adamw_fused",
+)
 # spec.model.huggingface.weightsDtype: what the weights are loaded in. No default here: a config whose
 # torch_dtype is bfloat16 or float16 is loaded in that (as the common fine-tuning recipes do), else fp32.
 # nf4: QLoRA's frozen 4-bit base (LoRA only).
@@ -49,6 +57,9 @@ SPEC: Mapping[str, object] = {
     "model.huggingface.key": HF_CONFIG_KEY,
     "model.huggingface.optimizer": OPTIMIZER,
     "model.huggingface.gradientCheckpointing": False,
+    "model.huggingface.lora.dropout": 0,
+    "model.huggingface.gradientAccumulationSteps": 1,
+    "model.huggingface.syncEachBatch": False,
     "model.huggingface.attention": ATTENTION,
     "model.huggingface.optimizerInBackward": False,
     "model.huggingface.lossChunks": LOSS_CHUNKS,

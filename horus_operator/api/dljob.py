@@ -223,27 +223,36 @@ def huggingface_storage(spec: Mapping[str, Any]) -> HuggingfaceStorage:
 @dataclass(frozen=True)
 class HuggingfaceRecipe:
     """How spec.model.huggingface says the job saves memory (issue 45): what `transformer.Training`
-    takes as `optimizer_in_backward`, `loss_chunks`, `activation_offloading` and, with spec.gpus,
-    `sharding`."""
+    takes as `optimizer_in_backward`, `loss_chunks`, `activation_offloading`, with spec.gpus,
+    `sharding`, and `gradient_accumulation_steps` and `sync_each_batch`."""
 
     optimizer_in_backward: bool = False
     loss_chunks: int = defaults.LOSS_CHUNKS
     activation_offloading: bool = False
     sharding: str = defaults.SHARDING
+    gradient_accumulation_steps: int = 1
+    sync_each_batch: bool = False
 
 
 def huggingface_recipe(spec: Mapping[str, Any]) -> HuggingfaceRecipe:
-    """spec.model.huggingface's optimizerInBackward, lossChunks, activationOffloading and sharding,
-    defaulted as crds/dljob.yaml does; InvalidJob naming one the CRD's schema would refuse."""
-    chunks = spec.get("lossChunks", defaults.LOSS_CHUNKS)
-    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_SHAPE_SIZE:
-        raise InvalidJob(f"{HUGGINGFACE}.lossChunks", chunks, f"an integer from 1 to {MAX_SHAPE_SIZE}")
+    """spec.model.huggingface's optimizerInBackward, lossChunks, activationOffloading, sharding,
+    gradientAccumulationSteps and syncEachBatch, defaulted as crds/dljob.yaml does; InvalidJob naming
+    one the CRD's schema would refuse."""
     return HuggingfaceRecipe(
         optimizer_in_backward=_flag(spec, "optimizerInBackward"),
-        loss_chunks=chunks,
+        loss_chunks=_count(spec, "lossChunks", defaults.LOSS_CHUNKS),
         activation_offloading=_flag(spec, "activationOffloading"),
         sharding=_one_of(spec, "sharding", defaults.SHARDINGS, defaults.SHARDING),
+        gradient_accumulation_steps=_count(spec, "gradientAccumulationSteps", 1),
+        sync_each_batch=_flag(spec, "syncEachBatch"),
     )
+
+
+def _count(spec: Mapping[str, Any], key: str, default: int) -> int:
+    value = spec.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SHAPE_SIZE:
+        raise InvalidJob(f"{HUGGINGFACE}.{key}", value, f"an integer from 1 to {MAX_SHAPE_SIZE}")
+    return value
 
 
 def _one_of(spec: Mapping[str, Any], key: str, choices: tuple[str, ...], default: str) -> str:

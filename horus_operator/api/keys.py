@@ -56,6 +56,9 @@ ANNOTATION_OPTIMIZER_IN_BACKWARD = "horus.dev/optimizer-in-backward"  # "true"
 ANNOTATION_LOSS_CHUNKS = "horus.dev/loss-chunks"  # "8"
 ANNOTATION_ACTIVATION_OFFLOADING = "horus.dev/activation-offloading"  # "true"
 ANNOTATION_SHARDING = "horus.dev/sharding"  # none | fsdp | zero2
+ANNOTATION_LORA_DROPOUT = "horus.dev/lora-dropout"  # "0.05"
+ANNOTATION_GRADIENT_ACCUMULATION_STEPS = "horus.dev/gradient-accumulation-steps"  # "4"
+ANNOTATION_SYNC_EACH_BATCH = "horus.dev/sync-each-batch"  # "true"
 # Gangs (`pod_spec.group`): pods placed all or none. A group named by hand, or a workload's own label.
 ANNOTATION_GROUP = "horus.dev/group"
 ANNOTATION_GROUP_SIZE = "horus.dev/group-size"  # its pods in all (a PyTorchJob's or JobSet's too)

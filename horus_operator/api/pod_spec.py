@@ -15,7 +15,8 @@ told what to fix in the words of the pod.
     horus.dev/priority: "0"               horus.dev/total-steps: "10000"
     horus.dev/input-shape: 3x32x32        (with a catalog name)
     horus.dev/sequence-length, optimizer, lora-rank, lora-target-modules, gradient-checkpointing,
-        weights-dtype, attention, optimizer-in-backward, loss-chunks, activation-offloading, sharding
+        weights-dtype, attention, optimizer-in-backward, loss-chunks, activation-offloading, sharding,
+        lora-dropout, gradient-accumulation-steps, sync-each-batch
                                           (with huggingface:)
     horus.dev/group: <name>               horus.dev/group-size: "4"   (a gang: `group`)
     horus.dev/binding: env|dra            (default: the operator's `--binding`; `env` where that is reserve)
@@ -45,6 +46,7 @@ FIELDS: Mapping[str, str] = {
     f"{dljob.HUGGINGFACE}.optimizer": keys.ANNOTATION_OPTIMIZER,
     f"{dljob.HUGGINGFACE}.lora": keys.ANNOTATION_LORA_RANK,
     f"{dljob.HUGGINGFACE}.lora.targetModules": keys.ANNOTATION_LORA_TARGETS,
+    f"{dljob.HUGGINGFACE}.lora.dropout": keys.ANNOTATION_LORA_DROPOUT,
     f"{dljob.HUGGINGFACE}.gradientCheckpointing": keys.ANNOTATION_GRADIENT_CHECKPOINTING,
     f"{dljob.HUGGINGFACE}.weightsDtype": keys.ANNOTATION_WEIGHTS_DTYPE,
     f"{dljob.HUGGINGFACE}.attention": keys.ANNOTATION_ATTENTION,
@@ -52,6 +54,8 @@ FIELDS: Mapping[str, str] = {
     f"{dljob.HUGGINGFACE}.lossChunks": keys.ANNOTATION_LOSS_CHUNKS,
     f"{dljob.HUGGINGFACE}.activationOffloading": keys.ANNOTATION_ACTIVATION_OFFLOADING,
     f"{dljob.HUGGINGFACE}.sharding": keys.ANNOTATION_SHARDING,
+    f"{dljob.HUGGINGFACE}.gradientAccumulationSteps": keys.ANNOTATION_GRADIENT_ACCUMULATION_STEPS,
+    f"{dljob.HUGGINGFACE}.syncEachBatch": keys.ANNOTATION_SYNC_EACH_BATCH,
     dljob.INPUT_SHAPE: keys.ANNOTATION_INPUT_SHAPE,
     "spec.batchSize": keys.ANNOTATION_BATCH_SIZE,
     "spec.precision": keys.ANNOTATION_PRECISION,
@@ -292,11 +296,13 @@ _HUGGINGFACE_WORDS: Mapping[str, str] = {
 _HUGGINGFACE_NUMBERS: Mapping[str, str] = {
     "sequenceLength": keys.ANNOTATION_SEQUENCE_LENGTH,
     "lossChunks": keys.ANNOTATION_LOSS_CHUNKS,
+    "gradientAccumulationSteps": keys.ANNOTATION_GRADIENT_ACCUMULATION_STEPS,
 }
 _HUGGINGFACE_FLAGS: Mapping[str, str] = {
     "gradientCheckpointing": keys.ANNOTATION_GRADIENT_CHECKPOINTING,
     "optimizerInBackward": keys.ANNOTATION_OPTIMIZER_IN_BACKWARD,
     "activationOffloading": keys.ANNOTATION_ACTIVATION_OFFLOADING,
+    "syncEachBatch": keys.ANNOTATION_SYNC_EACH_BATCH,
 }
 
 
@@ -317,6 +323,8 @@ def _huggingface(annotations: Mapping[str, str]) -> dict[str, Any]:
             "rank": _number(annotations, keys.ANNOTATION_LORA_RANK, int),
             "targetModules": [t.strip() for t in targets.split(",") if t.strip()],
         }
+        if keys.ANNOTATION_LORA_DROPOUT in annotations:
+            fields["lora"]["dropout"] = _number(annotations, keys.ANNOTATION_LORA_DROPOUT, float)
     return fields
 
 

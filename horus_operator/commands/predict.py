@@ -239,6 +239,11 @@ def _choice_option(name: str, choices: Sequence[str], default: str, help_text: s
 @click.option(
     "--lora-target", "lora_targets", multiple=True, help="Module LoRA adapts (repeatable; default: PEFT's)."
 )
+@click.option(
+    "--lora-dropout",
+    type=click.FloatRange(min=0, max=1, max_open=True),
+    help="Dropout on each adapter's input (with --lora-rank; default 0, PEFT's).",
+)
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
 @click.option("--optimizer", type=click.Choice(OPTIMIZERS), default=OPTIMIZER, show_default=True)
 @click.option(
@@ -266,6 +271,19 @@ def _choice_option(name: str, choices: Sequence[str], default: str, help_text: s
 )
 @click.option(
     "--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="GPUs the job trains on."
+)
+@click.option(
+    "--gradient-accumulation-steps",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Micro-batches (each --batch-size) summed before each optimizer step.",
+)
+@click.option(
+    "--sync-each-batch",
+    is_flag=True,
+    help="Sharded gradients reduced after every micro-batch (torchtune, DeepSpeed), not accumulated "
+    "unsharded under FSDP's no_sync() (Lightning Fabric, LitGPT).",
 )
 @_choice_option(
     "--attention",
@@ -297,6 +315,7 @@ def job(
     sequence_length: int | None,
     lora_rank: int | None,
     lora_targets: tuple[str, ...],
+    lora_dropout: float | None,
     gradient_checkpointing: bool,
     optimizer: str,
     optimizer_in_backward: bool,
@@ -305,6 +324,8 @@ def job(
     activation_offloading: bool,
     sharding: str,
     gpus: int,
+    gradient_accumulation_steps: int,
+    sync_each_batch: bool,
     attention: str,
     batch_size: int,
     gpu: str,
@@ -323,7 +344,7 @@ def job(
     try:
         gpu_type = normalize_gpu(gpu)
         if hf_config is not None:
-            lora = _lora(lora_rank, lora_targets)
+            lora = _lora(lora_rank, lora_targets, lora_dropout)
             if sequence_length is None:
                 raise click.UsageError("--hf-config needs --sequence-length")
             training = transformer.Training(
@@ -337,6 +358,8 @@ def job(
                 loss_chunks,
                 activation_offloading,
                 transformer.shard_over(sharding, gpus),
+                gradient_accumulation_steps,
+                sync_each_batch,
             )
             described = transformer.describe(_read_config(hf_config), training)
             name = f"{hf_config.name} ({described.shape.family})"
@@ -390,10 +413,14 @@ def _catalog_workload(name: str, shape: tuple[int, ...] | None, batch_size: int,
         raise click.ClickException(f"--input-shape {list(shape)}: {name} cannot take it: {error}") from error
 
 
-def _lora(lora_rank: int | None, lora_targets: tuple[str, ...]) -> transformer.Lora | None:
-    if lora_targets and lora_rank is None:
-        raise click.UsageError("--lora-target needs --lora-rank")
-    return transformer.Lora(lora_rank, tuple(lora_targets)) if lora_rank is not None else None
+def _lora(
+    lora_rank: int | None, lora_targets: tuple[str, ...], lora_dropout: float | None
+) -> transformer.Lora | None:
+    if (lora_targets or lora_dropout is not None) and lora_rank is None:
+        raise click.UsageError("--lora-target and --lora-dropout need --lora-rank")
+    if lora_rank is None:
+        return None
+    return transformer.Lora(lora_rank, tuple(lora_targets), lora_dropout or 0.0)
 
 
 def _read_config(path: Path) -> dict[str, object]:

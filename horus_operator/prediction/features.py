@@ -86,6 +86,9 @@ MEMORY_NAMES: tuple[str, ...] = (
     "gradient_bytes",
     # what the optimizer keeps for them (Adam: two moments, in their dtype; 8-bit: 1 byte each), on one GPU
     "optimizer_state_bytes",
+    # what the optimizer's step allocates for a moment beyond its state, after backward freed the
+    # activations (torch's foreach Adam: a copy of the parameters it steps), on one GPU
+    "optimizer_step_bytes",
     # held for backward under checkpointing, LoRA, SDPA attention or activation offloading
     "kept_activation_bytes_per_sample",
     # held at FP32 whatever the precision, beyond the graph (the loss; one chunk's under a chunked loss)

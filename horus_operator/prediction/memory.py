@@ -11,7 +11,9 @@ says more (`features.MEMORY_NAMES`: a Hugging Face config counted by `transforme
 loaded (in half precision or NF4: no FP32 copy and no autocast copies), the gradients it holds at once
 (its trainable parameters' only, LoRA; one parameter's under optimizer-in-backward) in their dtype, its
 optimizer's state, and the activations it keeps (checkpointing, SDPA attention, offloading), in place
-of those defaults; under FSDP/ZeRO, one GPU's share of them. Activations kept for backward are stored
+of those defaults; under FSDP/ZeRO, one GPU's share of them; and what its optimizer's step allocates
+beyond its state (torch's foreach Adam: a copy of the parameters), which takes the place of the
+activations backward has freed: the larger of the two counts. Activations kept for backward are stored
 at half size under amp/bf16. The process floor (`process_floor_mib`: what any training process of a
 runtime holds on a GPU generation — CUDA context, cuBLAS/cuDNN workspaces, allocator cache) is data,
 `data/process_floor.csv`, each row a measured tiny-model peak or a nearer generation's, saying which.
@@ -164,8 +166,10 @@ class MemoryModel:
         floor) as the runtime's allocator holds it, on the runtime's floor (`runtime_floor_mib`: the
         table's, or `learned_floor_mib` where the cluster observed one)."""
         weights = self._state_bytes(job_features, precision)
-        activations = _activation_bytes(job_features, precision)
-        in_use = self.overhead_mib + (weights + self.activation_factor * activations) / MIB
+        activations = self.activation_factor * _activation_bytes(job_features, precision)
+        # the optimizer's step runs after backward has freed the activations: its scratch takes their place
+        step = job_features.get("optimizer_step_bytes", 0.0)
+        in_use = self.overhead_mib + (weights + max(activations, step)) / MIB
         constant = self.constant_mib(gpu, runtime, learned_floor_mib)
         room = GPU_SPECS[gpu].memory_mib - constant if gpu is not None else math.inf
         return constant + ALLOCATORS[runtime].arena_mib(in_use, job_features.get("conv_ops", 0.0) > 0, room)

@@ -50,10 +50,15 @@ LOSS_FP32_COPIES = 2  # the logits cast to FP32 and their log-softmax (under fp3
 @dataclass(frozen=True)
 class OptimizerState:
     """What an optimizer keeps per trained parameter: `states` values of `value_bytes` each; None: in the
-    parameter's own dtype (torch.optim allocates its state `zeros_like` the parameter)."""
+    parameter's own dtype (torch.optim allocates its state `zeros_like` the parameter). `step_copies`:
+    values per parameter, in its dtype, its step allocates for a moment: torch's Adam and AdamW run
+    `foreach` on CUDA unless asked otherwise (`_default_to_fused_or_foreach`), and `_multi_tensor_adam`
+    takes the square root of every second moment into a new list before the update (one copy of the
+    parameters); fused kernels and bitsandbytes' step each tensor in place."""
 
     states: int
     value_bytes: float | None = None
+    step_copies: int = 0
 
 
 # bitsandbytes' 8-bit optimizers keep each state value in 1 byte, quantised block-wise with one FP32
@@ -66,12 +71,13 @@ EIGHT_BIT_BYTES = 1 + tg.FP32 / 256
 # short: counted as the device holds it when nothing presses it, as the unpaged variant. bitsandbytes'
 # 32-bit state is FP32 whatever the parameters' dtype.
 OPTIMIZER_STATES: Mapping[str, OptimizerState] = {
-    "adam": OptimizerState(2),
-    "adamw": OptimizerState(2),
+    "adam": OptimizerState(2, step_copies=1),
+    "adamw": OptimizerState(2, step_copies=1),
     "sgd": OptimizerState(1),
     "adamw8bit": OptimizerState(2, EIGHT_BIT_BYTES),
     "paged_adamw": OptimizerState(2, tg.FP32),
     "paged_adamw8bit": OptimizerState(2, EIGHT_BIT_BYTES),
+    "adamw_fused": OptimizerState(2),  # torch's AdamW(fused=True)
 }
 # What PEFT's LoraConfig adapts when target_modules is not given (its per-model-type defaults).
 DEFAULT_LORA_TARGETS: Mapping[str, tuple[str, ...]] = {
@@ -115,6 +121,7 @@ class ConfigError(ValueError):
 class Lora:
     rank: int
     target_modules: tuple[str, ...] = ()  # empty: PEFT's default for the model type
+    dropout: float = 0.0  # on each adapter's input (PEFT's lora_dropout; its default, and torchtune's, 0)
 
 
 @dataclass(frozen=True)
@@ -158,6 +165,17 @@ class Training:
     loss_chunks: int = LOSS_CHUNKS  # the loss computed over this many chunks of the tokens, one at a time
     activation_offloading: bool = False  # torchtune's: kept activations wait in host memory
     sharding: Sharding = Sharding()
+    # Micro-batches whose gradients are summed before each optimizer step, and whether FSDP reduces
+    # them after every micro-batch (torchtune's recipes; Accelerate's `sync_each_batch`) or accumulates
+    # them unsharded until the last (FSDP's `no_sync()`, as Lightning Fabric's `no_backward_sync` and
+    # litgpt use it: every GPU then holds the whole model's gradients).
+    gradient_accumulation_steps: int = 1
+    sync_each_batch: bool = False
+
+    @property
+    def accumulates_unsharded(self) -> bool:
+        """Whether one GPU holds every trained parameter's gradient whole, sharding or not."""
+        return self.gradient_accumulation_steps > 1 and not self.sync_each_batch
 
 
 # ---- reading a config ----
@@ -304,7 +322,8 @@ def describe(config: Mapping[str, Any], training: Training) -> Description:
     targets = _lora_targets(shape, training.lora)
     s = training.sequence_length
     rank = training.lora.rank if training.lora is not None else None
-    blocks = tg.FAMILIES[shape.family](shape, s, lambda: tg.Builder(s, rank, targets))
+    dropout = training.lora.dropout if training.lora is not None else 0.0
+    blocks = tg.FAMILIES[shape.family](shape, s, lambda: tg.Builder(s, rank, targets, dropout))
     # (block, times it occurs): the layer is counted once and multiplied, never repeated in memory
     weighted = ((blocks[0], 1), (blocks[1], shape.layers), (blocks[2], 1))
     base = sum(times * _base_params(block, shape) for block, times in weighted)
@@ -347,6 +366,8 @@ def _digest(config: Mapping[str, Any], training: Training) -> str:
         for name, value in dataclasses.asdict(training).items()
         if name in _FIRST_FIELDS or getattr(training, name) != unset[name]
     }
+    if training.lora is not None and not training.lora.dropout:  # as the key was before dropout was said
+        settings["lora"] = {"rank": training.lora.rank, "target_modules": training.lora.target_modules}
     text = json.dumps([config, settings], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -365,6 +386,8 @@ def _check_training(shape: Shape, training: Training) -> None:
         )
     if training.lora is not None and not 1 <= training.lora.rank <= MAX_DIMENSION:
         raise ConfigError("lora.rank", f"from 1 to {MAX_DIMENSION}, got {training.lora.rank}")
+    if training.lora is not None and not 0 <= training.lora.dropout < 1:
+        raise ConfigError("lora.dropout", f"a probability from 0 to under 1, got {training.lora.dropout}")
     if training.weights_dtype is not None and training.weights_dtype not in WEIGHTS_DTYPES:
         raise ConfigError(
             "weightsDtype", f"{training.weights_dtype!r}: expected one of {', '.join(WEIGHTS_DTYPES)}"
@@ -383,6 +406,14 @@ def _check_memory_savings(training: Training) -> None:
         raise ConfigError("sharding", f"{training.sharding.kind!r}: expected one of {', '.join(SHARDINGS)}")
     if not 1 <= training.sharding.gpus <= MAX_DIMENSION:
         raise ConfigError("sharding", f"over 1 to {MAX_DIMENSION} GPUs, got {training.sharding.gpus}")
+    steps = training.gradient_accumulation_steps
+    if not 1 <= steps <= MAX_DIMENSION:
+        raise ConfigError("gradientAccumulationSteps", f"from 1 to {MAX_DIMENSION}, got {steps}")
+    if training.optimizer_in_backward and steps > 1:
+        # torchtune refuses the two together: a gradient stepped and freed cannot be summed with the next
+        raise ConfigError(
+            "gradientAccumulationSteps", "1 under optimizerInBackward, which frees each gradient"
+        )
 
 
 def _lora_targets(shape: Shape, lora: Lora | None) -> frozenset[str]:
@@ -463,8 +494,11 @@ def _held_bytes(
         optimizer=_optimizer_bytes(training.optimizer, width) * trained,
     )
     if training.sharding.splits:
-        held = _shard(held, parts, shape, training.sharding, width)
+        held = _shard(held, parts, shape, training, width)
     terms = {"trainable_param_bytes": float(width * trained), "optimizer_state_bytes": held.optimizer}
+    step_copies = OPTIMIZER_STATES[training.optimizer].step_copies
+    if step_copies and not training.optimizer_in_backward:  # in backward: one parameter at a time
+        terms["optimizer_step_bytes"] = step_copies * width * trained / _stepped_by(training.sharding)
     if dtype != FP32 or training.sharding.splits:  # not the FP32 weights and autocast copies memory derives
         terms["weight_bytes"] = held.weights + _dequantised_bytes(blocks[1], dtype)
     if held.gradients != terms["trainable_param_bytes"]:
@@ -515,20 +549,31 @@ def _optimizer_bytes(optimizer: str, width: int) -> float:
     return state.states * (width if state.value_bytes is None else state.value_bytes)
 
 
-def _shard(held: _Held, parts: tuple[_Part, ...], shape: Shape, sharding: Sharding, width: int) -> _Held:
+def _stepped_by(sharding: Sharding) -> int:
+    """GPUs the optimizer's step is split over: each steps its shard of the state (ZeRO-2 and FSDP)."""
+    return sharding.gpus if sharding.splits else 1
+
+
+def _shard(held: _Held, parts: tuple[_Part, ...], shape: Shape, training: Training, width: int) -> _Held:
     """What one of `sharding.gpus` GPUs holds: its share of what is sharded, and what is gathered whole
     at a time. FSDP (ZeRO-3) shards the parameters too and all-gathers each unit for its forward and
     backward: the root unit (embeddings, final norm, head), gathered through both, and GATHERED_LAYERS
     layers. Under either kind a unit's gradients are whole until reduce-scattered: the root's and one
-    layer's."""
+    layer's (never more than every gradient whole, as in a model of one layer); accumulated unsharded
+    (`Training.accumulates_unsharded`: FSDP's `no_sync()`, under FULL_SHARD or SHARD_GRAD_OP), all of
+    them."""
     start, layer, end = parts
+    sharding = training.sharding
     gpus = sharding.gpus
-    weights = held.weights
+    weights, gradients = held.weights, held.gradients
     if sharding.kind == FSDP:
         gathered = min(shape.layers, GATHERED_LAYERS) * layer.weight_bytes
         weights = held.weights / gpus + start.weight_bytes + end.weight_bytes + gathered
-    unreduced = width * (start.trained + layer.trained + end.trained)
-    return _Held(weights, held.gradients / gpus + unreduced, held.optimizer / gpus)
+    if not training.accumulates_unsharded:
+        unreduced = width * (start.trained + layer.trained + end.trained)
+        every = width * (start.trained + shape.layers * layer.trained + end.trained)
+        gradients = min(held.gradients / gpus + unreduced, every)
+    return _Held(weights, gradients, held.optimizer / gpus)
 
 
 def _loss_bytes(shape: Shape, training: Training) -> float:

@@ -18,6 +18,11 @@ from dataclasses import dataclass
 
 FP32 = 4  # bytes per value: the graph's dtype, as the catalog's exports
 BOOL_BYTES = 1
+# A dropout's outputs per value, in FP32 graph values: the dropped value and its mask (what
+# `torch.native_dropout` returns and backward keeps). Memory scales kept activations by the precision's
+# width (half under amp/bf16), but the mask is a one-byte bool at any precision: counted at two graph
+# bytes, it is its one byte under half precision and two, on the safe side, under FP32.
+DROPOUT_VALUES = 1 + 2 * BOOL_BYTES / FP32
 LM_HEAD = "lm_head"
 CLASSIFIER = "classifier"  # BertForSequenceClassification's output layer
 
@@ -87,9 +92,10 @@ class Block:
 class Builder:
     """Collects a block's nodes; a linear layer adds its nodes, and LoRA's where it is a target."""
 
-    def __init__(self, tokens: int, rank: int | None, targets: frozenset[str]) -> None:
-        """`rank`: LoRA's, adapting the linear layers named in `targets`; None without LoRA."""
-        self.tokens, self.rank, self.targets = tokens, rank, targets
+    def __init__(self, tokens: int, rank: int | None, targets: frozenset[str], dropout: float = 0.0) -> None:
+        """`rank`: LoRA's, adapting the linear layers named in `targets`; None without LoRA. `dropout`:
+        the probability of LoRA's dropout on each adapter's input (0: none)."""
+        self.tokens, self.rank, self.targets, self.dropout = tokens, rank, targets, dropout
         self.nodes: list[Nodes] = []
         self.linears: list[Linear] = []
         self.other_params = 0
@@ -108,6 +114,8 @@ class Builder:
                 self.add(Nodes("elementwise", 1, s * fan_out, s * fan_out))
         if self.rank is not None and name in self.targets:
             rank = self.rank  # x·Aᵀ·Bᵀ × scaling, added to the frozen layer's output
+            if self.dropout > 0:  # A multiplies dropout(x): each adapter keeps its own copy and mask
+                self.add(Nodes("elementwise", 1, s * fan_in, DROPOUT_VALUES * s * fan_in))
             # Backward needs x·Aᵀ (for B's gradient); B's output is only scaled and added, which keep nothing.
             self.add(
                 Nodes("other", 2),
@@ -264,7 +272,7 @@ def _bert_classifier(shape: Shape, new: NewBuilder) -> Block:
     tanh) and the classifier (dense to the labels), on one token; no logits over the vocabulary."""
     h = shape.hidden
     template = new()
-    end = Builder(1, template.rank, template.targets)
+    end = Builder(1, template.rank, template.targets, template.dropout)
     end.add(Nodes("other", 1))
     end.linear("dense", h, h, bias=True)
     end.add(Nodes("activation", 1, h, h))

@@ -161,7 +161,16 @@ def _config_map_ref(job: JobSpec, spec: Mapping[str, Any]) -> str:
 
 # The ConfigError keys (transformer.py) whose reason quotes nothing but the DLJob's own spec.
 SPEC_ONLY_REASONS = frozenset(
-    {"optimizer", "lora.rank", "weightsDtype", "attention", "lossChunks", "sharding"}
+    {
+        "optimizer",
+        "lora.rank",
+        "lora.dropout",
+        "weightsDtype",
+        "attention",
+        "lossChunks",
+        "sharding",
+        "gradientAccumulationSteps",
+    }
 )
 # Why a config read from a ConfigMap could not be counted, by key, in words that quote none of its values.
 CONFIG_MAP_REASONS: Mapping[str, str] = {
@@ -205,7 +214,7 @@ def _hf_training(spec: Mapping[str, Any], gpus: int) -> transformer.Training:
     return transformer.Training(
         sequence_length=_integer(spec, "sequenceLength", None),
         optimizer=str(spec.get("optimizer", defaults.OPTIMIZER)),
-        lora=transformer.Lora(_integer(lora, "rank", None, "lora."), tuple(targets)) if lora else None,
+        lora=_lora(lora, targets) if lora else None,
         gradient_checkpointing=spec.get("gradientCheckpointing") is True,
         weights_dtype=storage.weights_dtype,
         attention=storage.attention,
@@ -213,7 +222,16 @@ def _hf_training(spec: Mapping[str, Any], gpus: int) -> transformer.Training:
         loss_chunks=recipe.loss_chunks,
         activation_offloading=recipe.activation_offloading,
         sharding=transformer.shard_over(recipe.sharding, gpus),
+        gradient_accumulation_steps=recipe.gradient_accumulation_steps,
+        sync_each_batch=recipe.sync_each_batch,
     )
+
+
+def _lora(lora: Mapping[str, Any], targets: list[str]) -> transformer.Lora:
+    dropout = lora.get("dropout", 0.0)
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
+        raise InvalidJob(f"{HUGGINGFACE}.lora.dropout", dropout, "a probability from 0 to under 1")
+    return transformer.Lora(_integer(lora, "rank", None, "lora."), tuple(targets), float(dropout))
 
 
 def _integer(spec: Mapping[str, Any], key: str, default: int | None, prefix: str = "") -> int:

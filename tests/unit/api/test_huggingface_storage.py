@@ -57,8 +57,15 @@ def test_a_spec_without_the_memory_savings_gets_the_defaults() -> None:
 
 @pytest.mark.parametrize("sharding", defaults.SHARDINGS)
 def test_every_memory_saving_the_crd_takes_is_read(sharding: str) -> None:
-    spec = {"optimizerInBackward": True, "lossChunks": 8, "activationOffloading": True, "sharding": sharding}
-    assert huggingface_recipe(spec) == HuggingfaceRecipe(True, 8, True, sharding)
+    spec = {
+        "optimizerInBackward": True,
+        "lossChunks": 8,
+        "activationOffloading": True,
+        "sharding": sharding,
+        "gradientAccumulationSteps": 4,
+        "syncEachBatch": True,
+    }
+    assert huggingface_recipe(spec) == HuggingfaceRecipe(True, 8, True, sharding, 4, True)
 
 
 @pytest.mark.parametrize(
@@ -70,6 +77,9 @@ def test_every_memory_saving_the_crd_takes_is_read(sharding: str) -> None:
         ({"lossChunks": True}, "spec.model.huggingface.lossChunks"),
         ({"lossChunks": "8"}, "spec.model.huggingface.lossChunks"),
         ({"sharding": "deepspeed"}, "spec.model.huggingface.sharding"),
+        ({"gradientAccumulationSteps": 0}, "spec.model.huggingface.gradientAccumulationSteps"),
+        ({"gradientAccumulationSteps": 2.5}, "spec.model.huggingface.gradientAccumulationSteps"),
+        ({"syncEachBatch": "true"}, "spec.model.huggingface.syncEachBatch"),
     ],
 )
 def test_a_memory_saving_the_crd_would_refuse_is_named(spec: dict[str, object], field: str) -> None:

@@ -89,6 +89,8 @@ RECIPE = {
     keys.ANNOTATION_LOSS_CHUNKS: " 8 ",
     keys.ANNOTATION_ACTIVATION_OFFLOADING: "false",
     keys.ANNOTATION_SHARDING: "fsdp",
+    keys.ANNOTATION_GRADIENT_ACCUMULATION_STEPS: "4",
+    keys.ANNOTATION_SYNC_EACH_BATCH: "true",
 }
 
 
@@ -111,6 +113,8 @@ def test_the_recipe_annotations_set_the_same_fields_as_a_dljobs_spec() -> None:
                         "lossChunks": 8,
                         "activationOffloading": False,
                         "sharding": "fsdp",
+                        "gradientAccumulationSteps": 4,
+                        "syncEachBatch": True,
                     }
                 },
             },
@@ -122,7 +126,12 @@ def test_the_recipe_annotations_set_the_same_fields_as_a_dljobs_spec() -> None:
     storage = dljob.huggingface_storage(routed.huggingface)
     assert (storage.weights_dtype, storage.attention) == ("nf4", "eager")
     assert dljob.huggingface_recipe(routed.huggingface) == dljob.HuggingfaceRecipe(
-        optimizer_in_backward=True, loss_chunks=8, activation_offloading=False, sharding="fsdp"
+        optimizer_in_backward=True,
+        loss_chunks=8,
+        activation_offloading=False,
+        sharding="fsdp",
+        gradient_accumulation_steps=4,
+        sync_each_batch=True,
     )
 
 
@@ -132,6 +141,8 @@ def test_the_recipe_annotations_set_the_same_fields_as_a_dljobs_spec() -> None:
         (keys.ANNOTATION_LOSS_CHUNKS, "eight", "an integer"),
         (keys.ANNOTATION_OPTIMIZER_IN_BACKWARD, "yes", "true or false"),
         (keys.ANNOTATION_ACTIVATION_OFFLOADING, "1", "true or false"),
+        (keys.ANNOTATION_SYNC_EACH_BATCH, "yes", "true or false"),
+        (keys.ANNOTATION_GRADIENT_ACCUMULATION_STEPS, "four", "an integer"),
     ],
 )
 def test_a_recipe_annotation_that_is_not_its_kind_is_named(key: str, text: str, reason: str) -> None:
@@ -302,3 +313,13 @@ def test_a_bad_group_is_named(
 def test_the_group_annotations_are_the_owners_to_write() -> None:
     annotations = {**GOOD, keys.ANNOTATION_GROUP: "ring", keys.ANNOTATION_GROUP_SIZE: "2"}
     assert pod_spec.placement_records(annotations) == []
+
+
+def test_the_lora_dropout_annotation_sets_the_adapters_dropout() -> None:
+    lora = {keys.ANNOTATION_LORA_RANK: "8", keys.ANNOTATION_LORA_DROPOUT: "0.05"}
+    routed = pod_spec.parse(_pod({**HF, **lora}))
+    assert routed.huggingface is not None
+    assert routed.huggingface["lora"] == {"rank": 8, "targetModules": [], "dropout": 0.05}
+    with pytest.raises(InvalidJob) as raised:
+        pod_spec.parse(_pod({**HF, keys.ANNOTATION_LORA_RANK: "8", keys.ANNOTATION_LORA_DROPOUT: "some"}))
+    assert raised.value.field_path == f"metadata.annotations['{keys.ANNOTATION_LORA_DROPOUT}']"

@@ -245,6 +245,9 @@ def test_sharding_splits_the_model_over_the_jobs_gpus() -> None:
     assert fsdp["weight_bytes"] < alone["param_bytes"]
     assert fsdp["key"] != alone["key"]
     assert features(1, sharding="fsdp") == alone  # one GPU: nothing to shard
+    no_sync = features(4, sharding="fsdp", gradientAccumulationSteps=4)
+    synced = features(4, sharding="fsdp", gradientAccumulationSteps=4, syncEachBatch=True)
+    assert no_sync.get("gradient_bytes", no_sync["trainable_param_bytes"]) > synced["gradient_bytes"]
 
 
 def test_the_memory_savings_reach_the_workloads_memory_terms() -> None:
@@ -265,6 +268,10 @@ def test_the_memory_savings_reach_the_workloads_memory_terms() -> None:
     assert saving["kept_activation_bytes_per_sample"] < plain["kept_activation_bytes_per_sample"]
     qlora = features(lora={"rank": 4}, weightsDtype="nf4")
     assert qlora["weight_bytes"] < plain["param_bytes"] / 2
+    kept = "kept_activation_bytes_per_sample"
+    assert features(lora={"rank": 4, "dropout": 0.05})[kept] > features(lora={"rank": 4})[kept]
+    assert features(optimizer="adamw")["optimizer_step_bytes"] > 0
+    assert "optimizer_step_bytes" not in features(optimizer="adamw_fused")
 
 
 @pytest.mark.parametrize(
@@ -279,6 +286,19 @@ def test_the_memory_savings_reach_the_workloads_memory_terms() -> None:
             "spec.model.huggingface.weightsDtype",
         ),
         ({"config": GPT2_SMALL, "sequenceLength": 8, "lossChunks": 0}, "spec.model.huggingface.lossChunks"),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "lora": {"rank": 4, "dropout": 1.0}},
+            "spec.model.huggingface.lora.dropout",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "lora": {"rank": 4, "dropout": "0.1"}},
+            "spec.model.huggingface.lora.dropout",
+        ),
+        (
+            {"config": GPT2_SMALL, "sequenceLength": 8, "optimizerInBackward": True}
+            | {"gradientAccumulationSteps": 2},
+            "spec.model.huggingface.gradientAccumulationSteps",
+        ),
         (
             {"config": GPT2_SMALL, "sequenceLength": 8, "sharding": "zero3"},
             "spec.model.huggingface.sharding",

@@ -50,7 +50,8 @@ def test_a_longer_sequence_costs_more_flops_and_memory(
     long = transformer.describe(config, Training(tokens + more)).profile
     assert long["flops_per_sample"] > short["flops_per_sample"]
     assert long["activation_bytes_per_sample"] > short["activation_bytes_per_sample"]
-    assert _memory(long, 2, precision) > _memory(short, 2, precision)
+    # never less; the same where the optimizer's step, not the activations, sets the peak
+    assert _memory(long, 2, precision) >= _memory(short, 2, precision)
     assert long["params"] == short["params"]
 
 

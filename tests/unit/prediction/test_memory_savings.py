@@ -140,3 +140,55 @@ def test_the_memory_model_reads_the_gpus_share() -> None:
     assert model.memory_mib(shares[0], "bf16") > 140_000
     assert model.memory_mib(shares[1], "bf16") < 40_000
     assert model.floor_mib(shares[1], "bf16") < model.floor_mib(shares[0], "bf16") / 4
+
+
+def test_lora_dropout_keeps_each_adapters_dropped_input_and_its_mask() -> None:
+    plain = _profile(LLAMA_2_7B, 512, lora=Lora(8))
+    dropped = _profile(LLAMA_2_7B, 512, lora=Lora(8, dropout=0.05))
+    # PEFT's default q_proj and v_proj: each keeps dropout(x), 4,096 values a token (FP32 in the graph,
+    # halved under bf16), and torch's one-byte mask (two graph bytes, one under bf16)
+    per_adapter = 512 * 4096 * (4 + 2)
+    extra = dropped["kept_activation_bytes_per_sample"] - plain["kept_activation_bytes_per_sample"]
+    assert extra == pytest.approx(32 * 2 * per_adapter)
+    # no dropout, no change: the description and key of a LoRA job before dropout could be said
+    assert transformer.describe(LLAMA_2_7B, Training(512, lora=Lora(8, dropout=0.0))).key == (
+        transformer.describe(LLAMA_2_7B, Training(512, lora=Lora(8))).key
+    )
+    assert transformer.describe(LLAMA_2_7B, Training(512, lora=Lora(8, dropout=0.1))).key != (
+        transformer.describe(LLAMA_2_7B, Training(512, lora=Lora(8))).key
+    )
+
+
+def test_foreach_adam_steps_with_one_copy_of_what_it_trains() -> None:
+    adamw = _profile(LLAMA_2_7B, 512, optimizer="adamw")
+    assert adamw["optimizer_step_bytes"] == 2 * PARAMS  # sqrt of every second moment, in bf16
+    sharded = _profile(LLAMA_2_7B, 512, optimizer="adamw", sharding=transformer.shard_over("fsdp", 4))
+    assert sharded["optimizer_step_bytes"] == pytest.approx(2 * PARAMS / 4)  # each GPU steps its shard
+    for in_place in ({"optimizer": "adamw_fused"}, {"optimizer": "sgd"}, {"optimizer_in_backward": True}):
+        assert "optimizer_step_bytes" not in _profile(LLAMA_2_7B, 512, **in_place)
+
+
+def test_the_step_scratch_takes_the_place_of_freed_activations() -> None:
+    model = artifacts.load().memory
+    job = features.at_batch(_profile(LLAMA_2_7B, 512, gradient_checkpointing=True), 1)
+    without = {name: value for name, value in job.items() if name != "optimizer_step_bytes"}
+    activations = model.memory_mib({**without, "optimizer_step_bytes": 0.0}, "bf16")
+    # 13.5 GB of scratch against a checkpointed batch's few hundred MB: the step sets the peak
+    step_only = model.memory_mib(
+        {**without, "kept_activation_bytes_per_batch": 0.0, "fp32_activation_bytes_per_batch": 0.0}, "bf16"
+    )
+    assert model.memory_mib(job, "bf16") == pytest.approx(step_only + 2 * PARAMS / 2**20)
+    assert model.memory_mib(job, "bf16") > activations
+    small = {**without, "optimizer_step_bytes": 1.0}
+    assert model.memory_mib(small, "bf16") == pytest.approx(activations)
+
+
+def test_fsdp_accumulating_unsharded_holds_every_gradient() -> None:
+    fsdp = transformer.shard_over("fsdp", 4)
+    synced = _profile(LLAMA_2_7B, 512, sharding=fsdp, gradient_accumulation_steps=4, sync_each_batch=True)
+    assert synced == _profile(LLAMA_2_7B, 512, sharding=fsdp)
+    no_sync = _profile(LLAMA_2_7B, 512, sharding=fsdp, gradient_accumulation_steps=4)
+    # FSDP's no_sync(): every GPU sums the whole model's gradients, unsharded, until the last micro-batch
+    assert no_sync.get("gradient_bytes", no_sync["trainable_param_bytes"]) == 2 * PARAMS
+    assert no_sync["weight_bytes"] == synced["weight_bytes"]
+    assert no_sync["optimizer_state_bytes"] == synced["optimizer_state_bytes"]

@@ -325,15 +325,21 @@ def test_job_from_a_hugging_face_config_takes_the_memory_savings() -> None:
         "saving": ("--optimizer", "paged_adamw8bit", "--optimizer-in-backward", "--loss-chunks", "8"),
         "offloaded": ("--activation-offloading",),
         "fsdp": ("--sharding", "fsdp", "--gpus", "8"),
+        "dropout": ("--lora-dropout", "0.05"),
     }.items():
         code, output = _hf_job(*lora, *extra)
         assert code == 0, output
         memory[name] = json.loads(output)["memory_mib"]
     assert all(memory[name] < memory["lora"] for name in ("qlora", "saving", "offloaded", "fsdp"))
+    assert memory["dropout"] > memory["lora"]
     full = ("--sequence-length", "2048", "--gradient-checkpointing")
     _, output = _hf_job(*full)
     _, sharded = _hf_job(*full, "--sharding", "zero2", "--gpus", "4")
     assert json.loads(sharded)["memory_mib"] < json.loads(output)["memory_mib"]
+    fsdp = (*full, "--sharding", "fsdp", "--gpus", "4", "--gradient-accumulation-steps", "4")
+    _, no_sync = _hf_job(*fsdp)
+    _, synced = _hf_job(*fsdp, "--sync-each-batch")
+    assert json.loads(synced)["memory_mib"] < json.loads(no_sync)["memory_mib"]
 
 
 @pytest.mark.parametrize(
