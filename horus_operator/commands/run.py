@@ -95,7 +95,8 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     envvar="HORUS_RESERVATION_DEVICE_MODE",
     help="reserve binding: how the job's pods are told the reserved GPU: env (NVIDIA_VISIBLE_DEVICES=UUID) "
     "or cdi (the CDI device annotation nvidia.com/gpu=UUID, NVIDIA_VISIBLE_DEVICES=void; needs a container "
-    "runtime that honours a pod's cdi.k8s.io/ annotations).",
+    "runtime that honours a pod's cdi.k8s.io/ annotations). Only cdi offers reserve to pods of the pod "
+    "route.",
 )
 @click.option(
     "--sharing",

@@ -109,6 +109,12 @@ class OperatorConfig:
             device_mode=self.reservation_device_mode,
         )
 
+    @property
+    def reserve_cdi(self) -> bool:
+        """Whether pods of the pod route may be reserve-bound: a gated pod's containers cannot be told
+        a GPU after creation, only its annotations name one (`podroute/admission.py`)."""
+        return self.reservation_device_mode == DeviceMode.CDI
+
 
 @dataclass(frozen=True)
 class LoopConfig:

@@ -4,11 +4,12 @@ Each cycle (1) re-decides every job whose DLJob or pods changed (`reconcile.deci
 statuses that differ, (2) runs the scheduling cycle (`placement.cycle`, the one the simulator runs)
 with every job waiting for a pod, on the cluster's `ClusterIndex`, kept across cycles from the cache's
 changes as the simulator keeps its own (`placement.keeper`; rebuilt on a resync), then creates the
-pods concurrently (after what their bindings need first, e.g. DRA's ResourceClaims), and (3) lets each
-binding repair what it keeps (`operator/binding/`). Creation is idempotent (deterministic names, 409 =
-done), so a crash between any two steps is repaired by the next cycle of any replica. Helpers: the
-cluster views (`views.py`), what a job is read as (`jobs/reading.py`), its pod made (`jobs/making.py`),
-why it waits (`waiting.py`); status writes and Events: `reports.Reporter`.
+pods concurrently (after what their bindings need first, e.g. DRA's ResourceClaims; a pod waiting for
+its binding keeps its GPUs, `nominations.py`), and (3) lets each binding repair what it keeps
+(`operator/binding/`). Creation is idempotent (deterministic names, 409 = done), so a crash between
+any two steps is repaired by the next cycle of any replica. Helpers: the cluster views (`views.py`),
+what a job is read as (`jobs/reading.py`), its pod made (`jobs/making.py`), why it waits
+(`waiting.py`); status writes and Events: `reports.Reporter`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from horus_operator.operator.kube import Kube
 from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves.mover import Mover
 from horus_operator.operator.moves.preempter import Preempter
+from horus_operator.operator.nominations import Nominations
 from horus_operator.operator.placing import Pending, Placer
 from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.operator.reports import Reporter, needs_write
@@ -89,22 +91,19 @@ class SchedulingLoop:
             if config.ordering.order == QueueOrder.LAS
             else None
         )
-        self._bindings = served.bindings(kube, cache, config, clock)
+        self._bindings = served.bindings(kube, cache, config, clock, podroute.placed if podroute else list)
+        self._nominations = Nominations()  # forgotten on resync, as the jobs to place are
         self._views = ClusterViews(
             cache=cache,
             bindings=self._bindings,
             mover=self._mover,
             preempter=self._preempter,
             podroute=podroute,
+            nominations=self._nominations,
             telemetry_ttl=config.telemetry_ttl,
         )
         self._reader = JobReader(
-            kube=kube,
-            cache=cache,
-            resolver=resolver,
-            cycle=self._cycle,
-            config=config,
-            metrics=metrics,
+            kube=kube, cache=cache, resolver=resolver, cycle=self._cycle, config=config, metrics=metrics
         )
         self._records = JobRecords(
             cache=cache, reports=self.reports, podroute=podroute, resync_every=config.resync_every
@@ -127,6 +126,7 @@ class SchedulingLoop:
             records=self._records,
             podroute=podroute,
             metrics=metrics,
+            nominations=self._nominations,
         )
         self._pending = self._placer.pending  # the jobs to place: cleared on resync, re-decided
         self._suspects = refusals.NodeSuspects(window_s=config.node_cooldown.total_seconds())
@@ -183,6 +183,7 @@ class SchedulingLoop:
         if self._on_resync is not None:
             await self._on_resync()
         self._pending.clear()
+        self._nominations.clear()
         self._mover.resynced()
         log.info(
             "resynced: %d DLJobs, %d Horus pods, %d nodes, %d ResourceClaims, %d ResourceSlices",
@@ -209,10 +210,11 @@ class SchedulingLoop:
         await self._reader.read_tenancy(now, due_only=True)
         # Moves first: each is recorded in its job's status, which marks the job for this cycle's
         # decisions (they delete its pod and hold its target before anything is placed).
-        await self._mover.plan(lambda: self._placer.snapshot(now), now, waiting=bool(self._pending))
+        waiting = self._placer.waiting()
+        await self._mover.plan(lambda: self._placer.snapshot(now), now, waiting=bool(waiting))
         if self._preempter is not None:
-            waiting = (p.request for p in self._pending.values() if not p.moving)
-            await self._preempter.plan(lambda: self._placer.snapshot(now), waiting, now)
+            queued = (p.request for p in waiting if not p.moving)
+            await self._preempter.plan(lambda: self._placer.snapshot(now), queued, now)
         dirty = self._cache.take_dirty()
         routed = self._podroute.take_dirty() if self._podroute is not None else set()
         if self._podroute is not None:
@@ -228,6 +230,7 @@ class SchedulingLoop:
         # Stuck pods go before placement: a re-decision after placing sees only the new pod.
         first = [d for d in decisions.values() if d and (d[1].delete_pods or d[1].store_first)]
         await asyncio.gather(*(self._before_placing(*d) for d in first))
+        self._placer.prune()  # after the decisions: a nomination whose job they changed ends
         placed: set[str] = set()
         if self._pending and (dirty or routed or self._cache.nodes_changed):
             self._cache.nodes_changed = False

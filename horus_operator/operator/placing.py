@@ -2,7 +2,9 @@
 what its binding needs first and its pod made (a DLJob's) or released (a pod of the pod route).
 
 The jobs to place (`pending`) are what the loop's decisions left: each with its request as decided, its
-binding and whether it is between pods of a move (placed on its target while that still fits).
+binding and whether it is between pods of a move (placed on its target while that still fits). A placement
+whose pod waits for its binding (`reserve`: the reservations' GPUs) is kept on its GPUs meanwhile
+(`nominations.py`) instead of being decided again each cycle.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from horus_operator.api.dljob import JobSpec
+from horus_operator.api.dljob import Binding, JobSpec
 from horus_operator.operator import cluster_view, metrics
 from horus_operator.operator.binding import Bindings, Bound
 from horus_operator.operator.cache import ClusterCache
@@ -24,6 +26,7 @@ from horus_operator.operator.jobs.feasibility import as_invalid
 from horus_operator.operator.jobs.making import PodMaker
 from horus_operator.operator.metrics import OperatorMetrics
 from horus_operator.operator.moves.mover import Mover
+from horus_operator.operator.nominations import Nomination, Nominations
 from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.operator.views import ClusterViews
 from horus_operator.operator.waiting import JobRecords
@@ -60,11 +63,24 @@ class Placer:
         records: JobRecords,
         podroute: PodRoute | None,
         metrics: OperatorMetrics,
+        nominations: Nominations,
     ) -> None:
         self._cache, self._cycle, self._views, self._bindings = cache, cycle, views, bindings
         self._mover, self._maker, self._records, self._podroute = mover, maker, records, podroute
-        self._metrics = metrics
+        self._metrics, self._nominations = metrics, nominations
         self.pending: dict[str, Pending] = {}  # the jobs to place: cleared on resync, re-decided
+
+    def waiting(self) -> list[Pending]:
+        """The jobs to place but those kept on a placement that awaits its pod (they wait for no GPU)."""
+        return [pending for key, pending in self.pending.items() if key not in self._nominations]
+
+    def prune(self) -> None:
+        """End the nominations no longer standing (`nominations.py`): their jobs are decided afresh."""
+        for key, nomination in self._nominations.items():
+            wanted = nomination.stands_for(self.pending.get(key))
+            if not wanted or not self._bindings.of(nomination.binding).keeps(nomination.assignment):
+                log.info("%s: its placement on %s is decided again", key, nomination.assignment.node)
+                self._nominations.drop(key)
 
     def snapshot(self, now: datetime) -> ClusterSnapshot:
         return self._views.snapshot(now, moving=[k for k, p in self.pending.items() if p.moving])
@@ -75,9 +91,12 @@ class Placer:
         started, started_cpu = time.perf_counter(), time.thread_time()
         moving = [k for k, p in self.pending.items() if p.moving]
         moved = self._mover.retarget(self.snapshot(now), moving) if moving else {}
-        view = self._views.view(now)
+        kept = self._nominations.items()
+        view = self._views.view(now)  # the nominated placements hold their GPUs in it
         queue = self._cycle.queue(
-            pending.request for key, pending in self.pending.items() if key not in moved
+            pending.request
+            for key, pending in self.pending.items()
+            if key not in moved and key not in self._nominations
         )
         view_cpu_s = time.thread_time() - started_cpu
         # Off the event loop: a cycle over a long queue takes long enough to delay watch events.
@@ -107,7 +126,10 @@ class Placer:
         assignments = [*moved.values(), *result.assignments]
         nodes = {node.name: node for node in view.nodes}
         await self._bindings.prepare([b for b in (self._bound(a, nodes) for a in assignments) if b])
-        await asyncio.gather(*(self._bind(a, result.placed.get(a.job), nodes, now) for a in assignments))
+        await asyncio.gather(
+            *(self._bind(a, result.placed.get(a.job), nodes, now) for a in assignments),
+            *(self._bind(n.assignment, n.request, nodes, now) for _, n in kept),
+        )
         for key, message in result.explanations.items():
             self._records.note_waiting(key, message, now)
         skip = {a.job for a in assignments} | set(result.unsatisfiable)
@@ -120,13 +142,15 @@ class Placer:
                 decided_ms,
                 decided_cpu_ms,
             )
-        return placed | {r.key for r in queue if r.key in self._cache.dirty}
+        return placed | {key for key, _ in kept} | {r.key for r in queue if r.key in self._cache.dirty}
 
     def _bound(self, assignment: Assignment, nodes: Mapping[str, Node]) -> Bound | None:
-        """A DLJob's placement of this cycle as its binding reads it before the pod exists (a pod of the
-        pod route makes what it needs as it is released)."""
+        """A placement of this cycle as its binding reads it before the pod exists. A pod of the pod route
+        makes its own claims as it is released (they are its own, `podroute/route.py`); the reservations
+        of its slots are made here, as for a DLJob: co-tenants of a slot share one."""
         pending = self.pending.get(assignment.job)
-        if pending is None or (self._podroute is not None and self._podroute.owns(assignment.job)):
+        routed = self._podroute is not None and self._podroute.owns(assignment.job)
+        if pending is None or (routed and pending.binding != Binding.RESERVE):
             return None
         uuids = tuple(cluster_view.gpu_uuids(nodes, assignment))
         predicted = pods.predicted(assignment)
@@ -144,11 +168,18 @@ class Placer:
         binder = self._bindings.of(pending.binding)
         if (unready := binder.unready(assignment, uuids)) is not None:
             self.pending[assignment.job] = pending
+            if not pending.moving and binder.keeps(assignment):  # a move's target is held by the mover
+                request = placed or pending.request
+                nomination = Nomination(assignment, request, pending.attempt, pending.job, pending.binding)
+                self._nominations.nominate(assignment.job, nomination)
             self._records.note_waiting(assignment.job, unready, now)
             return
+        self._nominations.drop(assignment.job)
         hostname = self._cache.node_views[assignment.node].hostname
+        told, cdi_devices = binder.gpu_uuids(assignment, uuids), binder.cdi_devices(assignment, uuids)
         if self._podroute is not None and self._podroute.owns(assignment.job):
-            await self._podroute.release(assignment, placed or pending.request, hostname, uuids)
+            request = placed or pending.request
+            await self._podroute.release(assignment, request, hostname, told, cdi_devices)
             return
         placement = pods.Placement(
             job=pending.job,
@@ -156,9 +187,9 @@ class Placer:
             assignment=assignment,
             attempt=pending.attempt,
             hostname=hostname,
-            gpu_uuids=binder.gpu_uuids(assignment, uuids),
+            gpu_uuids=told,
             claims=binder.pod_claims(assignment, uuids),
-            cdi_devices=binder.cdi_devices(assignment, uuids),
+            cdi_devices=cdi_devices,
             binding=pending.binding,
         )
         await self._maker.make(placement, pending.binding, moving=pending.moving, now=now)

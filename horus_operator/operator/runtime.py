@@ -119,7 +119,14 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
     )
     cache = ClusterCache()
     podroute = (
-        PodRoute(kube=kube, cache=cache, resolver=resolver, namespace=config.namespace, clock=clock)
+        PodRoute(
+            kube=kube,
+            cache=cache,
+            resolver=resolver,
+            namespace=config.namespace,
+            clock=clock,
+            reserve_cdi=config.reserve_cdi,
+        )
         if config.pod_route
         else None
     )

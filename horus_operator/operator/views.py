@@ -2,7 +2,8 @@
 
 Holders are DLJob pods (read again only for the jobs whose pods changed, on the kept index:
 `placement.keeper`), and, read whole for every view since they are few, the pods the pod route released,
-the targets held for jobs between pods of a move, and preempted pods still stopping.
+the targets held for jobs between pods of a move, the placements kept while their pods wait for their
+binding (`nominations.py`), and preempted pods still stopping.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.jobs import pods
 from horus_operator.operator.moves.mover import Mover
 from horus_operator.operator.moves.preempter import Preempter
+from horus_operator.operator.nominations import Nominations
 from horus_operator.operator.podroute.route import PodRoute
 from horus_operator.placement.keeper import Holders, IndexKeeper
 from horus_operator.placement.types import ClusterSnapshot, Node, RunningJob
@@ -30,20 +32,23 @@ class ClusterViews:
         mover: Mover,
         preempter: Preempter | None,
         podroute: PodRoute | None,
+        nominations: Nominations,
         telemetry_ttl: float,
     ) -> None:
         self._cache, self._bindings, self._mover = cache, bindings, mover
         self._preempter, self._podroute, self._telemetry_ttl = preempter, podroute, telemetry_ttl
+        self._nominations = nominations
         self._gpu_nodes: tuple[Node, ...] = ()  # the last view's nodes (`gpu_nodes`'s `previous`)
         self._kept = IndexKeeper()  # the cluster's index, by the cache's changes (`view`)
 
     def snapshot(self, now: datetime, moving: Collection[str]) -> ClusterSnapshot:
         """The cluster as the API server shows it, with the targets of jobs between pods (but those of
-        `moving`) and the GPUs of preempted pods still stopping held."""
+        `moving`), the nominated placements and the GPUs of preempted pods still stopping held."""
         stopping = tuple(job for jobs in self._stopping().values() for job in jobs)
+        held = stopping + self._nominations.held()
         snapshot = ClusterSnapshot(
             nodes=self.nodes(now),
-            running=cluster_view.running_jobs([*self._cache.all_pods(), *self.routed()]) + stopping,
+            running=cluster_view.running_jobs([*self._cache.all_pods(), *self.routed()]) + held,
             now=now.timestamp(),
         )
         return self._mover.reserved(snapshot, but=moving)
@@ -89,12 +94,13 @@ class ClusterViews:
 
     def _fleeting_holders(self) -> Holders:
         """The holders read whole for every view (few): the pods the pod route released, the targets
-        held for jobs between pods, and preempted pods still stopping."""
+        held for jobs between pods, the nominated placements, and preempted pods still stopping."""
         routed = {f"pod-route {pod.namespace}/{pod.name}": pod for pod in self.routed()}
         holders: dict[str, tuple[RunningJob, ...]] = {
             source: cluster_view.running_jobs([pod]) for source, pod in routed.items()
         }
         holders.update((f"move {job.request.key}", (job,)) for job in self._mover.held())
+        holders.update((f"nominated {job.request.key}", (job,)) for job in self._nominations.held())
         holders.update((f"preempted {key}", jobs) for key, jobs in self._stopping().items())
         return holders
 

@@ -9,6 +9,9 @@ once none is left; co-tenants share one reservation's GPU, which their pods are 
 operator runs with `--reservation-device-mode cdi` (the default `env` differs only in the pod it makes,
 checked by the unit tests): the API server takes the pods' CDI device annotation, and the fake agents
 find each pod's GPU through it (its NVIDIA_VISIBLE_DEVICES is `void`), so the jobs' readings arrive.
+It serves the pod webhook too (podroute_harness.py): a Job's pods asking `horus.dev/binding: reserve`
+are gated with their containers told `void`, wait for their slots' reservations, and are released with
+the CDI device annotation of the GPUs those report.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import dra_harness
+import podroute_harness
 import pytest
 from dljob_harness import apply, dljobs, get_json, horus_pods, only_nodes, predicted_pairs, wait_phases
 
@@ -36,7 +40,8 @@ RESERVATIONS = keys.RESERVATION_NAMESPACE
 def operator(
     cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[OperatorProcess]:
-    """The reservations' namespace as manifests/ ship it, the fake agents, `horus run --binding reserve`."""
+    """The reservations' namespace as manifests/ ship it, the fake agents, `horus run --binding reserve`
+    serving the pod webhook."""
     logs = tmp_path_factory.mktemp("reserve")
     for manifest in ("namespace.yaml", "reservation.yaml"):
         cluster.kubectl("apply", "-f", str(REPO / "manifests" / manifest))
@@ -47,7 +52,10 @@ def operator(
         "HORUS_RESERVATION_DEVICE_MODE": "cdi",
     }
     try:
-        with dra_harness.operator_beside_agents(cluster, logs, settings) as process:
+        with (
+            dra_harness.publishing_slices(cluster, logs),
+            podroute_harness.serving_webhook(cluster, logs, "e2e-reserve", settings) as process,
+        ):
             yield process
     finally:
         cluster.kubectl("delete", "pods", "--all", "-n", RESERVATIONS, "--wait=false", check=False)
@@ -166,3 +174,45 @@ def test_where_another_schedulers_pod_holds_a_gpu_horus_passes_that_slot_over(
         waiting = next(j for j in dljobs(cluster, namespace).values() if j["status"]["phase"] == "Queued")
         assert "GPU" in waiting["status"]["message"]
         assert len(horus_pods(cluster, namespace)) == 3
+
+
+def test_a_jobs_pods_of_the_pod_route_wait_for_their_reservations_and_get_their_cdi_devices(
+    cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
+) -> None:
+    wait_for(lambda: podroute_harness.webhook_ready(cluster, namespace), timeout=60, what="the pod webhook")
+    reserve = {**podroute_harness.MODEL, keys.ANNOTATION_BINDING: "reserve"}
+    look = podroute_harness.pod("look", labels={keys.LABEL_MANAGED: "true"}, annotations=reserve)
+    admitted = json.loads(podroute_harness.create(cluster, namespace, look, dry=True).stdout)
+    assert podroute_harness.gates(admitted) == [podroute_harness.GATE]
+    assert admitted["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+
+    job = podroute_harness.job("train", completions=2, duration="300s")
+    job["spec"]["template"]["metadata"]["annotations"][keys.ANNOTATION_BINDING] = "reserve"
+    with only_nodes(cluster, [NODE]):
+        podroute_harness.create(cluster, namespace, job)
+        pods = wait_for(
+            lambda: _running(cluster, namespace, "-l", "job-name=train"),
+            timeout=120,
+            what="both pods running",
+        )
+        reported = {
+            r["metadata"]["annotations"][keys.ANNOTATION_RESERVED_GPU]: r["metadata"]["name"]
+            for r in _on(cluster, NODE)
+        }
+        for pod in pods:
+            annotations = pod["metadata"]["annotations"]
+            assert annotations[keys.ANNOTATION_BINDING] == "reserve"
+            assert pod["spec"]["nodeName"] == annotations[keys.ANNOTATION_NODE] == NODE
+            assert _told(pod) == annotations[keys.ANNOTATION_GPU_UUIDS] and _told(pod) in reported
+            slot = f"gpu-{NODE}-{annotations[keys.ANNOTATION_GPUS]}"
+            assert reported[_told(pod)] == slot  # the GPU its own slot's reservation holds
+        cluster.kubectl("delete", "job", "train", "-n", namespace, "--cascade=foreground", "--wait=false")
+        wait_for(lambda: _on(cluster, NODE) == [], timeout=90, what="the reservations gone with the pods")
+
+
+def _running(cluster: devcluster.LocalCluster, namespace: str, *selector: str) -> list[dict[str, Any]] | None:
+    found = podroute_harness.pods(cluster, namespace, *selector)
+    done = found and all(
+        podroute_harness.released(p) and p["status"].get("phase") == "Running" for p in found
+    )
+    return found if done else None

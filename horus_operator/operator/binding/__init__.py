@@ -4,7 +4,9 @@ The scheduling loop knows no binding's details. For each kind (`spec.binding`: `
 says, at four points of a cycle:
 - `prepare`: what the cycle's new placements need before their pods exist (DRA: the ResourceClaims
   of their GPUs, with their co-tenants' sharing config);
-- `unready`: why a placement's pod cannot be made yet (DRA: a GPU no ResourceSlice lists);
+- `unready`: why a placement's pod cannot be made yet (DRA: a GPU no ResourceSlice lists), and `keeps`
+  whether the placement keeps its GPUs meanwhile (`reserve`: while its slots' reservations stand;
+  `operator/nominations.py`), else it is decided afresh by the next cycle;
 - `gpu_uuids`, `pod_claims`, `cdi_devices`: what the pod gets beside the placement record: the GPUs it
   is told (`reserve`: those the device plugin gave the slots' reservations), its claims (DRA), the CDI
   devices its annotation names (`reserve` with `--reservation-device-mode cdi`);
@@ -42,6 +44,8 @@ class Binder(Protocol):
 
     def unready(self, assignment: Assignment, uuids: Sequence[str | None]) -> str | None: ...
 
+    def keeps(self, assignment: Assignment) -> bool: ...
+
     def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]: ...
 
     def pod_claims(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str, ...]: ...
@@ -66,6 +70,9 @@ class EnvBinder:
 
     def unready(self, assignment: Assignment, uuids: Sequence[str | None]) -> str | None:
         return None
+
+    def keeps(self, assignment: Assignment) -> bool:
+        return False
 
     def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]:
         return tuple(uuids)

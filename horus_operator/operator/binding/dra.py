@@ -40,6 +40,9 @@ class DraBinder:
         where = f"{assignment.node} GPU {','.join(map(str, assignment.gpu_indices))}"
         return f"waiting: {where} is in no ResourceSlice of {GPU_DRIVER}"
 
+    def keeps(self, assignment: Assignment) -> bool:
+        return False  # nothing is under way for a GPU no slice lists: the next cycle decides again
+
     def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]:
         return tuple(uuids)
 

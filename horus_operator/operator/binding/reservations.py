@@ -176,19 +176,23 @@ def body(slot: Slot, hostname: str, settings: ReservationSettings) -> dict[str, 
 def to_delete(
     existing: Iterable[ReservationView], wanted: Iterable[Slot], now: datetime, report_timeout_s: float
 ) -> list[ReservationView]:
-    """The reservations to delete: those no pod holds nor a placement awaits (`wanted`), those that ended
-    (evicted, failed), those kube-scheduler refuses for want of a device-plugin GPU, and those that have
-    not reported a GPU within `report_timeout_s` (replaced when a placement wants their slot again)."""
+    """The reservations to delete: those no pod holds nor a placement awaits (`wanted`), and those that
+    go whoever wants them (`failing`; replaced when a placement wants their slot again)."""
     keep = set(wanted)
-    doomed = []
-    for reservation in existing:
-        if reservation.deleting:
-            continue
-        silent = (
-            not reservation.uuid
-            and reservation.created_at is not None
-            and (now - reservation.created_at).total_seconds() > report_timeout_s
-        )
-        if reservation.slot not in keep or reservation.phase in ENDED or reservation.no_gpu_left or silent:
-            doomed.append(reservation)
-    return doomed
+    return [
+        reservation
+        for reservation in existing
+        if not reservation.deleting
+        and (reservation.slot not in keep or failing(reservation, now, report_timeout_s))
+    ]
+
+
+def failing(reservation: ReservationView, now: datetime, report_timeout_s: float) -> bool:
+    """Whether `reservation` cannot give its slot a GPU: it ended (evicted, failed), kube-scheduler
+    refuses it for want of a device-plugin GPU, or it has not reported a GPU within `report_timeout_s`."""
+    silent = (
+        not reservation.uuid
+        and reservation.created_at is not None
+        and (now - reservation.created_at).total_seconds() > report_timeout_s
+    )
+    return reservation.phase in ENDED or reservation.no_gpu_left or silent

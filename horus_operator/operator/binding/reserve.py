@@ -1,13 +1,14 @@
 """`reserve`: a reservation pod per GPU slot asks NVIDIA's device plugin for the GPU (`reservations.py`);
 the job's pods get the UUID it reports (in NVIDIA_VISIBLE_DEVICES, or a CDI device annotation).
 Level-triggered like DRA's claims: what is wanted is recomputed from the cache (the reserve-bound pods
-holding GPUs, and the placements awaiting a reservation), and a cycle deletes what is not
-(`reservations.to_delete`); a crash in between leaves nothing a later cycle does not repair."""
+holding GPUs, DLJobs' and the pod route's, and the placements awaiting a reservation), and a cycle
+deletes what is not (`reservations.to_delete`); a crash in between leaves nothing a later cycle does not
+repair."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from horus_operator.api import keys
@@ -15,19 +16,28 @@ from horus_operator.api.dljob import Binding
 from horus_operator.operator.binding import Bound, reservations
 from horus_operator.operator.binding.reservations import DeviceMode, ReservationSettings, Slot
 from horus_operator.operator.cache import ClusterCache
-from horus_operator.operator.jobs.pods import PodView, cdi_device
+from horus_operator.operator.jobs.pods import INVOLVED_POD, PodView, cdi_device
 from horus_operator.operator.kube import Kube
 from horus_operator.placement.types import Assignment
 
 log = logging.getLogger(__name__)
 RESERVATIONS = keys.RESERVATION_NAMESPACE
+LOST = "ReservationLost"
 
 
 class ReserveBinder:
     def __init__(
-        self, *, kube: Kube, cache: ClusterCache, settings: ReservationSettings, clock: Callable[[], datetime]
+        self,
+        *,
+        kube: Kube,
+        cache: ClusterCache,
+        settings: ReservationSettings,
+        clock: Callable[[], datetime],
+        routed: Callable[[], Iterable[PodView]] = tuple,
     ) -> None:
+        """`routed`: the pods the pod route released, which hold their slots as a DLJob's pods do."""
         self._kube, self._cache, self._settings, self._clock = kube, cache, settings, clock
+        self._routed = routed
         self._awaiting: dict[Slot, datetime] = {}  # slots of placements whose pods wait for a reservation
         self._elsewhere: dict[Slot, datetime] = {}  # slots the device plugin had no GPU for, and since when
 
@@ -49,6 +59,17 @@ class ReserveBinder:
                 where = f"{reservations.name((assignment.node, index))} in namespace {RESERVATIONS}"
                 return f"waiting: reservation pod {where} has not reported its GPU yet"
         return None
+
+    def keeps(self, assignment: Assignment) -> bool:
+        """A placement awaiting its reservations keeps its slots while each reservation stands: made,
+        not being deleted, and not one `repair` deletes (`reservations.failing`). Otherwise the next
+        cycle decides the job afresh, as it would a job whose nomination an operator restart forgot."""
+        now, timeout = self._clock(), self._settings.report_timeout_s
+        for index in assignment.gpu_indices:
+            reservation = self._cache.reservations.get(reservations.name((assignment.node, index)))
+            if reservation is None or reservation.deleting or reservations.failing(reservation, now, timeout):
+                return False
+        return True
 
     def gpu_uuids(self, assignment: Assignment, uuids: Sequence[str | None]) -> tuple[str | None, ...]:
         """The GPUs the device plugin gave the slots' reservations, not the ones Horus's books number."""
@@ -75,7 +96,8 @@ class ReserveBinder:
         whose reservation is gone."""
         now = self._clock()
         timeout = self._settings.report_timeout_s
-        holding = [p for p in self._cache.all_pods() if p.binding == Binding.RESERVE and p.holds_gpus]
+        pods = [*self._cache.all_pods(), *self._routed()]
+        holding = [p for p in pods if p.binding == Binding.RESERVE and p.holds_gpus]
         held = {(pod.node, index) for pod in holding for index in pod.gpu_indices}
         # A placement waits for its slot until its pod holds it, or the report timeout passes.
         self._awaiting = {
@@ -97,18 +119,28 @@ class ReserveBinder:
     async def _stop_unreserved(self, holding: Sequence[PodView]) -> None:
         """A pod whose slot's reservation is gone or ended runs on a GPU the kubelet no longer counts
         taken, which the device plugin may give another pod: it is stopped, and its job queues again
-        (KAI-Scheduler's binder does the same)."""
+        (KAI-Scheduler's binder does the same); a pod of the pod route is made again, gated, by its
+        controller."""
         for pod in holding:
             lost = [i for i in pod.gpu_indices if not self._reserved((pod.node, i))]
             if not lost or pod.deleting:
                 continue
             message = f"pod {pod.name} stopped: the reservation of {pod.node} GPU {lost[0]} is gone"
             log.warning("%s/%s", pod.namespace, message)
-            job = self._cache.jobs.get(pod.job_key)
-            if job is not None:
-                await self._kube.post_event(job, kind="Warning", reason="ReservationLost", message=message)
+            await self._tell_lost(pod, message)
             await self._kube.delete_pod(pod.namespace, pod.name)
             self._cache.deleted_pod(pod.job_key, pod.name)
+
+    async def _tell_lost(self, pod: PodView, message: str) -> None:
+        """The Event: on the pod's DLJob, or on a pod of the pod route itself (no DLJob controls it)."""
+        job = self._cache.jobs.get(pod.job_key)
+        if job is not None:
+            await self._kube.post_event(job, kind="Warning", reason=LOST, message=message)
+        elif not pod.owner_uid:
+            involved = {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+            await self._kube.post_event(
+                involved, kind="Warning", reason=LOST, message=message, involved_kind=INVOLVED_POD
+            )
 
     def _reserved(self, slot: Slot) -> bool:
         reservation = self._cache.reservations.get(reservations.name(slot))

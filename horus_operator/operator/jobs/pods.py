@@ -32,6 +32,7 @@ NO_GPU = "void"  # the NVIDIA container toolkit's value for "no GPU device and n
 # by index and by UUID; the index is the driver's, which need not be Horus's).
 CDI_ANNOTATION = "cdi.k8s.io/horus_gpus"
 CDI_GPU_KIND = "nvidia.com/gpu"
+INVOLVED_POD = ("v1", "Pod")  # an Event's `involved_kind` about a pod (of the pod route), not a DLJob
 
 
 def pod_name(job_name: str, attempt: int) -> str:

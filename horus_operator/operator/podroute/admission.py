@@ -8,6 +8,11 @@ the scheduling gate, bound by its binding (`horus.dev/binding`, else the operato
   scheduling gates, node selector and affinity, tolerations and images), so the names are chosen now,
   before any GPU is: they are the pod's own, never a GPU's claim shared by co-tenants as a DLJob's pods
   share theirs.
+- reserve, where the operator runs `--reservation-device-mode cdi`: its containers are told no GPU by the
+  variable (`void`), and the CDI device annotation Horus writes at release, with the UUIDs the slots'
+  reservations reported, names them to the runtime. Its environment cannot change after creation either,
+  so the variable is set now; an annotation can be written at release. Under the `env` device mode
+  (the UUID in the variable) `reserve` is not offered to routed pods.
 
 The checks are the DLJob's: the annotations through `api/pod_spec.py` (the DLJob spec's parser, its
 bounds and, for a model that needs no ConfigMap, the operator's `WorkloadResolver`), the pod spec
@@ -34,6 +39,7 @@ VISIBLE_DEVICES_ENV: Mapping[str, Any] = {
     "name": VISIBLE_DEVICES,
     "valueFrom": {"fieldRef": {"fieldPath": DEVICES_FIELD}},
 }
+NO_GPU_ENV: Mapping[str, str] = {"name": VISIBLE_DEVICES, "value": NO_GPU}
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Bindings:
 
     default: Binding = Binding.ENV  # `horus run --binding`
     dra_served: bool = False  # the API server serves resource.k8s.io/v1
+    reserve_cdi: bool = False  # `horus run --reservation-device-mode cdi`: routed pods may be reserve-bound
 
 
 def admit(
@@ -67,30 +74,60 @@ def admit(
     if not any(gate.get("name") == keys.SCHEDULING_GATE for gate in gates):
         gates.append({"name": keys.SCHEDULING_GATE})
     changed: dict[str, Any] = {"schedulingGates": gates}
-    if binding_of(job, annotations, bindings) is Binding.DRA:
+    binding = binding_of(job, annotations, bindings)
+    if binding is Binding.DRA:
         names = own_claims(spec) or claim_names(meta, job.gpus, token)
         changed |= _claiming(spec, names)
-    else:
+    else:  # reserve: no GPU by the variable, the CDI annotation names them; env: read from the annotation
+        told = NO_GPU_ENV if binding is Binding.RESERVE else VISIBLE_DEVICES_ENV
         for kind in template.CONTAINER_LISTS:
             if spec.get(kind):
-                changed[kind] = [_reading_gpus(container) for container in spec[kind]]
+                changed[kind] = [_telling(container, told) for container in spec[kind]]
     return {"metadata": {"labels": {keys.LABEL_MANAGED: "true"}}, "spec": changed}
 
 
 def binding_of(job: JobSpec, annotations: Mapping[str, str], bindings: Bindings) -> Binding:
     """The DLJob's rule (`dljob.binding_of`), its errors naming `horus.dev/binding`. The `reserve`
-    binding is not built for routed pods yet: asked for, it is refused; as the operator's default, a
-    routed pod gets `env` (docs/operator.md, "Bindings")."""
+    binding reaches a routed pod's containers only through the CDI annotation Horus writes at release:
+    without the operator's `--reservation-device-mode cdi`, asked for, it is refused; as the operator's
+    default, a routed pod gets `env` (docs/operator.md, "Bindings")."""
     try:
         binding = dljob.binding_of(job, default=bindings.default, dra_served=bindings.dra_served)
     except InvalidJob as invalid:
         raise pod_spec.renamed(invalid, annotations) from None
-    if binding is not Binding.RESERVE:
+    if binding is not Binding.RESERVE or bindings.reserve_cdi:
         return binding
     if job.binding:
-        reason = "not available for pods of the pod route yet; env or dra"
+        reason = (
+            "pods of the pod route are reserve-bound only where the operator runs "
+            "--reservation-device-mode cdi (their containers' environment cannot change after creation, "
+            "their annotations can); env or dra"
+        )
         raise pod_spec.renamed(InvalidJob("spec.binding", job.binding, reason), annotations)
     return Binding.ENV
+
+
+def bound_by(spec: Mapping[str, Any]) -> Binding:
+    """The binding the webhook gave a pod, read from what it wrote into the spec, which cannot change
+    after creation: claims of its own (dra), containers told no GPU by the variable (reserve: the CDI
+    annotation names them at release), else env."""
+    if own_claims(spec):
+        return Binding.DRA
+    return Binding.RESERVE if reserved(spec) else Binding.ENV
+
+
+def reserved(spec: Mapping[str, Any]) -> bool:
+    """Whether the webhook bound the pod by `reserve`: every container is told no GPU by the variable
+    (an owner's own variable is refused at admission, and env binding replaces it)."""
+    containers = spec.get("containers") or []
+    return bool(containers) and not own_claims(spec) and all(map(_told_no_gpu, containers))
+
+
+def records(annotations: Mapping[str, str]) -> list[str]:
+    """Horus's records on a pod: its placement record (`pod_spec.placement_records`) and, under
+    `reserve` with CDI devices, the device annotation the runtime gives the pod its GPUs by."""
+    cdi = [pods.CDI_ANNOTATION] if pods.CDI_ANNOTATION in annotations else []
+    return sorted([*pod_spec.placement_records(annotations), *cdi])
 
 
 def claim_names(meta: Mapping[str, Any], gpus: int, token: str) -> tuple[str, ...]:
@@ -130,11 +167,11 @@ def check(
     """The pod's `JobSpec`, or `InvalidJob` naming what Horus cannot run."""
     meta = pod.get("metadata") or {}
     annotations: Mapping[str, str] = meta.get("annotations") or {}
-    records = pod_spec.placement_records(annotations)
-    if records:
+    written = records(annotations)
+    if written:
         raise InvalidJob(
-            pod_spec.annotation_field(records[0]),
-            annotations[records[0]],
+            pod_spec.annotation_field(written[0]),
+            annotations[written[0]],
             "Horus's record of a placement: written by Horus, never by the pod's owner",
         )
     spec: Mapping[str, Any] = pod.get("spec") or {}
@@ -189,8 +226,17 @@ def reads_gpus(container: Mapping[str, Any]) -> bool:
 
 
 def _ours(env: Mapping[str, Any]) -> bool:
-    """The variable as the webhook wrote it, or the "no GPU" it gives a DRA-bound pod's init containers."""
-    return _reading_annotation(env) or (env.get("name") == VISIBLE_DEVICES and env.get("value") == NO_GPU)
+    """The variable as the webhook wrote it: read from the annotation, or "no GPU" (a DRA-bound pod's init
+    containers, a reserve-bound pod's containers)."""
+    return _reading_annotation(env) or _no_gpu(env)
+
+
+def _told_no_gpu(container: Mapping[str, Any]) -> bool:
+    return any(map(_no_gpu, container.get("env") or []))
+
+
+def _no_gpu(env: Mapping[str, Any]) -> bool:
+    return env.get("name") == VISIBLE_DEVICES and env.get("value") == NO_GPU
 
 
 def _reading_annotation(env: Mapping[str, Any]) -> bool:
@@ -199,8 +245,9 @@ def _reading_annotation(env: Mapping[str, Any]) -> bool:
     return env.get("name") == VISIBLE_DEVICES and field == DEVICES_FIELD
 
 
-def _reading_gpus(container: Mapping[str, Any]) -> dict[str, Any]:
+def _telling(container: Mapping[str, Any], told: Mapping[str, Any]) -> dict[str, Any]:
+    """`container` with the GPU variable `told`, in place of any it had."""
     changed = copy.deepcopy(dict(container))
     env = [e for e in changed.get("env") or [] if e.get("name") != VISIBLE_DEVICES]
-    changed["env"] = [*env, copy.deepcopy(VISIBLE_DEVICES_ENV)]
+    changed["env"] = [*env, copy.deepcopy(dict(told))]
     return changed

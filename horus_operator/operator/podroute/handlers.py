@@ -44,7 +44,9 @@ async def admit_pod(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, dryrun:
     """Gate a pod that asks for Horus, or refuse it naming the field at fault (422)."""
     namespace = body.get("metadata", {}).get("namespace") or ""
     resolver, config = memo.runtime.resolver, memo.config
-    bindings = admission.Bindings(default=config.binding, dra_served=config.dra_served)
+    bindings = admission.Bindings(
+        default=config.binding, dra_served=config.dra_served, reserve_cdi=config.reserve_cdi
+    )
     try:
         # The catalog and the predictor's checks: in a thread, off the event loop the watches share.
         changes = await asyncio.to_thread(

@@ -9,7 +9,8 @@ webhook was not called, so kube-scheduler places it as any pod; Horus never touc
 Releasing is two writes. First the pod's condition `horus.dev/Released`, whose message is the digest of
 the placement record about to be written (pods/status: the operator's to write, never the pod owner's,
 whom RBAC gives the pod and not its status). Then one JSON patch: the placement record and
-`horus.dev/visible-devices` (which the containers read through the downward API),
+`horus.dev/visible-devices` (which the containers read through the downward API; under `reserve`, the
+CDI device annotation `cdi.k8s.io/horus_gpus` instead),
 `kubernetes.io/hostname` added to the node selector (a gated pod's node selection may be tightened,
 Kubernetes ≥ 1.30), and the gate removed. Each write is guarded by the resourceVersion the one before
 read, so a pod that changed since (another replica released it) is not released again; the patch is
@@ -32,7 +33,7 @@ from datetime import datetime
 from typing import Any
 
 from horus_operator.api import keys, pod_spec
-from horus_operator.api.dljob import InvalidJob
+from horus_operator.api.dljob import Binding, InvalidJob
 from horus_operator.operator.jobs import pods, template
 from horus_operator.operator.jobs.pods import PodView
 from horus_operator.operator.podroute import admission
@@ -109,9 +110,9 @@ def tampered(body: Mapping[str, Any], view: PodView) -> str:
 
 
 def record_digest(annotations: Mapping[str, str]) -> str:
-    """The digest of a pod's placement record (`pod_spec.placement_records`), as the condition
-    `horus.dev/Released` states it."""
-    record = {key: annotations[key] for key in pod_spec.placement_records(annotations)}
+    """The digest of a pod's placement record (`admission.records`: with a CDI device annotation), as the
+    condition `horus.dev/Released` states it."""
+    record = {key: annotations[key] for key in admission.records(annotations)}
     return "sha256:" + hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
@@ -137,9 +138,10 @@ def _released_as(body: Mapping[str, Any], digest: str) -> bool:
 
 
 def _webhook_gated(spec: Mapping[str, Any]) -> bool:
-    """Whether the webhook bound the pod (its containers read the GPU annotation, or it references
-    claims of its own): it was gated at creation, and only Horus's release removes that gate."""
-    return bool(admission.own_claims(spec)) or any(
+    """Whether the webhook bound the pod (its containers read the GPU annotation or are told no GPU
+    under `reserve`, or it references claims of its own): it was gated at creation, and only Horus's
+    release removes that gate."""
+    return admission.bound_by(spec) is not Binding.ENV or any(
         admission.reads_gpus(container) for _, container in template.containers(spec)
     )
 
@@ -148,7 +150,8 @@ def release_operations(
     pod: ManagedPod, annotations: Mapping[str, str], hostname: str
 ) -> list[dict[str, Any]]:
     """The JSON patch that releases `pod` with `annotations` (its placement record, with
-    `horus.dev/visible-devices`) to the node whose `kubernetes.io/hostname` is `hostname`."""
+    `horus.dev/visible-devices` or the CDI device annotation) to the node whose `kubernetes.io/hostname`
+    is `hostname`."""
     spec = pod.body.get("spec") or {}
     gates = spec.get("schedulingGates") or []
     index = next(i for i, gate in enumerate(gates) if gate.get("name") == keys.SCHEDULING_GATE)

@@ -19,6 +19,10 @@ A DRA-bound pod (it references the claims the webhook named, `admission.own_clai
 created for the chosen GPUs before its release, owned by the pod. A claim found already made (a restart
 between creating it and releasing the pod) is kept where it selects the chosen GPU, and deleted and made
 again where the new decision chose another: the pod is gated, so nothing has been allocated for it.
+
+A reserve-bound pod (its containers told no GPU by the variable, `admission.reserved`) waits, like a
+DLJob's, for the reservations of the slots the cycle chose to report their GPUs (`binding/reserve.py`,
+the placement kept meanwhile), and is released with their UUIDs in the CDI device annotation.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from horus_operator.placement.types import Assignment, JobRequest
 from horus_operator.prediction.api import Workload
 
 log = logging.getLogger(__name__)
-POD = ("v1", "Pod")  # the involved object of the route's Events
+POD = pods.INVOLVED_POD  # the involved object of the route's Events
 Verdict = tuple[JobSpec, Workload] | InvalidJob
 
 
@@ -57,7 +61,17 @@ class Waiting:
     job: JobSpec
     workload: Workload
     request: JobRequest
-    binding: Binding  # as the webhook bound it: dra where it references its own claims
+    binding: Binding  # as the webhook bound it (`admission.bound_by`)
+
+
+# A pod admitted reserve-bound while the operator ran `--reservation-device-mode cdi`, gated under one that
+# does not: released, its containers (told no GPU) would get none.
+UNRESERVABLE = InvalidJob(
+    f"spec.containers[*].env[{pods.VISIBLE_DEVICES}]",
+    pods.NO_GPU,
+    "admitted reserve-bound, its GPUs to be named by a CDI device annotation, but the operator no longer "
+    "runs --reservation-device-mode cdi; delete the pod to have it admitted again",
+)
 
 
 class PodRoute:
@@ -69,9 +83,12 @@ class PodRoute:
         resolver: WorkloadResolver,
         namespace: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        reserve_cdi: bool = False,
     ) -> None:
+        """`reserve_cdi`: the operator runs `--reservation-device-mode cdi`, the only way a reserve-bound
+        pod is told its GPUs (`admission.binding_of`)."""
         self._kube, self._cache, self._resolver = kube, cache, resolver
-        self._namespace, self._clock = namespace, clock
+        self._namespace, self._clock, self._reserve_cdi = namespace, clock, reserve_cdi
         self.pods: dict[str, ManagedPod] = {}  # queue key -> the pod as last seen
         self.dirty: set[str] = set()
         self._watched: dict[str, str] | None = None  # during a resync: key -> version the watch wrote
@@ -159,7 +176,10 @@ class PodRoute:
             return None
         job, workload = verdict
         request = dataclasses.replace(jobspec.request(job, workload, pod.created_at), key=key)
-        binding = Binding.DRA if admission.own_claims(pod.body.get("spec") or {}) else Binding.ENV
+        binding = admission.bound_by(pod.body.get("spec") or {})
+        if binding is Binding.RESERVE and not self._reserve_cdi:
+            self.refuse(key, UNRESERVABLE)
+            return None
         if binding is Binding.DRA:
             request = dataclasses.replace(request, share_scope=pod_spec.own_claims_scope(key))
         if pod.group is not None:
@@ -238,16 +258,23 @@ class PodRoute:
 
     # Releasing.
     async def release(
-        self, assignment: Assignment, request: JobRequest, hostname: str, uuids: Sequence[str | None]
+        self,
+        assignment: Assignment,
+        request: JobRequest,
+        hostname: str,
+        uuids: Sequence[str | None],
+        cdi_devices: Sequence[str] = (),
     ) -> bool:
-        """Release the pod of `assignment` to its GPUs; False when it was not (it changed or went since
-        the decision read it: the watch brings it back and the next cycle decides again)."""
+        """Release the pod of `assignment` to its GPUs (`uuids`: as its binding tells them; `cdi_devices`:
+        the CDI devices of a reserve-bound pod); False when it was not (it changed or went since the
+        decision read it: the watch brings it back and the next cycle decides again)."""
         pod = self.pods.get(assignment.job)
         verdict = self._verdicts.get(pod.view.uid) if pod is not None else None
         if pod is None or not pod.waiting or not isinstance(verdict, tuple):
             return False
         job, _ = verdict
-        own = admission.own_claims(pod.body.get("spec") or {})
+        spec = pod.body.get("spec") or {}
+        own, binding = admission.own_claims(spec), admission.bound_by(spec)
         if own and not await self._claim(pod, own, uuids):
             return False
         placement = pods.Placement(
@@ -258,9 +285,11 @@ class PodRoute:
             hostname=hostname,
             gpu_uuids=tuple(uuids),
             claims=own,
+            cdi_devices=tuple(cdi_devices),
+            binding=binding,
         )
         annotations = pods.placement_annotations(placement)
-        if not own:  # env binding: what the containers read through the downward API
+        if binding is Binding.ENV:  # what the containers read through the downward API
             devices = pods.visible_devices(assignment.gpu_indices, tuple(uuids))
             annotations[keys.ANNOTATION_VISIBLE_DEVICES] = devices
         try:

@@ -200,3 +200,120 @@ def test_a_reserved_slot_is_seen_through_the_agents_reading_of_the_gpu_its_reser
         (0, "GPU-1", 9000.0),  # the job's slot reads its job's GPU
         (1, "GPU-0", 0.0),  # the other slot reads the GPU the plugin still has free
     ]
+
+
+# A placement kept on its slots while their reservations report (operator/nominations.py). Plain cycles,
+# no resync between them: a resync is an operator's restart, which forgets what is kept.
+async def _cycles(loop: SchedulingLoop, cycles: int = 3) -> None:
+    for _ in range(cycles):
+        await loop.cycle()
+        await loop.settle()
+
+
+def _reserved(kube: FakeKube, loop: SchedulingLoop, uuids: dict[str, str]) -> None:
+    """`_report`, seen by the watch."""
+    _report(kube, uuids)
+    for name in uuids:
+        loop._cache.put_reservation(kube.pods[f"{RESERVATIONS}/{name}"])
+
+
+def _exclusive(kube: FakeKube, name: str, **spec: Any) -> dict[str, Any]:
+    job = DLJobBuilder.stored(name).spec(maxSlowdown=1.0, **spec).obj()
+    kube.jobs[job_key(job)] = job
+    return job
+
+
+def _gpus_of(kube: FakeKube) -> dict[str, tuple[str, str]]:
+    """Job name -> (its pod's GPU indices, the UUID it is told)."""
+    made = _job_pods(kube).values()
+    return {
+        p["metadata"]["labels"][keys.LABEL_JOB]: (
+            p["metadata"]["annotations"][keys.ANNOTATION_GPUS],
+            _visible(p),
+        )
+        for p in made
+    }
+
+
+def test_a_placement_awaiting_its_reservation_keeps_its_slot_from_a_job_that_comes_first() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
+    _exclusive(kube, "first")
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop, cycles=1))
+    assert list(_reservations(kube)) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]
+
+    # A job ahead of it in the queue: decided afresh, "first" would lose slot 0 to it.
+    loop._cache.put_job(_exclusive(kube, "urgent", priority=10))
+    asyncio.run(_cycles(loop))
+    assert sorted(_reservations(kube)) == [
+        f"{RESERVATIONS}/gpu-gpu-node-0-0",
+        f"{RESERVATIONS}/gpu-gpu-node-0-1",
+    ]
+    assert _job_pods(kube) == {}
+
+    _reserved(kube, loop, {"gpu-gpu-node-0-0": "GPU-a", "gpu-gpu-node-0-1": "GPU-b"})
+    asyncio.run(_cycles(loop))
+    assert _gpus_of(kube) == {"first": ("0", "GPU-a"), "urgent": ("1", "GPU-b")}
+
+
+def test_a_kept_placement_whose_reservation_is_deleted_is_decided_afresh() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    _exclusive(kube, "job")
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop, cycles=1))
+    doomed = kube.pods.pop(f"{RESERVATIONS}/gpu-gpu-node-0-0")  # deleted by hand
+    loop._cache.drop_reservation(doomed)
+    asyncio.run(_cycles(loop, cycles=1))
+    (again,) = _reservations(kube).values()  # the fresh decision asks for its slot again
+    assert again["metadata"]["uid"] != doomed["metadata"]["uid"]
+
+    _reserved(kube, loop, {"gpu-gpu-node-0-0": "GPU-a"})
+    asyncio.run(_cycles(loop))
+    assert _gpus_of(kube) == {"job": ("0", "GPU-a")}
+
+
+def test_a_kept_placement_whose_reservation_never_reports_is_decided_afresh() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    _exclusive(kube, "job")
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop, cycles=1))
+    silent = _reservations(kube)[f"{RESERVATIONS}/gpu-gpu-node-0-0"]
+    clock[0] = NOW + timedelta(seconds=61)  # silent past the report timeout: repaired away
+    asyncio.run(_cycles(loop))
+    (again,) = _reservations(kube).values()
+    assert again["metadata"]["uid"] != silent["metadata"]["uid"]
+    assert "has not reported its GPU yet" in kube.jobs["team-a/job"]["status"]["message"]
+
+
+def test_a_restart_forgets_what_is_kept_and_decides_the_same_slot_on_its_reservation() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
+    _exclusive(kube, "job")
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop, cycles=1))
+    (before,) = _reservations(kube).values()
+    restarted = _loop(kube, clock)  # nothing kept: the job is decided again
+    asyncio.run(_settle(restarted, cycles=1))
+    (after,) = _reservations(kube).values()
+    assert after["metadata"]["uid"] == before["metadata"]["uid"]  # the same slot, its reservation kept
+
+    _reserved(kube, restarted, {"gpu-gpu-node-0-0": "GPU-a"})
+    asyncio.run(_cycles(restarted))
+    assert _gpus_of(kube) == {"job": ("0", "GPU-a")}
+
+
+def test_a_kept_placement_ends_when_its_job_is_deleted_and_its_gpus_are_free_again() -> None:
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
+    gone = _exclusive(kube, "gone")
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop, cycles=1))
+    del kube.jobs["team-a/gone"]
+    loop._cache.drop_job(gone)
+    loop._cache.put_job(_exclusive(kube, "next"))
+    _reserved(kube, loop, {"gpu-gpu-node-0-0": "GPU-a"})
+    asyncio.run(_cycles(loop))
+    assert _gpus_of(kube) == {"next": ("0", "GPU-a")}

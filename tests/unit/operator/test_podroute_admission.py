@@ -324,15 +324,55 @@ def test_the_binding_follows_the_dljobs_rule_and_its_errors_name_the_annotation(
 
 
 def test_a_routed_pod_asking_reserve_is_refused_and_one_under_a_reserve_default_gets_env() -> None:
+    """Without the operator's CDI device mode: a gated pod's environment cannot be told a GPU later."""
     labelled = {keys.LABEL_MANAGED: "true"}
     with pytest.raises(
-        InvalidJob, match=r"horus.dev/binding'\]='reserve': not available for pods of the pod"
+        InvalidJob,
+        match=r"horus.dev/binding'\]='reserve': .* where the operator runs --reservation-device-mode cdi",
     ):
         admission.admit(pod(labels=labelled, annotations={**MODEL, keys.ANNOTATION_BINDING: "reserve"}))
     defaulted = admitted(
         pod(labels=labelled, annotations=MODEL), bindings=admission.Bindings(Binding.RESERVE)
     )
     assert defaulted["spec"]["containers"][0]["env"][-1] == DEVICES_FROM_ANNOTATION
+
+
+RESERVE_CDI = admission.Bindings(default=Binding.ENV, reserve_cdi=True)
+NO_GPU = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
+
+
+def test_under_cdi_device_mode_a_reserve_bound_pods_containers_are_told_no_gpu_by_the_variable() -> None:
+    labelled = {keys.LABEL_MANAGED: "true"}
+    init = [{"name": "fetch", "image": "f", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}]
+    asked = pod(
+        labels=labelled, annotations={**MODEL, keys.ANNOTATION_BINDING: "reserve"}, initContainers=init
+    )
+    with pytest.raises(InvalidJob, match=r"NVIDIA_VISIBLE_DEVICES"):  # an owner's own variable: refused
+        admission.admit(asked, bindings=RESERVE_CDI)
+    del asked["spec"]["initContainers"][0]["env"]
+    stored = admitted(asked, bindings=RESERVE_CDI)
+    assert stored["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}, NO_GPU]
+    assert stored["spec"]["initContainers"][0]["env"] == [NO_GPU]
+    assert admission.bound_by(stored["spec"]) is Binding.RESERVE
+    assert admission.check(stored).binding == "reserve"  # judged again when placed: as at admission
+    assert admitted(stored, bindings=RESERVE_CDI)["spec"] == stored["spec"]
+    defaulted = admitted(
+        pod(labels=labelled, annotations=MODEL),
+        bindings=admission.Bindings(Binding.RESERVE, reserve_cdi=True),
+    )
+    assert admission.bound_by(defaulted["spec"]) is Binding.RESERVE
+    env = admitted(pod(labels=labelled, annotations=MODEL), bindings=RESERVE_CDI)
+    assert admission.bound_by(env["spec"]) is Binding.ENV
+    dra = admitted(pod(labels=labelled, annotations=CLAIMED), bindings=DRA)  # its init containers: void too
+    assert admission.bound_by(dra["spec"]) is Binding.DRA
+
+
+def test_a_pod_naming_horus_cdi_devices_itself_is_refused() -> None:
+    annotations = {**MODEL, "cdi.k8s.io/horus_gpus": "nvidia.com/gpu=GPU-of-a-neighbour"}
+    with pytest.raises(InvalidJob, match=r"annotations\['cdi.k8s.io/horus_gpus'\].*Horus's record"):
+        admission.admit(
+            pod(labels={keys.LABEL_MANAGED: "true"}, annotations=annotations), bindings=RESERVE_CDI
+        )
 
 
 def test_an_owners_own_claims_are_still_refused_and_a_gpu_count_changed_since_admission_too() -> None:

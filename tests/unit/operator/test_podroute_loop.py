@@ -18,11 +18,12 @@ from horus_operator.agent import resourceslice
 from horus_operator.agent.fake import FakeInventory
 from horus_operator.api import keys
 from horus_operator.operator import apierrors
+from horus_operator.operator.binding import reservations
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.dra import claims
 from horus_operator.operator.jobs import jobspec
 from horus_operator.operator.loop import LoopConfig, SchedulingLoop
-from horus_operator.operator.podroute import admission
+from horus_operator.operator.podroute import admission, release
 from horus_operator.operator.podroute.route import PodRoute
 
 
@@ -91,6 +92,7 @@ class PodKube(FakeKube):
 
     async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
         self.managed.pop(f"{namespace}/{name}", None)
+        await super().delete_pod(namespace, name, grace_period_s)  # Horus's own: reservation pods
 
     async def post_event(
         self, involved: dict[str, Any], *, kind: str, reason: str, message: str, **_: Any
@@ -98,16 +100,22 @@ class PodKube(FakeKube):
         self.pod_events.append((involved["metadata"]["name"], reason, message))
 
 
-def _loop(kube: PodKube, *, dra_served: bool = False) -> tuple[SchedulingLoop, PodRoute]:
+def _loop(
+    kube: PodKube, *, dra_served: bool = False, reserve_cdi: bool = False
+) -> tuple[SchedulingLoop, PodRoute]:
+    """`reserve_cdi`: the operator runs `--reservation-device-mode cdi`."""
     cache = ClusterCache()
     resolver = jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {})
-    route = PodRoute(kube=kube, cache=cache, resolver=resolver, clock=lambda: NOW)  # type: ignore[arg-type]
+    route = PodRoute(kube=kube, cache=cache, resolver=resolver, clock=lambda: NOW, reserve_cdi=reserve_cdi)  # type: ignore[arg-type]
+    mode = reservations.DeviceMode.CDI if reserve_cdi else reservations.DeviceMode.ENV
     loop = SchedulingLoop(
         kube=kube,  # type: ignore[arg-type]
         cache=cache,
         policy=FirstFreeGpu(),
         resolver=resolver,
-        config=LoopConfig(dra_served=dra_served),
+        config=LoopConfig(
+            dra_served=dra_served, reservation=reservations.ReservationSettings(device_mode=mode)
+        ),
         clock=lambda: NOW,
         podroute=route,
     )
@@ -411,3 +419,70 @@ def test_a_released_pod_unschedulable_past_the_grace_period_is_deleted_and_its_g
     ]
     asyncio.run(_run(_loop(kube)[0]))  # the deletion seen (here by a resync, on a cluster by the watch)
     assert kube.managed["team/b"]["metadata"]["annotations"][keys.ANNOTATION_GPUS] == "0"
+
+
+# The pod route under `reserve` (`--reservation-device-mode cdi`): the reservations of the slots chosen,
+# then the release with the CDI device annotation of the GPUs they report.
+RESERVATIONS = keys.RESERVATION_NAMESPACE
+
+
+def _reserve_bound(kube: PodKube, name: str) -> None:
+    kube.bindings = admission.Bindings(reserve_cdi=True)
+    kube.add(name, {keys.ANNOTATION_BINDING: "reserve"})
+
+
+def _report(kube: PodKube, uuids: dict[str, str]) -> None:
+    for name, uuid in uuids.items():
+        kube.pods[f"{RESERVATIONS}/{name}"]["metadata"]["annotations"][keys.ANNOTATION_RESERVED_GPU] = uuid
+
+
+def test_a_reserve_bound_pod_waits_for_its_reservation_and_is_released_with_its_cdi_device() -> None:
+    kube = _cluster(gpus=2)
+    _reserve_bound(kube, "a")
+    loop, route = _loop(kube, reserve_cdi=True)
+    asyncio.run(_run(loop))
+    assert list(kube.pods) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]
+    assert kube.patches == 0  # gated until the reservation says which GPU the device plugin gave it
+    assert "reservation pod gpu-gpu-node-0-0" in kube.conditions["a"]["message"]
+
+    _report(kube, {"gpu-gpu-node-0-0": "GPU-plugin-chose-1"})
+    asyncio.run(_run(loop))
+    assert kube.patches == 1
+    pod = kube.managed["team/a"]
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["cdi.k8s.io/horus_gpus"] == "nvidia.com/gpu=GPU-plugin-chose-1"
+    assert annotations[keys.ANNOTATION_BINDING] == "reserve"
+    assert annotations[keys.ANNOTATION_GPU_UUIDS] == "GPU-plugin-chose-1"
+    assert keys.ANNOTATION_VISIBLE_DEVICES not in annotations  # its containers read no annotation
+    assert pod["spec"]["containers"][0]["env"] == [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    assert pod["spec"]["nodeSelector"] == {keys.LABEL_HOSTNAME: "gpu-node-0"}
+    assert route.pods["pod:team/a"].placed  # its record, the CDI annotation with it, as released
+    assert list(kube.pods) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]  # held by the released pod
+
+    forged = copy.deepcopy(pod)
+    forged["metadata"]["annotations"]["cdi.k8s.io/horus_gpus"] = "nvidia.com/gpu=GPU-of-a-neighbour"
+    assert "not the one Horus released" in release.read(forged).tampered
+
+
+def test_a_released_reserve_bound_pod_whose_reservation_is_gone_is_stopped_saying_why() -> None:
+    kube = _cluster(gpus=1)
+    _reserve_bound(kube, "a")
+    loop, _ = _loop(kube, reserve_cdi=True)
+    asyncio.run(_run(loop))
+    _report(kube, {"gpu-gpu-node-0-0": "GPU-a"})
+    asyncio.run(_run(loop))
+    assert kube.patches == 1
+    del kube.pods[f"{RESERVATIONS}/gpu-gpu-node-0-0"]  # deleted by hand
+    asyncio.run(_run(loop))
+    assert "team/a" not in kube.managed  # its controller makes it again, gated
+    assert ("a", "ReservationLost") in [(name, reason) for name, reason, _ in kube.pod_events]
+
+
+def test_a_reserve_bound_pod_under_an_operator_no_longer_in_cdi_mode_stays_gated_saying_why() -> None:
+    kube = _cluster(gpus=1)
+    _reserve_bound(kube, "a")
+    loop, _ = _loop(kube)  # restarted with --reservation-device-mode env
+    asyncio.run(_run(loop))
+    assert kube.patches == 0 and kube.pods == {}
+    assert kube.conditions["a"]["reason"] == "InvalidSpec"
+    assert "--reservation-device-mode cdi" in kube.conditions["a"]["message"]
