@@ -4,8 +4,9 @@ The admission policy `horus-pod-records` (manifests/pod-records.yaml, as shipped
 control plane, the operator serving the pod webhook as its ServiceAccount with the RBAC of manifests/
 and manifests-pod-route/. A tenant is a user who may create, patch and delete pods in one namespace
 (a Role, acted out through impersonation). Each attempt that once got through is refused by the API
-server naming the field: rewriting a released pod's record or visible devices, removing the scheduling
-gate, dropping or adding Horus's labels, creating a pod with a made-up record (webhook or none). What
+server naming the field: rewriting a released pod's record, visible devices or CDI devices, removing
+the scheduling gate, dropping or adding Horus's labels, creating a pod with a made-up record (webhook
+or none). What
 the owner may write still goes (the progress its job reports, annotations of its own). And where the
 policy is bypassed (a cluster admin, whom it does not bind), the operator stops a pod whose record is
 not the one it released, and says so in an Event.
@@ -122,6 +123,10 @@ def test_a_tenant_who_may_patch_its_pods_may_not_touch_horuss_records_or_gate(
             [{"op": "remove", "path": _annotation("horus.dev/request")}],
             "metadata.annotations[horus.dev/request]",
         ),
+        "every GPU by CDI": (
+            [{"op": "add", "path": _annotation("cdi.k8s.io/horus_gpus"), "value": "nvidia.com/gpu=all"}],
+            "metadata.annotations[cdi.k8s.io/horus_gpus]",
+        ),
         "label dropped": (
             [{"op": "remove", "path": "/metadata/labels/horus.dev~1managed"}],
             "metadata.labels[horus.dev/managed]",
@@ -167,6 +172,9 @@ def test_a_made_up_record_is_refused_at_creation_and_a_pod_cannot_be_relabelled_
     # Unlabelled, in a namespace that is not managed: the webhook never sees it.
     refused = tenant.create(harness.pod("forged", annotations={**MODEL, **record}))
     assert _names(refused, "metadata.annotations", record), refused
+    cdi = {"cdi.k8s.io/horus_gpus": "nvidia.com/gpu=all"}  # the reserve binding's device annotation
+    refused = tenant.create(harness.pod("cdi-forged", annotations={**MODEL, **cdi}))
+    assert _names(refused, "metadata.annotations", cdi), refused
     refused = tenant.create(harness.pod("dljob-like", labels={"horus.dev/dljob": "someone-elses"}))
     assert "metadata.labels[horus.dev/dljob]" in refused, refused
     assert tenant.create(harness.pod("plain", annotations=MODEL)) == ""
