@@ -7,10 +7,14 @@ the 1,213 GPU nodes' 6,212 GPUs and replayed one pod at a time with no departure
 cluster's) where the requested ratio reaches 100 %, the mean over the seeds. FGD's are the means over
 its 10 seeds (42..51) of `fgd_analysis_allo_discrete.csv`, column 100. Horus's policies, every pod
 stating its share (`JobRequest.gpu_milli`):
-- `horus` — a fraction where it adds least to FGD's expected fragmentation for the stated requests seen
-  so far (`placement/fragmentation.py`, `ShareMix`), then best fit; whole GPUs as any job alone;
-- `horus-bestfit` — the same with `share_fragmentation` off: the GPU left fullest, then the node with
-  the fewest empty GPUs;
+- `horus` — pods state their CPU, memory and GPU models, nodes their CPU and memory left
+  (`Replay(hosts=True)`): every pod where it adds least to its node's FGD expected fragmentation for
+  the kinds of pods seen so far (`placement/nodefrag.py`), pods asking no GPU included;
+- `horus-gpuview` — pods state only their share (CPU, memory and models through `avoid_nodes`): a
+  fraction where it adds least to FGD's expected fragmentation of its GPU and its node's empty GPUs
+  (`placement/fragmentation.py`, `ShareMix`), then best fit; whole GPUs as any job alone;
+- `horus-bestfit` — `horus-gpuview` with `share_fragmentation` off: the GPU left fullest, then the node
+  with the fewest empty GPUs;
 - `binpack` — the shared GPU left fullest, else empty GPUs best fit, in queue order;
 - `exclusive` — every pod on GPUs of its own (Kubernetes' default).
 
@@ -80,10 +84,14 @@ def _policies() -> dict[str, Callable[[], Policy]]:
     predictor = StatedSharePredictor()
     return {
         "horus": lambda: HorusPolicy(predictor, LIMITS),
+        "horus-gpuview": lambda: HorusPolicy(predictor, LIMITS),
         "horus-bestfit": lambda: HorusPolicy(predictor, LIMITS, HorusTunables(share_fragmentation=False)),
         "binpack": lambda: BinpackPolicy(predictor, LIMITS),
         "exclusive": lambda: ExclusivePolicy(predictor, LIMITS),
     }
+
+
+STATING_HOSTS = frozenset({"horus"})  # the policies whose pods state CPU, memory and GPU models
 
 
 def pod_list(variant: str) -> Path:
@@ -106,9 +114,8 @@ def fgd_published() -> dict[str, dict[str, float]]:
     return published
 
 
-def replay(variant: str, policy: Callable[[], Policy], seed: int) -> float | None:
-    nodes = read_nodes(NODES)
-    run = Replay(nodes, policy())
+def replay(variant: str, name: str, seed: int) -> float | None:
+    run = Replay(read_nodes(NODES), _policies()[name](), name in STATING_HOSTS)
     pods = tuned(read_pods(pod_list(variant)), run.capacity_milli, random.Random(seed))
     return allocation_at(list(run.run(pods)), run.capacity_milli)
 
@@ -121,7 +128,6 @@ def main() -> None:
     parser.add_argument("--policies", default=",".join(_policies()))
     parser.add_argument("--out", type=Path, default=ROOT / "out" / "bench" / "alibaba_openb.json")
     args = parser.parse_args()
-    factories = _policies()
     policies = args.policies.split(",")
     variants = args.variants.split(",")
     seeds = range(FIRST_SEED, FIRST_SEED + args.seeds)
@@ -135,7 +141,7 @@ def main() -> None:
         means: list[str] = []
         for name in policies:
             started = time.perf_counter()
-            ratios = [replay(variant, factories[name], seed) for seed in seeds]
+            ratios = [replay(variant, name, seed) for seed in seeds]
             found = [ratio for ratio in ratios if ratio is not None]
             mean = round(statistics.fmean(found), 1) if found else None
             per_policy[name] = {

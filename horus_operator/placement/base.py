@@ -16,7 +16,14 @@ from typing import Protocol
 
 from horus_operator.placement.index import ClusterIndex, GpuKey, GpuSlot, wants_whole_gpus
 from horus_operator.placement.predictions import CachedPredictions
-from horus_operator.placement.types import Assignment, ClusterSnapshot, JobRequest, Policy, RunningJob
+from horus_operator.placement.types import (
+    Assignment,
+    ClusterSnapshot,
+    HostRoom,
+    JobRequest,
+    Policy,
+    RunningJob,
+)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,8 @@ class PlacementCall:
         self.assignments: list[Assignment] = []
         self.placed: set[str] = set()
         self._largest_gpu_mib = -1  # the most memory any GPU of the snapshot has; -1 until asked
+        # node -> its room in `snapshot.hosts` less what this call's placements on it asked
+        self._hosts_taken: dict[str, HostRoom] = {}
 
     def __enter__(self) -> PlacementCall:
         return self
@@ -154,11 +163,36 @@ class PlacementCall:
             predicted_step_s=job.step_s,
         )
         self.index.add(RunningJob(request=request, node=assignment.node, gpu_indices=assignment.gpu_indices))
+        host = self.host_room(assignment.node)
+        if host is not None and (request.cpu_milli or request.host_memory_mib):
+            self._hosts_taken[assignment.node] = HostRoom(
+                host.cpu_milli - request.cpu_milli, host.memory_mib - request.host_memory_mib
+            )
         self.assignments.append(assignment)
         self.placed.add(request.key)
         return assignment
 
     # -- capacity filters (None: fits; otherwise why not) ----------------------------------------
+    def host_room(self, node: str) -> HostRoom | None:
+        """`node`'s CPU and memory left for new pods, this call's placements taken off; None: not
+        modelled."""
+        taken = self._hosts_taken.get(node)
+        if taken is not None:
+            return taken
+        hosts = self.snapshot.hosts
+        return None if hosts is None else hosts.get(node)
+
+    def node_refusal(self, request: JobRequest, node: str) -> str | None:
+        """Why `request` may go on no GPU of `node`, whatever the GPU: the node refused its pod lately,
+        or has not the CPU or memory it asks left; None: its GPUs decide."""
+        if node in request.avoid_nodes:
+            return AVOIDED
+        if request.cpu_milli or request.host_memory_mib:
+            host = self.host_room(node)
+            if host is not None and not host.fits(request):
+                return HOST_FULL
+        return None
+
     def used_memory_mib(self, slot: GpuSlot) -> float:
         predicted = sum(
             self.predictions.job(tenant.request.workload, slot.product).memory_mib for tenant in slot.tenants
@@ -176,8 +210,11 @@ class PlacementCall:
 
     def room(self, request: JobRequest, slot: GpuSlot) -> str | None:
         """Why `request` cannot go on `slot` by capacity alone (interference not considered), or None."""
-        if slot.node in request.avoid_nodes:
-            return AVOIDED
+        refusal = self.node_refusal(request, slot.node)
+        if refusal is not None:
+            return refusal
+        if request.gpu_products and slot.product not in request.gpu_products:
+            return OTHER_GPU_TYPE
         if len(slot.tenants) >= self.limits.max_jobs_per_gpu:
             return f"GPUs full ({self.limits.max_jobs_per_gpu} jobs each)"
         if slot.tenants and wants_whole_gpus(request):
@@ -233,7 +270,8 @@ class PlacementCall:
         telemetry whose tenants share the request's scope refuses, every GPU of its group refuses, so
         the scan stops there instead of asking each of thousands of GPUs."""
         for slot in group:
-            if slot.key in held or slot.node in request.avoid_nodes:  # a group spans nodes
+            # A group spans nodes: one node's refusal says nothing of the others'.
+            if slot.key in held or self.node_refusal(request, slot.node) is not None:
                 continue
             if self.room(request, slot) is None:
                 return slot
@@ -344,6 +382,8 @@ def _stated_share_room(request: JobRequest, slot: GpuSlot) -> str | None:
 NODE_UNSCHEDULABLE = "node not schedulable (cordoned, NotReady or cooling down)"
 GPU_UNHEALTHY = "GPU unhealthy or its agent silent"
 AVOIDED = "node refused this job's pod lately (kube-scheduler)"
+HOST_FULL = "not enough CPU or memory left on the node"
+OTHER_GPU_TYPE = "a GPU type the job does not run on"
 GPU_CLAIMED = "GPU held outside Horus (another's ResourceClaim, or the device plugin's)"
 
 

@@ -72,8 +72,9 @@ class ShareMix:
     them. A GPU with `free` thousandths left strands them for every request stating more per GPU (a
     whole-GPU request states 1000, so a partly used GPU strands its rest for it); a node's empty GPUs
     are stranded whole for multi-GPU requests wider than they are (`SizeMix`). A placement's cost is
-    what it adds to that, measured on the GPU it takes and its node's empty GPUs (FGD measures whole
-    nodes, CPU included; a node's other shared GPUs do not change, so they add nothing here).
+    what it adds to that, measured on the GPU it takes and its node's empty GPUs (a node's other shared
+    GPUs do not change, so they add nothing here). FGD measures whole nodes, CPU included: so does
+    `nodefrag.NodeMix`, once requests state CPU, memory or GPU types.
 
     Seen so far: every stated request a policy reads is counted once, by key, because with one job at a
     time (Alibaba's replay, `sim/openb.py`) a queue's mix would be the job alone."""

@@ -37,7 +37,7 @@ import operator
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from horus_operator.placement import shares
+from horus_operator.placement import nodefrag, shares
 from horus_operator.placement.base import (
     Limits,
     PlacedCluster,
@@ -137,6 +137,9 @@ class HorusPolicy:
         # it need not search there again.
         self._searched: _Searched | None = None
         self._share_mix = ShareMix()  # the stated shares read so far
+        # The same, by kind with CPU, memory and GPU types, once requests state them (`nodefrag`)
+        self._node_mix = nodefrag.NodeMix()
+        self._node_states = nodefrag.NodeStates()
 
     def _drop_stale_verdicts(self) -> None:
         """Verdicts judged by predictions that have been corrected since are wrong now."""
@@ -291,6 +294,9 @@ class HorusPolicy:
         takes them, a fraction where it strands least (`_on_a_share`)."""
         for request in stated:
             self._share_mix.note(request)
+            self._node_mix.note(request)
+        if self.tunables.share_fragmentation and self._node_mix.states_host:
+            return self._on_a_node(call, stated, held)
         sizes = self._share_mix.sizes if self.tunables.share_fragmentation else SizeMix()
         for request in stated:
             if request.gpu_milli >= WHOLE_GPU:
@@ -299,6 +305,16 @@ class HorusPolicy:
                 option = self._on_a_share(call, request, held)
             if option is not None:
                 return option
+        return None
+
+    def _on_a_node(self, call: PlacementCall, stated: list[JobRequest], held: set[GpuKey]) -> Option | None:
+        """The first of `stated` that fits, where it adds least to its node's expected fragmentation for
+        the kinds of requests seen, CPU, memory and GPU types included (`nodefrag`)."""
+        for request in stated:
+            slots = nodefrag.cheapest_slots(call, request, held, self._node_mix, self._node_states)
+            if slots is not None:
+                reason = f"its stated {request.gpu_milli}/{WHOLE_GPU} of a GPU where its node fragments least"
+                return Option(request, slots, 1.0, reason)
         return None
 
     def _on_a_share(self, call: PlacementCall, request: JobRequest, held: set[GpuKey]) -> Option | None:
@@ -553,10 +569,22 @@ class _Searched:
         return max(0, (len(self._unplaced) - first) // lookahead * lookahead)
 
 
-def _signature(request: JobRequest) -> tuple[Workload, float, int, frozenset[str], int]:
+def _signature(
+    request: JobRequest,
+) -> tuple[Workload, float, int, frozenset[str], int, int, int, frozenset[str]]:
     """What a verdict on a newcomer depends on: its workload, maxSlowdown and GPU count; and the nodes it
-    avoids and the share it states, for jobs alike are skipped alike once one fits nowhere."""
-    return (request.workload, request.max_slowdown, request.gpus, request.avoid_nodes, request.gpu_milli)
+    avoids, the share, CPU and memory it states and its GPU types, for jobs alike are skipped alike once
+    one fits nowhere."""
+    return (
+        request.workload,
+        request.max_slowdown,
+        request.gpus,
+        request.avoid_nodes,
+        request.gpu_milli,
+        request.cpu_milli,
+        request.host_memory_mib,
+        request.gpu_products,
+    )
 
 
 def _a_wide_job_waits(call: PlacementCall, wide: list[JobRequest]) -> bool:

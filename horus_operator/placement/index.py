@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, RunningJob
 from horus_operator.prediction.api import Workload
@@ -196,6 +196,9 @@ class ClusterIndex:
         self._unsorted: set[int] = set()
         self._empty_total = 0
         self.changes = 0  # add/remove/follow changes so far: equal counts on one index mean the same state
+        # node -> `changes` when it last changed (absent: never since it was indexed), so a reader that
+        # derives something from one node's GPUs (`nodefrag.NodeStates`) redoes it only for those changed
+        self._node_changed_at: dict[str, int] = {}
         for node in nodes:
             self._list(node)
         # Bulk load: place every tenant first, then file each GPU once (not once per tenant).
@@ -229,7 +232,7 @@ class ClusterIndex:
 
     # -- changes ---------------------------------------------------------------------------------
     def add(self, job: RunningJob) -> None:
-        self.changes += 1
+        self._changing(job.node)
         self.jobs[job.request.key] = job
         for slot in self._slots_of(job):
             self._detach(slot)
@@ -237,8 +240,8 @@ class ClusterIndex:
             self._attach(slot)
 
     def remove(self, key: str) -> RunningJob:
-        self.changes += 1
         job = self.jobs.pop(key)
+        self._changing(job.node)
         for slot in self._slots_of(job):
             self._detach(slot)
             slot.tenants = [tenant for tenant in slot.tenants if tenant.request.key != key]
@@ -315,7 +318,16 @@ class ClusterIndex:
         """Empty usable GPUs in the cluster."""
         return self._empty_total
 
+    @property
+    def node_changes(self) -> Mapping[str, int]:
+        """Node -> `changes` when it last changed; absent where it has not since it was indexed."""
+        return self._node_changed_at
+
     # -- bookkeeping -----------------------------------------------------------------------------
+    def _changing(self, node: str) -> None:
+        self.changes += 1
+        self._node_changed_at[node] = self.changes
+
     def _groups(self, count: int) -> dict[int, Group]:
         groups = self._shared.get(count, {})
         if count in self._unsorted:
@@ -344,7 +356,7 @@ class ClusterIndex:
         return slots
 
     def _add_node(self, node: Node) -> None:
-        self.changes += 1
+        self._changing(node.name)
         slots = self._list(node)
         self._empty[node.name] = {}
         self._nodes_by_empty[0].append(self._node_rank[node.name])  # the highest rank: sorted
@@ -357,7 +369,7 @@ class ClusterIndex:
 
     def _drop(self, name: str) -> None:
         """Forgets node `name`; the jobs on it stay (a fresh index keeps them, on no GPU)."""
-        self.changes += 1
+        self._changing(name)
         for slot in self.node_slots.pop(name):
             self._detach(slot)
             del self.slots[slot.key]
@@ -366,7 +378,7 @@ class ClusterIndex:
         del bucket[bisect.bisect_left(bucket, self._node_rank.pop(name))]
 
     def _show(self, node: Node) -> None:
-        self.changes += 1
+        self._changing(node.name)
         for slot, gpu in zip(self.node_slots[node.name], node.gpus, strict=True):
             self._detach(slot)
             slot.show(gpu, node.schedulable)

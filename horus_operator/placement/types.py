@@ -6,9 +6,9 @@ build them).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from mypy_extensions import mypyc_attr
 
@@ -93,9 +93,23 @@ class JobRequest:
     # GPU's jobs sum to at most 1000, never beside a job that states none, and asks no prediction of
     # its memory there. 0: it states none, and Horus predicts what it needs.
     gpu_milli: int = 0
+    # What its pod asks of its node besides GPUs (Kubernetes requests: CPU in thousandths of a core,
+    # memory in MiB), where the caller models them (`ClusterSnapshot.hosts`): placements pass over nodes
+    # without that much left, and a fragmentation score counts a node's GPUs as lost to the requests its
+    # CPU or memory no longer fits (`placement/nodefrag.py`). 0: not stated, any node's room fits.
+    cpu_milli: int = 0
+    host_memory_mib: int = 0
+    # The GPU types it may run on (`Gpu.product`); placements pass over the others. Empty: any.
+    gpu_products: frozenset[str] = frozenset()
+
+    def states_host(self) -> bool:
+        """Whether it states what it needs beyond its GPUs (CPU, memory or GPU types)."""
+        return bool(self.cpu_milli or self.host_memory_mib or self.gpu_products)
 
 
-def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str, frozenset[str], int]:
+def explained_alike(
+    request: JobRequest,
+) -> tuple[Workload, int, float, str, frozenset[str], int, int, int, frozenset[str]]:
     """What a policy's `explain_wait` may read of a request: waiting jobs equal in it wait, on one
     cluster, for the same reasons (a queue of many like jobs is explained once, not once per job: each
     explanation scans every GPU)."""
@@ -106,6 +120,9 @@ def explained_alike(request: JobRequest) -> tuple[Workload, int, float, str, fro
         request.share_scope,
         request.avoid_nodes,
         request.gpu_milli,
+        request.cpu_milli,
+        request.host_memory_mib,
+        request.gpu_products,
     )
 
 
@@ -133,6 +150,18 @@ class KeptIndex(Protocol):
         ...
 
 
+class HostRoom(NamedTuple):
+    """What a node has left for new pods besides GPUs: CPU in thousandths of a core, memory in MiB. A
+    tuple: placement's fragmentation memo keys on it (`nodefrag.NodeState`), hashed natively."""
+
+    cpu_milli: int
+    memory_mib: int
+
+    def fits(self, request: JobRequest) -> bool:
+        """Whether `request`'s CPU and memory asks fit in what is left."""
+        return request.cpu_milli <= self.cpu_milli and request.host_memory_mib <= self.memory_mib
+
+
 @dataclass(frozen=True)
 class ClusterSnapshot:
     nodes: tuple[Node, ...]
@@ -146,6 +175,10 @@ class ClusterSnapshot:
     # The earliest time all known work could be done (`placement.makespan.horizon_s`), where the caller
     # knows the jobs' remaining work; None: unknown, and no makespan guard applies.
     horizon_s: float | None = None
+    # Node -> its CPU and memory left for new pods, where the caller models them (every pod's requests,
+    # GPU or not, taken off the node's allocatable); None, or a node not in it: not modelled, any job's
+    # `cpu_milli` and `host_memory_mib` fit.
+    hosts: Mapping[str, HostRoom] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

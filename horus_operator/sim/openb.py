@@ -13,10 +13,15 @@ schedules a trace's pods one at a time on a fixed cluster and never ends one. It
 
 Here Go's random stream is Python's (`random.Random(seed)`), so the seeds draw other pods than FGD's.
 A pod is a `JobRequest` that states its share (`gpu_milli`: 1000 for whole GPUs, which also ask
-maxSlowdown 1.0); its CPU, memory and GPU-model constraint (`gpu_spec`) are what Horus's placement does
-not model, so each pod avoids (`avoid_nodes`) the nodes without the CPU and memory it asks or of
-another GPU model. Pods that ask no GPU take CPU and memory only, on the node with the least GPU left
-free (a CPU pod there strands no GPU), then the least CPU free, as FGD's score would have them.
+maxSlowdown 1.0). Its CPU, memory and GPU-model constraint (`gpu_spec`) reach the policy one of two
+ways (`Replay(hosts=...)`):
+- stated (`JobRequest.cpu_milli`, `host_memory_mib`, `gpu_products`, with each node's CPU and memory
+  left in `ClusterSnapshot.hosts`): the policy filters on them and may score them (horus's node-level
+  fragmentation, `placement/nodefrag.py`); pods that ask no GPU go where they add least to that
+  measure (`nodefrag.least_costly_host`);
+- not stated: each pod avoids (`avoid_nodes`) the nodes without the CPU and memory it asks or of
+  another GPU model, and pods that ask no GPU take CPU and memory only, on the node with the least GPU
+  left free (a CPU pod there strands no GPU), then the least CPU free.
 """
 
 from __future__ import annotations
@@ -30,7 +35,16 @@ from pathlib import Path
 from horus_operator.api import defaults
 from horus_operator.placement.base import WHOLE_GPU_MILLI
 from horus_operator.placement.index import ClusterIndex
-from horus_operator.placement.types import ClusterSnapshot, Gpu, JobRequest, Node, Policy, RunningJob
+from horus_operator.placement.nodefrag import NodeMix, NodeStates, least_costly_host
+from horus_operator.placement.types import (
+    ClusterSnapshot,
+    Gpu,
+    HostRoom,
+    JobRequest,
+    Node,
+    Policy,
+    RunningJob,
+)
 from horus_operator.prediction.api import JobPrediction, Workload
 
 TUNE_RATIO = 1.3  # FGD's experiments request 130 % of the cluster's GPUs
@@ -139,10 +153,16 @@ class Step:
 
 
 class Replay:
-    """One policy placing a tuned pod list on FGD's cluster, one pod at a time."""
+    """One policy placing a tuned pod list on FGD's cluster, one pod at a time; `hosts`: pods state
+    their CPU, memory and GPU models to it, and nodes their CPU and memory left (see the module)."""
 
-    def __init__(self, nodes: Sequence[OpenbNode], policy: Policy) -> None:
+    def __init__(self, nodes: Sequence[OpenbNode], policy: Policy, hosts: bool = False) -> None:
         self._policy = policy
+        self._hosts: dict[str, HostRoom] | None = (
+            {node.name: HostRoom(node.cpu_milli, node.memory_mib) for node in nodes} if hosts else None
+        )
+        self._mix = NodeMix()  # the GPU pods seen, for where a CPU pod strands least (`hosts` only)
+        self._states = NodeStates()
         self._gpu_nodes = cluster(nodes)
         self._index = ClusterIndex(self._gpu_nodes)
         self._cpu = {node.name: node.cpu_milli for node in nodes}
@@ -163,20 +183,24 @@ class Replay:
         if not pod.gpus:
             self._place_cpu_only(pod)
             return
-        request = JobRequest(
-            key=pod.name,
-            workload=Workload(STATED_MODEL, pod.gpu_milli),
-            gpus=pod.gpus,
-            max_slowdown=1.0 if pod.gpu_milli >= WHOLE_GPU_MILLI else defaults.MAX_SLOWDOWN,
-            gpu_milli=pod.gpu_milli,
-            avoid_nodes=frozenset(name for name in self._cpu if not self._fits(pod, name)),
-        )
-        snapshot = ClusterSnapshot(nodes=self._gpu_nodes, index=self._index)
+        if self._hosts is None:
+            avoid = frozenset(name for name in self._cpu if not self._fits(pod, name))
+            request = replace(_request(pod), avoid_nodes=avoid)
+        else:
+            request = _stating(pod)
+            self._mix.note(request)
+        snapshot = ClusterSnapshot(nodes=self._gpu_nodes, index=self._index, hosts=self._hosts)
         for assignment in self._policy.schedule(snapshot, [request]):
             self._index.add(RunningJob(request, assignment.node, assignment.gpu_indices))
             self._take(pod, assignment.node)
 
     def _place_cpu_only(self, pod: OpenbPod) -> None:
+        if self._hosts is not None:
+            request = _stating(pod)
+            node = least_costly_host(self._mix, request, self._states.grouped(self._index, self._hosts.get))
+            if node is not None:
+                self._take(pod, node)
+            return
         fitting = [name for name in self._cpu if self._fits(pod, name)]
         if fitting:
             self._take(pod, min(fitting, key=lambda name: (self._gpu_left[name], self._cpu[name])))
@@ -191,8 +215,28 @@ class Replay:
     def _take(self, pod: OpenbPod, node: str) -> None:
         self._cpu[node] -= pod.cpu_milli
         self._memory[node] -= pod.memory_mib
+        if self._hosts is not None:
+            self._hosts[node] = HostRoom(self._cpu[node], self._memory[node])
         self._gpu_left[node] -= pod.requested_milli
         self._allocated_milli += pod.requested_milli
+
+
+def _request(pod: OpenbPod) -> JobRequest:
+    """The pod's GPU ask: its stated share (1000 and maxSlowdown 1.0 for whole GPUs)."""
+    return JobRequest(
+        key=pod.name,
+        workload=Workload(STATED_MODEL, pod.gpu_milli),
+        gpus=pod.gpus,
+        max_slowdown=1.0 if pod.gpu_milli >= WHOLE_GPU_MILLI else defaults.MAX_SLOWDOWN,
+        gpu_milli=pod.gpu_milli,
+    )
+
+
+def _stating(pod: OpenbPod) -> JobRequest:
+    """The same, stating its CPU, memory and GPU models too."""
+    return replace(
+        _request(pod), cpu_milli=pod.cpu_milli, host_memory_mib=pod.memory_mib, gpu_products=pod.gpu_spec
+    )
 
 
 def allocation_at(steps: Sequence[Step], capacity_milli: int, requested_percent: int = 100) -> float | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from horus_operator.placement.base import Limits
 from horus_operator.placement.horus import HorusPolicy
 from horus_operator.sim.openb import (
@@ -27,8 +29,8 @@ def pod(
     return OpenbPod(name, cpu, 1024, gpus, milli if gpus else 0, spec)
 
 
-def replayed(nodes: list[OpenbNode], pods: list[OpenbPod]) -> tuple[list[Step], Replay]:
-    run = Replay(nodes, HorusPolicy(StatedSharePredictor(), Limits(max_jobs_per_gpu=21)))
+def replayed(nodes: list[OpenbNode], pods: list[OpenbPod], hosts: bool = False) -> tuple[list[Step], Replay]:
+    run = Replay(nodes, HorusPolicy(StatedSharePredictor(), Limits(max_jobs_per_gpu=21)), hosts)
     return list(run.run(pods)), run
 
 
@@ -49,16 +51,30 @@ def test_fractions_fill_a_gpu_before_the_next() -> None:
     assert allocation_at(steps, run.capacity_milli) == 100.0
 
 
-def test_cpu_memory_and_gpu_model_keep_pods_off_nodes() -> None:
+@pytest.mark.parametrize("hosts", [False, True])
+def test_cpu_memory_and_gpu_model_keep_pods_off_nodes(hosts: bool) -> None:
+    """Through `avoid_nodes`, or stated to the policy (`hosts`): the same pods fit the same nodes."""
     nodes = [OpenbNode("small", 2000, 65536, 1, "T4"), OpenbNode("big", 64000, 65536, 1, "P100")]
     pods = [
         pod("cpu-heavy", 500, cpu=4000),
         pod("wants-t4", 500, spec=frozenset({"T4"})),
+        pod("too-heavy", 500, cpu=64000),
         pod("cpu", 0, gpus=0),
     ]
-    steps, _ = replayed(nodes, pods)
-    # cpu-heavy only fits "big"; wants-t4 only "small"; the CPU-only pod goes where no GPU is left free
-    assert [step.allocated_milli for step in steps] == [500, 1000, 1000]
+    steps, _ = replayed(nodes, pods, hosts)
+    # cpu-heavy only fits "big"; wants-t4 only "small"; too-heavy nowhere
+    assert [step.allocated_milli for step in steps] == [500, 1000, 1000, 1000]
+
+
+@pytest.mark.parametrize(("hosts", "allocated"), [(False, 3000), (True, 4000)])
+def test_stated_cpu_keeps_a_node_s_gpus_usable(hosts: bool, allocated: int) -> None:
+    """ "lean" has CPU for one GPU pod per GPU. The CPU pod, on "lean" by the GPU-only rule (least GPU
+    left free), strands its second GPU; stated, it goes where it strands none."""
+    nodes = [OpenbNode("lean", 8000, 65536, 2, "T4"), OpenbNode("fat", 64000, 65536, 2, "T4")]
+    pods = [pod("a", 1000, cpu=4000), pod("cpu", 0, gpus=0, cpu=3000)]
+    pods += [pod(name, 1000, cpu=4000) for name in ("b", "c", "d")]
+    steps, _ = replayed(nodes, pods, hosts)
+    assert steps[-1].allocated_milli == allocated
 
 
 def test_tuning_requests_130_percent_then_shuffles() -> None:
