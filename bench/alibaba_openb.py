@@ -9,7 +9,8 @@ its 10 seeds (42..51) of `fgd_analysis_allo_discrete.csv`, column 100. Horus's p
 stating its share (`JobRequest.gpu_milli`):
 - `horus` — pods state their CPU, memory and GPU models, nodes their CPU and memory left
   (`Replay(hosts=True)`): every pod where it adds least to its node's FGD expected fragmentation for
-  the kinds of pods seen so far (`placement/nodefrag.py`), pods asking no GPU included;
+  the kinds of pods seen so far (`placement/nodefrag.py`; a node's GPUs beyond what its CPU and memory
+  left feed counted lost), pods asking no GPU included;
 - `horus-gpuview` — pods state only their share (CPU, memory and models through `avoid_nodes`): a
   fraction where it adds least to FGD's expected fragmentation of its GPU and its node's empty GPUs
   (`placement/fragmentation.py`, `ShareMix`), then best fit; whole GPUs as any job alone;

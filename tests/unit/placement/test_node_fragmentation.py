@@ -123,12 +123,36 @@ def schedule(
 
 
 def test_a_job_does_not_take_the_cpu_a_node_s_other_gpus_need() -> None:
-    nodes = (gpu_node("short", 2), gpu_node("roomy", 2))
-    hosts = {"short": HostRoom(4000, 65536), "roomy": HostRoom(16000, 65536)}
+    nodes = (gpu_node("other", 1), gpu_node("short", 2), gpu_node("roomy", 2))
+    index = ClusterIndex(nodes)
+    hosts = {
+        "other": HostRoom(1000, 65536),
+        "short": HostRoom(4500, 65536),
+        "roomy": HostRoom(16000, 65536),
+    }
     policy = HorusPolicy(StatedSharePredictor(), LIMITS)
-    # On "short" the job would leave its other GPU without CPU for the next like it
-    request = stated("a", 1000, cpu=4000)
-    assert schedule(policy, nodes, request, ClusterIndex(nodes), hosts) == ("roomy", (0,))
+    assert schedule(policy, nodes, stated("light", 1000, cpu=1000), index, hosts) == ("other", (0,))
+    # On "short" the job would leave its other GPU without the CPU the light kind asks
+    request = stated("heavy", 1000, cpu=4000)
+    assert schedule(policy, nodes, request, index, hosts) == ("roomy", (0,))
+
+
+def test_gpus_beyond_what_the_cpu_feeds_are_lost() -> None:
+    mix = mix_of(stated("a", 1000, cpu=4000))
+    # two empty GPUs, CPU for one such job: the other GPU is lost to it already (FGD counts none)
+    assert mix.measure(NodeState("v100", HostRoom(4000, 65536), (1000, 1000))) == pytest.approx(1000)
+    assert mix.measure(NodeState("v100", HostRoom(8000, 65536), (1000, 1000))) == 0.0
+    assert mix.measure(NodeState("v100", HostRoom(2000, 65536), (1000, 1000))) == pytest.approx(2000)
+    # a quarter-GPU kind: four fit the GPU, the CPU feeds two, half of what it offers is usable
+    quarters = mix_of(stated("q", 250, cpu=1000))
+    assert quarters.measure(NodeState("v100", HostRoom(2000, 65536), (1000,))) == pytest.approx(500)
+    # memory the same
+    memory = mix_of(stated("m", 1000, memory=4096))
+    assert memory.measure(NodeState("v100", HostRoom(64000, 4096), (1000, 1000))) == pytest.approx(1000)
+    # so a whole job taking one GPU and the CPU feeding it costs nothing there, as on a roomy node
+    job = stated("b", 1000, cpu=4000)
+    assert mix.cost(NodeState("v100", HostRoom(4000, 65536), (1000, 1000)), job, (1000,)) == 0.0
+    assert mix.cost(NodeState("v100", HostRoom(16000, 65536), (1000, 1000)), job, (1000,)) == 0.0
 
 
 def test_a_rare_gpu_type_is_kept_for_the_jobs_that_need_it() -> None:
