@@ -177,7 +177,7 @@ def test_where_another_schedulers_pod_holds_a_gpu_horus_passes_that_slot_over(
 
 
 @pytest.mark.xfail(
-    strict=False,
+    run=False,  # it waits its 120 s out: the CI's e2e budget is 20 minutes
     reason="known defect (issue 47, docs/operator.md): a routed pod's placement is dropped from the "
     "nominations when its new reservation is not yet in the cache, and is not placed again before its "
     "reservation is deleted as unheld; failed in the fresh-clone CI and alone on 2026-12-06",
