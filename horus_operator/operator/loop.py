@@ -235,7 +235,8 @@ class SchedulingLoop:
         if self._pending and (dirty or routed or self._cache.nodes_changed):
             self._cache.nodes_changed = False
             placed = await self._placer.place(now)
-            for key in placed:
+            # A routed pod is no DLJob: deciding it as one would forget it (its route keeps its records)
+            for key in (k for k in placed if not PodRoute.owns(k)):
                 decisions[key] = await self._decide(key, now)
         await self._bindings.repair(bool(dirty))
         writes = [d for d in decisions.values() if d is not None and needs_write(*d)]

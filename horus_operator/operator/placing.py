@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from horus_operator.api.dljob import Binding, JobSpec
+from horus_operator.api.dljob import JobSpec
 from horus_operator.operator import cluster_view, metrics
 from horus_operator.operator.binding import Bindings, Bound
 from horus_operator.operator.cache import ClusterCache
@@ -145,16 +145,16 @@ class Placer:
         return placed | {key for key, _ in kept} | {r.key for r in queue if r.key in self._cache.dirty}
 
     def _bound(self, assignment: Assignment, nodes: Mapping[str, Node]) -> Bound | None:
-        """A placement of this cycle as its binding reads it before the pod exists. A pod of the pod route
-        makes its own claims as it is released (they are its own, `podroute/route.py`); the reservations
-        of its slots are made here, as for a DLJob: co-tenants of a slot share one."""
+        """A placement of this cycle as its binding reads it before the pod exists."""
         pending = self.pending.get(assignment.job)
-        routed = self._podroute is not None and self._podroute.owns(assignment.job)
-        if pending is None or (routed and pending.binding != Binding.RESERVE):
+        if pending is None:
             return None
         uuids = tuple(cluster_view.gpu_uuids(nodes, assignment))
         predicted = pods.predicted(assignment)
-        return Bound(pending.binding, pending.job.namespace, assignment, uuids, pending.request, predicted)
+        routed = self._podroute is not None and self._podroute.owns(assignment.job)
+        return Bound(
+            pending.binding, pending.job.namespace, assignment, uuids, pending.request, predicted, routed
+        )
 
     async def _bind(
         self, assignment: Assignment, placed: JobRequest | None, nodes: Mapping[str, Node], now: datetime

@@ -176,12 +176,6 @@ def test_where_another_schedulers_pod_holds_a_gpu_horus_passes_that_slot_over(
         assert len(horus_pods(cluster, namespace)) == 3
 
 
-@pytest.mark.xfail(
-    run=False,  # it waits its 120 s out: the CI's e2e budget is 20 minutes
-    reason="known defect (issue 47, docs/operator.md): a routed pod's placement is dropped from the "
-    "nominations when its new reservation is not yet in the cache, and is not placed again before its "
-    "reservation is deleted as unheld; failed in the fresh-clone CI and alone on 2026-12-06",
-)
 def test_a_jobs_pods_of_the_pod_route_wait_for_their_reservations_and_get_their_cdi_devices(
     cluster: devcluster.LocalCluster, operator: OperatorProcess, namespace: str
 ) -> None:

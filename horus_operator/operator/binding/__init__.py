@@ -37,6 +37,7 @@ class Bound:
     uuids: tuple[str | None, ...]  # its GPUs' UUIDs, None where the cluster does not know one
     request: JobRequest  # as placed
     predicted: Mapping[str, float]  # what the pod records (`pods.predicted`)
+    routed: bool = False  # a pod of the pod route: it brings its own ResourceClaims (`podroute/route.py`)
 
 
 class Binder(Protocol):

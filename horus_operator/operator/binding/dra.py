@@ -20,7 +20,8 @@ class DraBinder:
         self._foreign: dict[str, str] = {}  # GPU UUID -> the claim not Horus's that holds it
 
     async def prepare(self, placed: Sequence[Bound]) -> None:
-        """The claims of the cycle's placements, made before their pods (a pod never waits for one)."""
+        """The claims of the cycle's placements, made before their pods (a pod never waits for one); a
+        routed pod makes its own as it is released."""
         holders = [
             claims.holder(
                 bound.namespace,
@@ -30,7 +31,7 @@ class DraBinder:
                 bound.predicted,
             )
             for bound in placed
-            if all(bound.uuids)
+            if all(bound.uuids) and not bound.routed
         ]
         await self._keeper.prepare(holders)
 

@@ -486,3 +486,25 @@ def test_a_reserve_bound_pod_under_an_operator_no_longer_in_cdi_mode_stays_gated
     assert kube.patches == 0 and kube.pods == {}
     assert kube.conditions["a"]["reason"] == "InvalidSpec"
     assert "--reservation-device-mode cdi" in kube.conditions["a"]["message"]
+
+
+def test_a_reserve_bound_pods_placement_is_kept_over_plain_cycles_until_its_reservation_reports() -> None:
+    """No resync between the cycles (an operator's restart, which queues every gated pod again): the pod
+    waits on its nomination alone, as it does on a live cluster (the e2e of issue 47 that found it)."""
+    kube = _cluster(gpus=2)
+    _reserve_bound(kube, "a")
+    loop, route = _loop(kube, reserve_cdi=True)
+
+    async def scenario() -> None:
+        await _run(loop)
+        _report(kube, {"gpu-gpu-node-0-0": "GPU-plugin-chose-1"})
+        loop._cache.put_reservation(kube.pods[f"{RESERVATIONS}/gpu-gpu-node-0-0"])  # seen by the watch
+        for _ in range(3):
+            await loop.cycle()
+            await loop.settle()
+
+    asyncio.run(scenario())
+    assert kube.patches == 1
+    assert route.pods["pod:team/a"].placed
+    annotations = kube.managed["team/a"]["metadata"]["annotations"]
+    assert annotations["cdi.k8s.io/horus_gpus"] == "nvidia.com/gpu=GPU-plugin-chose-1"
