@@ -12,7 +12,7 @@ of the node's inventory no other reservation there reports.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 
 from horus_operator.agent.readings import NvmlUnavailableError, PodInfo
@@ -39,14 +39,24 @@ def reserved_uuid(nvml: ModuleType) -> str:
     return uuid.decode() if isinstance(uuid, bytes) else str(uuid)
 
 
-def reservations_to_report(pods: Sequence[PodInfo], uuids: Sequence[str]) -> dict[tuple[str, str], str]:
+def reservations_to_report(
+    pods: Sequence[PodInfo], uuids: Sequence[str], reported: Mapping[str, str] | None = None
+) -> dict[tuple[str, str], str]:
     """(namespace, name) -> the GPU to report, for the node's reservation pods that have reported none:
-    `uuids` (the node's GPUs in index order) that no reservation reports yet, lowest index first."""
+    `uuids` (the node's GPUs in index order) that no reservation holds yet, lowest index first.
+    `reported`: pod UID -> the GPU this agent gave it. As a device plugin's, that choice stands for the
+    pod's life: a listing older than the agent's own annotation (the API server's watch cache may lag
+    behind it) shows the pod silent, and it must be neither given another GPU nor its GPU another pod."""
+    given = reported or {}
     reservations = [p for p in pods if keys.LABEL_RESERVATION_NODE in p.labels]
-    taken = {p.annotations.get(keys.ANNOTATION_RESERVED_GPU) for p in reservations}
+    taken = {p.annotations.get(keys.ANNOTATION_RESERVED_GPU) or given.get(p.uid) for p in reservations}
     free = [uuid for uuid in uuids if uuid not in taken]
     silent = sorted(
-        (p for p in reservations if not p.annotations.get(keys.ANNOTATION_RESERVED_GPU)),
+        (
+            p
+            for p in reservations
+            if not p.annotations.get(keys.ANNOTATION_RESERVED_GPU) and p.uid not in given
+        ),
         key=lambda p: (p.namespace, p.name),
     )
     return {(p.namespace, p.name): uuid for p, uuid in zip(silent, free, strict=False)}

@@ -57,6 +57,7 @@ class Agent:
     _window: deque[Sample] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_SAMPLES))
     _known_gpus: tuple[GpuReading, ...] = ()
     _nvml_error: str | None = None
+    _reported: dict[str, str] = field(default_factory=dict)  # fake backend: reservation UID -> GPU given
 
     def step(self, now: float) -> summary.NodeSummary:
         self._refresh_pods(now)
@@ -87,8 +88,13 @@ class Agent:
         """Fake backend: each reservation pod on the node that has not reported gets a free GPU's UUID."""
         if not self.reservable:
             return
-        for (namespace, name), uuid in reserve.reservations_to_report(self._pods, self.reservable).items():
+        uids = {(p.namespace, p.name): p.uid for p in self._pods if keys.LABEL_RESERVATION_NODE in p.labels}
+        live = set(uids.values())
+        self._reported = {uid: uuid for uid, uuid in self._reported.items() if uid in live}
+        told = reserve.reservations_to_report(self._pods, self.reservable, self._reported)
+        for (namespace, name), uuid in told.items():
             self.api.annotate(namespace, name, {keys.ANNOTATION_RESERVED_GPU: uuid})
+            self._reported[uids[(namespace, name)]] = uuid
             log.info("reservation %s/%s on %s reports GPU %s", namespace, name, self.node, uuid)
 
     def _sample(self, now: float) -> summary.NodeSummary:

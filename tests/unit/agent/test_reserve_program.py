@@ -65,3 +65,10 @@ def test_the_fake_agent_gives_each_silent_reservation_a_gpu_no_other_reservation
     namespace = keys.RESERVATION_NAMESPACE
     assert told == {(namespace, "gpu-node-a-1"): "GPU-b", (namespace, "gpu-node-a-2"): "GPU-c"}
     assert reservations_to_report([_pod("x"), _pod("y")], ["GPU-a"]) == {(namespace, "x"): "GPU-a"}
+
+
+def test_a_reservation_the_fake_agent_gave_a_gpu_keeps_it_though_a_stale_listing_shows_it_silent() -> None:
+    # The listing predates the agent's own annotation of "x" (the watch cache lags): "x" is not told
+    # again, and its GPU is not "y"'s.
+    told = reservations_to_report([_pod("x"), _pod("y")], ["GPU-a", "GPU-b"], reported={"x": "GPU-a"})
+    assert told == {(keys.RESERVATION_NAMESPACE, "y"): "GPU-b"}
