@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from typing import Any, TypeVar
 
 import click
@@ -19,6 +20,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _number(flag: str, kind: type, default: float, help: str | None = None) -> Callable[[F], F]:
     """A numeric setting: `--name` or the environment variable `HORUS_NAME`, with its default shown."""
+    return _setting(flag, kind, default, help)
+
+
+def _choice(flag: str, values: type[Enum], default: Enum, help: str) -> Callable[[F], F]:
+    """A setting taking one of an enum's values, as `_number`."""
+    return _setting(flag, click.Choice([value.value for value in values]), default.value, help)
+
+
+def _setting(flag: str, kind: Any, default: Any, help: str | None) -> Callable[[F], F]:
     envvar = "HORUS_" + flag.removeprefix("--").upper().replace("-", "_")
     return click.option(flag, type=kind, default=default, show_default=True, envvar=envvar, help=help)
 
@@ -58,13 +68,11 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     Defaults.telemetry_ttl_seconds,
     "GPUs of a node whose agent has been silent longer are not used.",
 )
-@click.option(
+@_choice(
     "--binding",
-    type=click.Choice([binding.value for binding in Binding]),
-    default=Defaults.binding.value,
-    show_default=True,
-    envvar="HORUS_BINDING",
-    help="How pods get their GPU, for DLJobs without spec.binding: env (nodeSelector + "
+    Binding,
+    Defaults.binding,
+    "How pods get their GPU, for DLJobs without spec.binding: env (nodeSelector + "
     "NVIDIA_VISIBLE_DEVICES), dra (a ResourceClaim per GPU; needs resource.k8s.io/v1 and "
     "NVIDIA's DRA driver) or reserve (a reservation pod per GPU asks NVIDIA's device plugin for it).",
 )
@@ -87,24 +95,20 @@ def _number(flag: str, kind: type, default: float, help: str | None = None) -> C
     envvar="HORUS_RESERVATION_PRIORITY_CLASS",
     help="reserve binding: the reservation pods' priorityClassName [default: none].",
 )
-@click.option(
+@_choice(
     "--reservation-device-mode",
-    type=click.Choice([mode.value for mode in DeviceMode]),
-    default=Defaults.reservation_device_mode.value,
-    show_default=True,
-    envvar="HORUS_RESERVATION_DEVICE_MODE",
-    help="reserve binding: how the job's pods are told the reserved GPU: env (NVIDIA_VISIBLE_DEVICES=UUID) "
+    DeviceMode,
+    Defaults.reservation_device_mode,
+    "reserve binding: how the job's pods are told the reserved GPU: env (NVIDIA_VISIBLE_DEVICES=UUID) "
     "or cdi (the CDI device annotation nvidia.com/gpu=UUID, NVIDIA_VISIBLE_DEVICES=void; needs a container "
     "runtime that honours a pod's cdi.k8s.io/ annotations). Only cdi offers reserve to pods of the pod "
     "route.",
 )
-@click.option(
+@_choice(
     "--sharing",
-    type=click.Choice([sharing.value for sharing in Sharing]),
-    default=Defaults.sharing.value,
-    show_default=True,
-    envvar="HORUS_SHARING",
-    help="How co-tenants share a GPU. mps: DRA-bound ones through their claim's MPS daemon with limits "
+    Sharing,
+    Defaults.sharing,
+    "How co-tenants share a GPU. mps: DRA-bound ones through their claim's MPS daemon with limits "
     "from their predictions (the driver's MPSSupport feature gate), and placement trusts the model's "
     "overlap for env-bound ones too (nodes that run MPS for them). timeslicing: the driver's "
     "time-slicing, and placement keeps every GPU's co-tenants within its time. auto: mps for DRA-bound "
