@@ -13,6 +13,7 @@ from operator_builders import FakeKube, gpu_node
 from test_operator_loop import NOW, FixedPredictor, _catalog, _settle
 
 from horus_operator.api import keys
+from horus_operator.api.dljob import Binding
 from horus_operator.operator.binding import reservations
 from horus_operator.operator.cache import ClusterCache, job_key
 from horus_operator.operator.config import LoopConfig
@@ -32,15 +33,11 @@ def _loop(
         cache=ClusterCache(),
         policy=make_policy("horus", predictor=FixedPredictor()),
         resolver=jobspec.WorkloadResolver(_catalog, read_onnx=lambda *_: b"", onnx_features=lambda d, b: {}),
-        config=LoopConfig(binding=keys_binding(), reservation=settings or reservations.ReservationSettings()),
+        config=LoopConfig(
+            binding=Binding.RESERVE, reservation=settings or reservations.ReservationSettings()
+        ),
         clock=lambda: clock[0],
     )
-
-
-def keys_binding() -> Any:
-    from horus_operator.api.dljob import Binding
-
-    return Binding.RESERVE
 
 
 def _started(gpus: int) -> tuple[FakeKube, list, SchedulingLoop]:
@@ -223,6 +220,17 @@ def _exclusive(kube: FakeKube, name: str, **spec: Any) -> dict[str, Any]:
     return job
 
 
+def _placed_once(gpus: int, name: str = "job") -> tuple[FakeKube, list, SchedulingLoop]:
+    """An exclusive DLJob on a node of `gpus` GPUs, placed in one cycle: kept on its slot, whose
+    reservation has not reported."""
+    kube, clock = FakeKube(), [NOW]
+    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=gpus)
+    _exclusive(kube, name)
+    loop = _loop(kube, clock)
+    asyncio.run(_settle(loop, cycles=1))
+    return kube, clock, loop
+
+
 def _gpus_of(kube: FakeKube) -> dict[str, tuple[str, str]]:
     """Job name -> (its pod's GPU indices, the UUID it is told)."""
     made = _job_pods(kube).values()
@@ -236,11 +244,7 @@ def _gpus_of(kube: FakeKube) -> dict[str, tuple[str, str]]:
 
 
 def test_a_placement_awaiting_its_reservation_keeps_its_slot_from_a_job_that_comes_first() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
-    _exclusive(kube, "first")
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop, cycles=1))
+    kube, _, loop = _placed_once(gpus=2, name="first")
     assert list(_reservations(kube)) == [f"{RESERVATIONS}/gpu-gpu-node-0-0"]
 
     # A job ahead of it in the queue: decided afresh, "first" would lose slot 0 to it.
@@ -258,11 +262,7 @@ def test_a_placement_awaiting_its_reservation_keeps_its_slot_from_a_job_that_com
 
 
 def test_a_kept_placement_whose_reservation_is_deleted_is_decided_afresh() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
-    _exclusive(kube, "job")
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop, cycles=1))
+    kube, _, loop = _placed_once(gpus=1, name="job")
     doomed = kube.pods.pop(f"{RESERVATIONS}/gpu-gpu-node-0-0")  # deleted by hand
     loop._cache.drop_reservation(doomed)
     asyncio.run(_cycles(loop, cycles=1))
@@ -275,11 +275,7 @@ def test_a_kept_placement_whose_reservation_is_deleted_is_decided_afresh() -> No
 
 
 def test_a_kept_placement_whose_reservation_never_reports_is_decided_afresh() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
-    _exclusive(kube, "job")
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop, cycles=1))
+    kube, clock, loop = _placed_once(gpus=1, name="job")
     silent = _reservations(kube)[f"{RESERVATIONS}/gpu-gpu-node-0-0"]
     clock[0] = NOW + timedelta(seconds=61)  # silent past the report timeout: repaired away
     asyncio.run(_cycles(loop))
@@ -289,11 +285,7 @@ def test_a_kept_placement_whose_reservation_never_reports_is_decided_afresh() ->
 
 
 def test_a_restart_forgets_what_is_kept_and_decides_the_same_slot_on_its_reservation() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=2)
-    _exclusive(kube, "job")
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop, cycles=1))
+    kube, clock, _ = _placed_once(gpus=2, name="job")
     (before,) = _reservations(kube).values()
     restarted = _loop(kube, clock)  # nothing kept: the job is decided again
     asyncio.run(_settle(restarted, cycles=1))
@@ -306,11 +298,8 @@ def test_a_restart_forgets_what_is_kept_and_decides_the_same_slot_on_its_reserva
 
 
 def test_a_kept_placement_ends_when_its_job_is_deleted_and_its_gpus_are_free_again() -> None:
-    kube, clock = FakeKube(), [NOW]
-    kube.nodes["gpu-node-0"] = gpu_node("gpu-node-0", count=1)
-    gone = _exclusive(kube, "gone")
-    loop = _loop(kube, clock)
-    asyncio.run(_settle(loop, cycles=1))
+    kube, _, loop = _placed_once(gpus=1, name="gone")
+    gone = kube.jobs["team-a/gone"]
     del kube.jobs["team-a/gone"]
     loop._cache.drop_job(gone)
     loop._cache.put_job(_exclusive(kube, "next"))
