@@ -289,9 +289,16 @@ class ClusterCache:
         self._claim_changed(claim, inventory=previous is None or previous.allocated != claim.allocated)
 
     def put_reservation(self, body: Mapping[str, Any]) -> None:
-        """A reservation pod (`binding/reservations.py`): placements waiting for its GPU try again."""
+        """A reservation pod (`binding/reservations.py`): placements waiting for its GPU try again. Not
+        over a provably newer copy (the answer to the operator's create can come after the watch's
+        report), nor once deleted: a slot's reservation deleted and made again is a new pod of the same
+        name, and the old one's last events, delivered late, would otherwise replace the new one (its
+        GPU told to the new one's pods) or, its deletion, remove it (its pods stopped as unreserved)."""
         reservation = reservations.view(body)
-        if reservation is None or _uid(body) in self._deleted:
+        if reservation is None or reservation.uid in self._deleted:
+            return
+        kept = self.reservations.get(reservation.name)
+        if kept is not None and newer(kept.version, than=reservation.version):
             return
         self._note("reservation", reservation.name, body)
         self.reservations[reservation.name] = reservation
@@ -300,7 +307,8 @@ class ClusterCache:
 
     def deleted_reservation(self, name: str) -> None:
         """Deleted by the operator: gone at once (grace 0), before its watch event says so."""
-        if self.reservations.pop(name, None) is not None:
+        if (reservation := self.reservations.pop(name, None)) is not None:
+            self._deleted.add(reservation.uid)
             self.nodes_changed = True
             self.wake.set()
 
@@ -309,7 +317,10 @@ class ClusterCache:
         if reservation is None:
             return
         self._note("reservation", reservation.name, body)
-        self._deleted.add(_uid(body))
+        self._deleted.add(reservation.uid)
+        kept = self.reservations.get(reservation.name)
+        if kept is not None and kept.uid != reservation.uid and newer(kept.version, than=reservation.version):
+            return  # the slot's next reservation, made since: not this deletion's
         self.reservations.pop(reservation.name, None)
         self.nodes_changed = True
         self.wake.set()

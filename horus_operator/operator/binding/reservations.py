@@ -54,6 +54,8 @@ class ReservationView:
     deleting: bool
     created_at: datetime | None
     refused: str = ""  # kube-scheduler's message while it cannot schedule it ("" once scheduled)
+    uid: str = ""  # which incarnation of the slot's name: one deleted and made again is another pod
+    version: str = ""  # its resourceVersion
 
     @property
     def slot(self) -> Slot:
@@ -100,6 +102,8 @@ def view(body: Mapping[str, Any]) -> ReservationView | None:
         deleting=bool(meta.get("deletionTimestamp")),
         created_at=datetime.fromisoformat(created.replace("Z", "+00:00")) if created else None,
         refused=_refused(status),
+        uid=str(meta.get("uid") or ""),
+        version=str(meta.get("resourceVersion") or ""),
     )
 
 
