@@ -94,8 +94,9 @@ class Agent:
         told = reserve.reservations_to_report(self._pods, self.reservable, self._reported)
         for (namespace, name), uuid in told.items():
             self.api.annotate(namespace, name, {keys.ANNOTATION_RESERVED_GPU: uuid})
-            self._reported[uids[(namespace, name)]] = uuid
-            log.info("reservation %s/%s on %s reports GPU %s", namespace, name, self.node, uuid)
+            uid = uids[(namespace, name)]
+            self._reported[uid] = uuid
+            log.info("reservation %s/%s (%s) on %s reports GPU %s", namespace, name, uid, self.node, uuid)
 
     def _sample(self, now: float) -> summary.NodeSummary:
         try:

@@ -108,7 +108,10 @@ class ReserveBinder:
         self._elsewhere = {s: t for s, t in self._elsewhere.items() if (now - t).total_seconds() <= timeout}
         existing = list(self._cache.reservations.values())
         for doomed in reservations.to_delete(existing, held | set(self._awaiting), now, timeout):
-            log.info("deleting reservation pod %s/%s (%s)", RESERVATIONS, doomed.name, _why(doomed, held))
+            why = _why(doomed, held)
+            log.info(
+                "deleting reservation pod %s/%s, uid %s (%s)", RESERVATIONS, doomed.name, doomed.uid, why
+            )
             self._awaiting.pop(doomed.slot, None)
             if doomed.no_gpu_left:
                 self._elsewhere[doomed.slot] = now
@@ -126,7 +129,8 @@ class ReserveBinder:
             if not lost or pod.deleting:
                 continue
             message = f"pod {pod.name} stopped: the reservation of {pod.node} GPU {lost[0]} is gone"
-            log.warning("%s/%s", pod.namespace, message)
+            seen = self._cache.reservations.get(reservations.name((pod.node, lost[0])))
+            log.warning("%s/%s (the cache holds %s)", pod.namespace, message, seen)
             await self._tell_lost(pod, message)
             await self._kube.delete_pod(pod.namespace, pod.name)
             self._cache.deleted_pod(pod.job_key, pod.name)
