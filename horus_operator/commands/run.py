@@ -68,6 +68,13 @@ def _setting(flag: str, kind: Any, default: Any, help: str | None) -> Callable[[
     Defaults.telemetry_ttl_seconds,
     "GPUs of a node whose agent has been silent longer are not used.",
 )
+@_number(
+    "--observed-settle-seconds",
+    float,
+    Defaults.observed_settle_seconds,
+    "A job's reported rate that has not changed since its co-tenants did counts for them after this "
+    "long (its agent's rate window has forgotten the previous ones); so does its busy fraction alone.",
+)
 @_choice(
     "--binding",
     Binding,
@@ -183,6 +190,7 @@ def run(
     not_ready_grace_seconds: float,
     api_workers: int,
     telemetry_ttl_seconds: float,
+    observed_settle_seconds: float,
     binding: str,
     reservation_image: str,
     reservation_runtime_class: str,
@@ -221,6 +229,7 @@ def run(
         not_ready_grace_seconds=not_ready_grace_seconds,
         api_workers=api_workers,
         telemetry_ttl_seconds=telemetry_ttl_seconds,
+        observed_settle_seconds=observed_settle_seconds,
         binding=Binding(binding),
         reservation_image=reservation_image,
         reservation_runtime_class=reservation_runtime_class,

@@ -11,6 +11,7 @@ import socket
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from horus_operator.api.defaults import SETTLED_S
 from horus_operator.api.dljob import Binding
 from horus_operator.operator.binding.reservations import DeviceMode, ReservationSettings
 from horus_operator.operator.dra.claims import Sharing
@@ -34,6 +35,8 @@ class OperatorConfig:
     not_ready_grace_seconds: float = 300.0  # Kubernetes' default toleration of a NotReady node
     api_workers: int = 32
     telemetry_ttl_seconds: float = 60.0  # a GPUNode older than this: its agent is silent, GPUs unusable
+    # a co-tenancy (or a job alone) this old: a rate unchanged since it began counts for it (observed.py)
+    observed_settle_seconds: float = SETTLED_S
     binding: Binding = Binding.ENV  # for DLJobs that do not set spec.binding (docs/operator.md)
     sharing: Sharing = Sharing.AUTO  # how co-tenants share a GPU (claims.Sharing)
     dra_served: bool = False  # found at start: the API server serves resource.k8s.io/v1

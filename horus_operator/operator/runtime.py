@@ -170,6 +170,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         telemetry_ttl_seconds=config.telemetry_ttl_seconds,
         clock=clock,
         learning=learning,
+        settle_seconds=config.observed_settle_seconds,
     )
     return Runtime(
         config=config,

@@ -123,7 +123,10 @@ class OperatorProcess:
         return self.process is not None and self.process.poll() is None
 
     def wait_leading(self, timeout: float = 90) -> None:
-        wait_for(self._leading, timeout=timeout, what=f"{self.identity} to take the operator Lease")
+        # Polled often: `_leading` reads the log until the operator says it resynced, which costs no
+        # kubectl process competing with the starting operator for the CPU.
+        what = f"{self.identity} to take the operator Lease"
+        wait_for(self._leading, timeout=timeout, what=what, every=0.1)
 
     def kill(self) -> None:
         """SIGKILL: no clean-up, like a crashed or evicted operator."""
@@ -141,10 +144,11 @@ class OperatorProcess:
         if not self.running:
             raise AssertionError(f"operator {self.identity} exited; log:\n{self.log_tail()}")
         # Leading and through its first resync: only then does the operator place anything, so a test
-        # that expects placements (or times them) starts counting from a ready operator.
-        if lease_holder(self.cluster, self.lease_namespace) != self.identity:
+        # that expects placements (or times them) starts counting from a ready operator. The log first:
+        # reading it is cheap, and it shows the resync only once the operator has taken the Lease.
+        if self.log_text().count(RESYNC_LINE) <= self._resyncs_at_start:
             return False
-        return self.log_text().count(RESYNC_LINE) > self._resyncs_at_start
+        return lease_holder(self.cluster, self.lease_namespace) == self.identity
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

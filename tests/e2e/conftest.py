@@ -52,6 +52,14 @@ E2E_POOLS = (
 )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "operator_settings(**env): HORUS_* settings added for this test to the ones its module's own "
+        "operator fixture starts `horus run` with (where that fixture reads the marker)",
+    )
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     control_plane = devcluster.ControlPlane.pinned()
     wants_cluster = any(item.get_closest_marker("e2e") for item in session.items)

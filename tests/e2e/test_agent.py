@@ -39,6 +39,11 @@ pytestmark = pytest.mark.e2e
 
 PROGRESS = "horus.dev/progress-steps-per-second"
 TTL_SECONDS = 4
+# Where the fake agent reports the rates of a truth table, each pod's rate is its current co-tenants' from
+# its first reading after they change (there is no stale progress annotation to outlast): 5 s of a
+# co-tenancy (or of a job alone) settle it, instead of the minute real agents' rate windows need. Not for
+# the tests that annotate progress themselves: there the old rate does outlast the change.
+FAST_SETTLING = pytest.mark.operator_settings(HORUS_OBSERVED_SETTLE_SECONDS="5")
 
 
 def gpu_entry(cluster: devcluster.LocalCluster, index: int, node: str = NODE) -> dict[str, Any]:
@@ -184,11 +189,13 @@ def test_the_agent_needs_no_more_than_its_manifest_rbac(
 
 @pytest.fixture
 def operator(
-    cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path
+    cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[OperatorProcess]:
     """`horus run` with the interference-blind binpack policy (so the second job shares the first one's
-    GPU for certain) and a short telemetry TTL."""
+    GPU for certain), a short telemetry TTL, and the test's `operator_settings` marker's settings."""
     overrides = {"HORUS_POLICY": "binpack", "HORUS_TELEMETRY_TTL_SECONDS": str(TTL_SECONDS)}
+    marker = request.node.get_closest_marker("operator_settings")
+    overrides.update(marker.kwargs if marker else {})
     saved = {key: os.environ.get(key) for key in overrides}
     os.environ.update(overrides)
     process = OperatorProcess(cluster, tmp_path / "operator.log", identity="e2e-agent-operator")
@@ -364,6 +371,7 @@ def placed(cluster: devcluster.LocalCluster, namespace: str, job: str) -> dict[s
     return status if status.get("node") else None
 
 
+@FAST_SETTLING
 def test_a_measured_slowdown_above_the_prediction_corrects_the_next_placement_across_a_restart(
     cluster: devcluster.LocalCluster, namespace: str, agents: Agents, operator: OperatorProcess
 ) -> None:
@@ -395,7 +403,7 @@ def test_a_measured_slowdown_above_the_prediction_corrects_the_next_placement_ac
         wait_for(lambda j=j: placed(cluster, namespace, j), timeout=60, what=j) for j in ("job-a", "job-b")
     )
     assert (b["node"], b["gpus"]) == (a["node"], a["gpus"]), "binpack puts job-b on job-a's GPU"
-    # The operator counts a rate for a co-tenancy once it changed or a minute has passed.
+    # The operator counts a rate for a co-tenancy once it changed or the co-tenancy has settled (5 s here).
     state = wait_for(lambda: correction_state(cluster).get("pairs"), timeout=150, what="the lesson saved")
     assert [row[:5] for row in state] == [["v100", "recommendation", 512, "fp32", ""]]
 
@@ -413,6 +421,7 @@ def test_a_measured_slowdown_above_the_prediction_corrects_the_next_placement_ac
     assert a["predicted"]["slowdownSource"] == "prior"
 
 
+@FAST_SETTLING
 def test_a_busy_fraction_the_agent_observed_alone_is_what_the_next_job_of_its_kind_is_placed_by(
     cluster: devcluster.LocalCluster,
     namespace: str,
@@ -450,7 +459,7 @@ def test_a_busy_fraction_the_agent_observed_alone_is_what_the_next_job_of_its_ki
     )
     apply(cluster, namespace, dljob("job-a", "recommendation", 512))
 
-    def noted() -> list[Any]:  # the busy fraction, once job-a has run alone a minute
+    def noted() -> list[Any]:  # the busy fraction, once job-a's alone period has settled (5 s here)
         rows = correction_state(cluster).get("busy") or []
         return [row for row in rows if row[1:3] == ["recommendation", 512]]
 

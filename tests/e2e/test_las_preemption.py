@@ -27,8 +27,8 @@ pytestmark = pytest.mark.e2e
 # Nodes other tests added are cordoned for the test.
 SESSION_NODES = ["gpu-node-0", "gpu-node-1", "a100-node-0"]
 FILLERS = {"long-run": 4, "short-run": 4, "wide": 8}
-# A (re)started job runs 4x (its grace period + restart cost 0) before it may be preempted.
-GRACE_S = 5
+# A (re)started job runs 4x (its grace period + restart cost 0) before it may be preempted: 8 s here.
+GRACE_S = 2
 PROTECTED_S = 4 * GRACE_S
 
 

@@ -31,6 +31,10 @@ pytestmark = pytest.mark.e2e
 TRUTH = REPO / "data" / "colocation" / "gavel_pairs_train.csv"
 COMPLETE = "pod-complete.stage.kwok.x-k8s.io/delay"
 GRACE_SECONDS = 3
+# The fake agent reports each pod's rate for its current co-tenants from its first reading after they
+# change (there is no stale progress annotation to outlast): 5 s of a pairing settle it here, instead of
+# the minute real agents' rate windows need (`horus run --observed-settle-seconds`).
+SETTLE_SECONDS = 5
 # A pair that slows A far more than B, where A alone keeps its GPU below binpack's "measured busy" (95 %
 # utilization, predicted 21 %) so B joins it, and both fit in 16 GiB.
 A, B = ("recommendation", 512), ("resnet50", 64)
@@ -41,11 +45,13 @@ def operator(
     cluster: devcluster.LocalCluster, gpunode_crd: None, tmp_path: Path
 ) -> Iterator[OperatorProcess]:
     """`horus run` with binpack (the second job shares the first one's GPU for certain), a short telemetry
-    TTL, and moves decided within seconds."""
+    TTL, rates counted for a pairing once it has held `SETTLE_SECONDS`, and moves decided within
+    seconds."""
     settings = {
         **FAST_SETTINGS,
         "HORUS_POLICY": "binpack",
         "HORUS_TELEMETRY_TTL_SECONDS": "4",
+        "HORUS_OBSERVED_SETTLE_SECONDS": str(SETTLE_SECONDS),
         "HORUS_MIGRATION_OVER_LIMIT_SECONDS": "5",
         "HORUS_MIGRATION_RESTART_COST_SECONDS": "5",
     }
@@ -182,15 +188,16 @@ def test_a_job_whose_measured_slowdown_breaks_its_limit_is_moved_once_across_an_
             timeout=60,
             what="job-a's rate alone",
         )
+        # kwok removes a deleted pod at once; a finalizer keeps job-a's pod stopping until the test lets
+        # it go, as a kubelet keeps a pod through its grace period while the job checkpoints. (Set before
+        # job-b comes: the move may follow the pairing within seconds.)
+        hold(cluster, namespace, "job-a-0", ["e2e.horus.dev/checkpointing"])
+        first = wait_for(lambda: placed(cluster, namespace, "job-a"), timeout=60, what="job-a running")
         pinned = DLJobBuilder("job-b").model(architecture=B[0]).batch_size(B[1])
         apply(cluster, namespace, pinned.spec(maxSlowdown=10.0).obj())
-        first = wait_for(lambda: placed(cluster, namespace, "job-a"), timeout=60, what="job-a running")
         assert wait_for(lambda: placed(cluster, namespace, "job-b"), timeout=60, what="job-b") == first
-        # kwok removes a deleted pod at once; a finalizer keeps job-a's pod stopping until the test lets
-        # it go, as a kubelet keeps a pod through its grace period while the job checkpoints.
-        hold(cluster, namespace, "job-a-0", ["e2e.horus.dev/checkpointing"])
 
-        # The operator sees job-a's measured slowdown once the pair has held a minute, then moves it:
+        # The operator sees job-a's measured slowdown once the pair has held SETTLE_SECONDS, then moves it:
         # the move is recorded and the pod deleted. The operator dies there and a new one takes over.
         wait_for(lambda: stopping(cluster, namespace, "job-a-0"), timeout=150, what="job-a's pod stopping")
         assert status(cluster, namespace, "job-a")["moves"][-1]["state"] == "Moving"

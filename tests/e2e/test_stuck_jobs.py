@@ -3,7 +3,7 @@
 A job whose pod no node can take for a reason of the pod's own (a PersistentVolumeClaim that does not
 exist, or never binds) once cooled the node Horus chose for every job, then the next node: another
 namespace's job waited 77 s. On the real local control plane, with the operator at the fast settings
-(10 s unschedulable grace): a claim that does not exist keeps its job waiting before any pod, naming the
+and a 5 s unschedulable grace: a claim that does not exist keeps its job waiting before any pod, naming the
 field; one that never binds is refused by kube-scheduler, cools no node, and fails its job on the second
 refusal; meanwhile another namespace's job is placed at once on the one schedulable node. And a pod the
 API server refuses without naming a field (a ResourceQuota) fails its job with one sentence, no JSON.
@@ -20,13 +20,31 @@ from dljob_harness import apply, condition, dljobs, horus_pods, only_nodes, wait
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import IMAGE, DLJobBuilder
-from horus_operator.testing.operator_process import OperatorProcess, wait_for
+from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, wait_for
 
 pytestmark = pytest.mark.e2e
 
 NODE = "gpu-node-0"  # the only node left schedulable: cooled, it would hold every job back 2 minutes
 PLACED = {"Scheduled", "Running"}
 PROMPTLY_S = 20.0  # well within the 120 s a cooled node is skipped
+# Every refusal here is for good (a claim that never binds, a node's every CPU), and the operator only
+# counts the time since kube-scheduler marked a pod unschedulable: half the fast settings' 10 s will do.
+GRACE_S = 5
+
+
+@pytest.fixture(scope="module")
+def horus(
+    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """conftest's `horus`, with a `GRACE_S` unschedulable grace."""
+    cluster.kubectl("apply", "-k", str(REPO / "crds"))
+    cluster.wait_established("dljobs.horus.dev")
+    settings = {**FAST_SETTINGS, "HORUS_UNSCHEDULABLE_GRACE_SECONDS": str(GRACE_S)}
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    operator = OperatorProcess(cluster, log, settings=settings)
+    operator.start()
+    yield operator
+    operator.stop()
 
 
 @pytest.fixture
@@ -101,7 +119,7 @@ def test_a_claim_that_never_binds_cools_no_node_and_fails_its_job_on_the_second_
         other = _placed_promptly(cluster, other_namespace)  # under the old rule, NODE cooled 2 min here
         failed = wait_phases(cluster, namespace, ["unbound"], {"Failed"}, timeout=60)["unbound"]
 
-    assert replacing == [f"pod unbound-0 unschedulable on {NODE} for over 10s: {reason}"]
+    assert replacing == [f"pod unbound-0 unschedulable on {NODE} for over {GRACE_S}s: {reason}"]
     assert other["status"]["phase"] in PLACED
     assert condition(failed, "Failed")["reason"] == "Unschedulable"
     assert failed["status"]["message"] == (
@@ -180,7 +198,9 @@ def test_jobs_asking_a_nodes_every_cpu_are_refused_there_and_cool_it_for_no_one_
             apply(cluster, other_namespace, _cpu_hog(allocatable.strip()))
             for hogs in (namespace, other_namespace):
                 replacing = _first_replacing(cluster, hogs)
-                assert replacing == [f"pod hog-0 unschedulable on {NODE} for over 10s: Insufficient cpu"]
+                assert replacing == [
+                    f"pod hog-0 unschedulable on {NODE} for over {GRACE_S}s: Insufficient cpu"
+                ]
             _placed_promptly(cluster, third)
             hog = dljobs(cluster, namespace)["hog"]
         assert hog["status"]["phase"] == "Queued"  # passes its refusing node over; never failed for it

@@ -104,14 +104,20 @@ def observe_jobs(entries: Sequence[PodOnGpu]) -> dict[str, JobObservation]:
 
 
 def observed_status(
-    observation: JobObservation, previous: Mapping[str, Any], *, gpu_type: str, now: datetime
+    observation: JobObservation,
+    previous: Mapping[str, Any],
+    *,
+    gpu_type: str,
+    now: datetime,
+    settle_s: float = SETTLED_S,
 ) -> dict[str, Any]:
     """The job's new `status.observed`. Unknown fields are None, so a merge patch removes stale ones.
 
     A rate counts for the current co-tenancy only when it was reported during it: the job's annotation
     still holds the old rate for a while after a co-tenant arrives or leaves. So a rate is attributed
-    when it differs from the one seen at the change, or after `SETTLED_S` in the same state
-    (a job whose rate really did not change), or on the job's first observation.
+    when it differs from the one seen at the change, or after `settle_s` (`SETTLED_S` unless `horus run
+    --observed-settle-seconds` says otherwise) in the same state (a job whose rate really did not
+    change), or on the job's first observation.
     """
     cotenants = list(observation.cotenants)
     rate = observation.steps_per_second
@@ -120,7 +126,7 @@ def observed_status(
     new_state = first or previous.get("sharingWith") != cotenants
     state_since = stamp if new_state else str(previous.get("stateSince") or stamp)
     rate_at_change = rate if new_state else previous.get("rateAtStateChange")
-    settled = (now - _parse(state_since)).total_seconds() >= SETTLED_S
+    settled = (now - _parse(state_since)).total_seconds() >= settle_s
     fresh = rate is not None and (first or rate != rate_at_change or settled)
     alone = previous.get("aloneStepsPerSecond")
     shared_runs = dict(previous.get("sharedRuns") or {})
@@ -157,14 +163,14 @@ def _stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def settled_alone(reported: Mapping[str, Any], now: datetime) -> str | None:
-    """The `stateSince` of the job's alone state once it has held `SETTLED_S` (the agent's
-    window then covers the alone period only: a first reading averages in time before the pod ran) and
-    its utilization is known; None otherwise. Its utilization is then its busy fraction alone."""
+def settled_alone(reported: Mapping[str, Any], now: datetime, *, settle_s: float = SETTLED_S) -> str | None:
+    """The `stateSince` of the job's alone state once it has held `settle_s` (the agent's window then
+    covers the alone period only: a first reading averages in time before the pod ran) and its
+    utilization is known; None otherwise. Its utilization is then its busy fraction alone."""
     since = reported.get("stateSince")
     if reported.get("sharingWith") or reported.get("utilization") is None or not since:
         return None
-    return str(since) if (now - _parse(str(since))).total_seconds() >= SETTLED_S else None
+    return str(since) if (now - _parse(str(since))).total_seconds() >= settle_s else None
 
 
 def _parse(stamp: str) -> datetime:

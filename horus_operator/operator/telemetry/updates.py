@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION
+from horus_operator.api.defaults import DEFAULT_FRAMEWORK, DEFAULT_PRECISION, SETTLED_S
 from horus_operator.operator import status
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.cluster_view import NodeView
@@ -60,6 +60,8 @@ class ObservedTelemetry:
     leading: asyncio.Event  # the lease: only the leader writes
     telemetry_ttl_seconds: float
     clock: Callable[[], datetime]
+    # how long a co-tenancy (or a job alone) holds before a rate unchanged since it began counts for it
+    settle_seconds: float = SETTLED_S
     learning: Learning | None = None  # online correction; None: observe and record only
     # job key -> the alone period whose busy fraction was noted (the newest MAX_PROFILED jobs)
     _profiled: OrderedDict[str, str] = field(default_factory=OrderedDict)
@@ -88,7 +90,9 @@ class ObservedTelemetry:
             if job is None:
                 continue
             previous = _observed_of(job)
-            new = observed.observed_status(observation, previous, gpu_type=gpu_type, now=now)
+            new = observed.observed_status(
+                observation, previous, gpu_type=gpu_type, now=now, settle_s=self.settle_seconds
+            )
             updated[key], alone_before[key] = new, previous.get("aloneStepsPerSecond")
             if observed.changed(new, previous):
                 await self.reports.write(job, {status.OBSERVED: new})
@@ -129,7 +133,7 @@ class ObservedTelemetry:
     def _profile_due(self, key: str, reported: Mapping[str, Any]) -> bool:
         """Whether `key`'s busy fraction alone is now known (`observed.settled_alone`) and not yet noted
         for this alone period."""
-        since = observed.settled_alone(reported, self.clock())
+        since = observed.settled_alone(reported, self.clock(), settle_s=self.settle_seconds)
         if since is None or self._profiled.get(key) == since:
             return False
         self._profiled[key] = since

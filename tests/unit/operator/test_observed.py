@@ -97,6 +97,27 @@ def test_the_rate_reported_before_a_cotenant_came_is_not_taken_as_the_shared_rat
     assert settled["slowdown"] == 1.0
 
 
+def test_a_shorter_settle_period_counts_an_unchanged_rate_sooner() -> None:
+    """`horus run --observed-settle-seconds`: where an agent reports the current co-tenancy's rate from
+    its first reading (the e2e tests' fake agents), the operator need not wait the default minute."""
+    alone = status(gpunode([pod("a", rate=12.0)]), {})
+    joined = status(gpunode([pod("a", rate=12.0), pod("b")]), alone, at=5)
+    unchanged = observe(gpunode([pod("a", rate=12.0), pod("b")]))["ns/a"]
+
+    def five_seconds_on(settle_s: float) -> dict[str, Any]:
+        at = T0 + timedelta(seconds=10)
+        return observed.observed_status(unchanged, joined, gpu_type="v100", now=at, settle_s=settle_s)
+
+    assert five_seconds_on(5.0)["sharedRuns"] == {
+        "ns/b": {"gpu": "v100", "stepsPerSecond": 12.0, "since": "2026-12-02T17:00:05Z"}
+    }
+    assert five_seconds_on(6.0)["sharedRuns"] is None
+    reported = {"stateSince": STAMP, "sharingWith": [], "utilization": 0.5}
+    assert observed.settled_alone(reported, T0 + timedelta(seconds=5), settle_s=5.0) == STAMP
+    assert observed.settled_alone(reported, T0 + timedelta(seconds=5)) is None  # SETTLED_S by default
+    assert observed.settled_alone(reported, T0 + timedelta(seconds=SETTLED_S)) == STAMP
+
+
 def test_without_progress_or_alone_rate_the_slowdown_is_unknown() -> None:
     started_shared = status(gpunode([pod("a", rate=8.0), pod("b")]), {})
     silent = status(gpunode([pod("a")]), {})

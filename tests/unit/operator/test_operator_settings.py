@@ -12,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from horus_operator.api.defaults import SETTLED_S
 from horus_operator.commands.run import run
 from horus_operator.operator import entry
 from horus_operator.operator.binding.reservations import DeviceMode
@@ -43,6 +44,15 @@ def test_flags_and_environment_make_one_config(
     assert (config.policy, config.namespace, config.lease_namespace) == ("binpack", "team-a", "ops")
     assert config.resync_seconds == 2.0
     assert config.identity == OperatorConfig().identity  # the host name
+
+
+def test_the_observed_settle_period_defaults_to_the_minute_and_reads_its_variable(
+    handed_over: list[OperatorConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert CliRunner().invoke(run, []).exit_code == 0
+    monkeypatch.setenv("HORUS_OBSERVED_SETTLE_SECONDS", "5")
+    assert CliRunner().invoke(run, []).exit_code == 0
+    assert [config.observed_settle_seconds for config in handed_over] == [SETTLED_S, 5.0]
 
 
 def test_all_namespaces_overrides_a_namespace(handed_over: list[OperatorConfig]) -> None:
