@@ -38,7 +38,7 @@ from agent_harness import Agents
 
 from horus_operator import devcluster
 from horus_operator.api import keys
-from horus_operator.testing.operator_process import REPO, OperatorProcess
+from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess
 
 E2E_POOLS = (
     devcluster.GpuNodePool(count=2, gpus_per_node=4),
@@ -55,8 +55,8 @@ E2E_POOLS = (
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "operator_settings(**env): HORUS_* settings added for this test to the ones its module's own "
-        "operator fixture starts `horus run` with (where that fixture reads the marker)",
+        "operator_settings(**env): HORUS_* settings added for this test (or module) to the ones its "
+        "operator fixture starts `horus run` with (conftest's `horus`, test_agent's `operator`)",
     )
 
 
@@ -146,12 +146,16 @@ def namespace(cluster: devcluster.LocalCluster, request: pytest.FixtureRequest) 
 
 @pytest.fixture(scope="module")
 def horus(
-    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
+    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[OperatorProcess]:
-    """`horus run` (default policy) against the session's cluster with the CRDs applied, per test module."""
+    """`horus run` (default policy) against the session's cluster with the CRDs applied, per test module,
+    at the fast settings and those of the module's `operator_settings` marker."""
     cluster.kubectl("apply", "-k", str(REPO / "crds"))
     cluster.wait_established("dljobs.horus.dev")
-    operator = OperatorProcess(cluster, tmp_path_factory.mktemp("operator") / "operator.log")
+    marker = request.node.get_closest_marker("operator_settings")
+    settings = {**FAST_SETTINGS, **(marker.kwargs if marker else {})}
+    log = tmp_path_factory.mktemp("operator") / "operator.log"
+    operator = OperatorProcess(cluster, log, settings=settings)
     operator.start()
     yield operator
     operator.stop()

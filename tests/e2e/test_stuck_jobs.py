@@ -20,9 +20,7 @@ from dljob_harness import apply, condition, dljobs, horus_pods, only_nodes, wait
 
 from horus_operator import devcluster
 from horus_operator.testing.builders import IMAGE, DLJobBuilder
-from horus_operator.testing.operator_process import FAST_SETTINGS, REPO, OperatorProcess, wait_for
-
-pytestmark = pytest.mark.e2e
+from horus_operator.testing.operator_process import OperatorProcess, wait_for
 
 NODE = "gpu-node-0"  # the only node left schedulable: cooled, it would hold every job back 2 minutes
 PLACED = {"Scheduled", "Running"}
@@ -30,21 +28,7 @@ PROMPTLY_S = 20.0  # well within the 120 s a cooled node is skipped
 # Every refusal here is for good (a claim that never binds, a node's every CPU), and the operator only
 # counts the time since kube-scheduler marked a pod unschedulable: half the fast settings' 10 s will do.
 GRACE_S = 5
-
-
-@pytest.fixture(scope="module")
-def horus(
-    cluster: devcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[OperatorProcess]:
-    """conftest's `horus`, with a `GRACE_S` unschedulable grace."""
-    cluster.kubectl("apply", "-k", str(REPO / "crds"))
-    cluster.wait_established("dljobs.horus.dev")
-    settings = {**FAST_SETTINGS, "HORUS_UNSCHEDULABLE_GRACE_SECONDS": str(GRACE_S)}
-    log = tmp_path_factory.mktemp("operator") / "operator.log"
-    operator = OperatorProcess(cluster, log, settings=settings)
-    operator.start()
-    yield operator
-    operator.stop()
+pytestmark = [pytest.mark.e2e, pytest.mark.operator_settings(HORUS_UNSCHEDULABLE_GRACE_SECONDS=str(GRACE_S))]
 
 
 @pytest.fixture
