@@ -305,10 +305,14 @@ class ClusterCache:
         self.nodes_changed = True
         self.wake.set()
 
-    def deleted_reservation(self, name: str) -> None:
-        """Deleted by the operator: gone at once (grace 0), before its watch event says so."""
-        if (reservation := self.reservations.pop(name, None)) is not None:
-            self._deleted.add(reservation.uid)
+    def deleted_reservation(self, name: str, uid: str) -> None:
+        """Deleted by the operator: gone at once (grace 0), before its watch event says so. Only incarnation
+        `uid`: the deletions of a cycle are answered while the watch goes on, and the slot's next
+        reservation, cached meanwhile, is not the one deleted."""
+        self._deleted.add(uid)
+        reservation = self.reservations.get(name)
+        if reservation is not None and reservation.uid == uid:
+            del self.reservations[name]
             self.nodes_changed = True
             self.wake.set()
 

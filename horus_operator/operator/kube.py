@@ -212,13 +212,20 @@ class Kube:
             return await self.raw(self._core.create_namespaced_pod, namespace, pod), True
         return await self.raw(self._core.read_namespaced_pod, name, namespace), False
 
-    async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
+    async def delete_pod(
+        self, namespace: str, name: str, grace_period_s: int = 0, *, uid: str | None = None
+    ) -> None:
         """Immediate deletion by default: the pod's node may be gone and never confirm a graceful one. A
-        move gives the job its grace period to checkpoint."""
-        with contextlib.suppress(apierrors.NotFound):
-            await self.raw(
-                self._core.delete_namespaced_pod, name, namespace, grace_period_seconds=grace_period_s
-            )
+        move gives the job its grace period to checkpoint. `uid`: only that incarnation of the name; a
+        request that lands late (sent by a replica killed meanwhile) must not delete the pod made again
+        under the same name since (the API server answers 409, taken as done)."""
+        options = kubernetes.client.V1DeleteOptions(
+            grace_period_seconds=grace_period_s,
+            preconditions=kubernetes.client.V1Preconditions(uid=uid) if uid else None,
+        )
+        gone = (apierrors.NotFound, apierrors.Conflict) if uid else (apierrors.NotFound,)
+        with contextlib.suppress(*gone):
+            await self.raw(self._core.delete_namespaced_pod, name, namespace, body=options)
 
     async def create_claim(self, claim: Mapping[str, Any]) -> dict[str, Any] | None:
         """The claim as stored; None when one of the same name was there (it counts as created: its spec

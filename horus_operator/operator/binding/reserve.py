@@ -7,8 +7,9 @@ repair."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from horus_operator.api import keys
@@ -42,15 +43,16 @@ class ReserveBinder:
         self._elsewhere: dict[Slot, datetime] = {}  # slots the device plugin had no GPU for, and since when
 
     async def prepare(self, placed: Sequence[Bound]) -> None:
-        """A reservation for every slot of the cycle's placements that has none (co-tenants reuse one)."""
+        """A reservation for every slot of the cycle's placements that has none (co-tenants reuse one),
+        all requested at once: one after another, a burst's creations held the cycle for tens of seconds
+        on a loaded API server."""
         now = self._clock()
-        for bound in placed:
-            node = bound.assignment.node
-            for index in bound.assignment.gpu_indices:
-                slot = (node, index)
-                self._awaiting.setdefault(slot, now)
-                if reservations.name(slot) not in self._cache.reservations:
-                    await self._create(slot)
+        slots = dict.fromkeys((b.assignment.node, i) for b in placed for i in b.assignment.gpu_indices)
+        for slot in slots:
+            self._awaiting.setdefault(slot, now)
+        await _together(
+            self._create(s) for s in slots if reservations.name(s) not in self._cache.reservations
+        )
 
     def unready(self, assignment: Assignment, uuids: Sequence[str | None]) -> str | None:
         for index in assignment.gpu_indices:
@@ -107,16 +109,20 @@ class ReserveBinder:
         }
         self._elsewhere = {s: t for s, t in self._elsewhere.items() if (now - t).total_seconds() <= timeout}
         existing = list(self._cache.reservations.values())
-        for doomed in reservations.to_delete(existing, held | set(self._awaiting), now, timeout):
-            why = _why(doomed, held)
+        doomed = reservations.to_delete(existing, held | set(self._awaiting), now, timeout)
+        for reservation in doomed:
+            why = _why(reservation, held)
             log.info(
-                "deleting reservation pod %s/%s, uid %s (%s)", RESERVATIONS, doomed.name, doomed.uid, why
+                "deleting reservation pod %s/%s, uid %s (%s)",
+                RESERVATIONS,
+                reservation.name,
+                reservation.uid,
+                why,
             )
-            self._awaiting.pop(doomed.slot, None)
-            if doomed.no_gpu_left:
-                self._elsewhere[doomed.slot] = now
-            await self._kube.delete_pod(RESERVATIONS, doomed.name)
-            self._cache.deleted_reservation(doomed.name)
+            self._awaiting.pop(reservation.slot, None)
+            if reservation.no_gpu_left:
+                self._elsewhere[reservation.slot] = now
+        await _together(self._delete(reservation) for reservation in doomed)
         await self._stop_unreserved(holding)
 
     async def _stop_unreserved(self, holding: Sequence[PodView]) -> None:
@@ -167,6 +173,21 @@ class ReserveBinder:
             return
         stored, _ = await self._kube.create_pod(reservations.body(slot, view.hostname, self._settings))
         self._cache.put_reservation(stored)
+
+    async def _delete(self, reservation: reservations.ReservationView) -> None:
+        """That incarnation only (a uid precondition): the slot may have a new one by the time it lands."""
+        await self._kube.delete_pod(RESERVATIONS, reservation.name, uid=reservation.uid or None)
+        self._cache.deleted_reservation(reservation.name, reservation.uid)
+
+
+async def _together(calls: Iterable[Awaitable[None]]) -> None:
+    """Await every call, concurrently; then raise the first failure, if any (the cycle is retried, and
+    what the others did stands: each call is idempotent)."""
+    failures = [
+        r for r in await asyncio.gather(*calls, return_exceptions=True) if isinstance(r, BaseException)
+    ]
+    if failures:
+        raise failures[0]
 
 
 def _why(reservation: reservations.ReservationView, held: set[Slot]) -> str:

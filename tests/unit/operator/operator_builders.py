@@ -194,9 +194,14 @@ class FakeKube:
         self.pods[key] = stored
         return copy.deepcopy(stored), True
 
-    async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
-        """At once, or with a grace period: the pod then stays, being deleted, until `stop_deleting`."""
+    async def delete_pod(
+        self, namespace: str, name: str, grace_period_s: int = 0, *, uid: str | None = None
+    ) -> None:
+        """At once, or with a grace period: the pod then stays, being deleted, until `stop_deleting`.
+        `uid`: only that incarnation (the API server's precondition)."""
         key = f"{namespace}/{name}"
+        if uid and key in self.pods and self.pods[key]["metadata"].get("uid") != uid:
+            return
         if grace_period_s and key in self.pods:
             self.pods[key]["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z"
             self.graceful.append((name, grace_period_s))

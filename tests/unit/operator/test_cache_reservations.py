@@ -25,7 +25,7 @@ def _reservation(uid: str, version: str, uuid: str = "") -> dict[str, Any]:
 def test_the_old_incarnations_late_deletion_leaves_the_new_one() -> None:
     cache = ClusterCache()
     cache.put_reservation(_reservation("old", "10", "GPU-a"))
-    cache.deleted_reservation(NAME)  # deleted by the operator: no pod held it
+    cache.deleted_reservation(NAME, "old")  # deleted by the operator: no pod held it
     cache.put_reservation(_reservation("new", "20"))  # made again for another placement
     cache.put_reservation(_reservation("new", "21", "GPU-b"))
     cache.drop_reservation(_reservation("old", "12", "GPU-a"))  # the watch's DELETED, late
@@ -36,7 +36,7 @@ def test_the_old_incarnations_late_deletion_leaves_the_new_one() -> None:
 def test_the_old_incarnations_late_update_does_not_replace_the_new_one() -> None:
     cache = ClusterCache()
     cache.put_reservation(_reservation("old", "10"))
-    cache.deleted_reservation(NAME)
+    cache.deleted_reservation(NAME, "old")
     cache.put_reservation(_reservation("new", "20", "GPU-b"))
     cache.put_reservation(_reservation("old", "11", "GPU-a"))  # its report, delivered after the deletion
     assert cache.reservations[NAME].uuid == "GPU-b"
@@ -47,3 +47,12 @@ def test_an_update_older_than_the_cached_copy_is_not_kept() -> None:
     cache.put_reservation(_reservation("r", "11", "GPU-a"))
     cache.put_reservation(_reservation("r", "10"))  # the create's answer, after the watch's report
     assert cache.reservations[NAME].uuid == "GPU-a"
+
+
+def test_the_operators_deletion_of_the_old_incarnation_leaves_the_new_one() -> None:
+    cache = ClusterCache()
+    cache.put_reservation(_reservation("new", "20", "GPU-b"))  # cached while the old one's deletion ran
+    cache.deleted_reservation(NAME, "old")
+    assert cache.reservations[NAME].uuid == "GPU-b"
+    cache.put_reservation(_reservation("old", "12", "GPU-a"))  # and the deleted one never comes back
+    assert cache.reservations[NAME].uid == "new"

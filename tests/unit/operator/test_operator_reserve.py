@@ -306,3 +306,18 @@ def test_a_kept_placement_ends_when_its_job_is_deleted_and_its_gpus_are_free_aga
     _reserved(kube, loop, {"gpu-gpu-node-0-0": "GPU-a"})
     asyncio.run(_cycles(loop))
     assert _gpus_of(kube) == {"next": ("0", "GPU-a")}
+
+
+def test_a_reservation_is_deleted_by_its_uid_so_the_slots_next_one_made_meanwhile_stays() -> None:
+    kube, clock, loop = _placed_once(gpus=1, name="job")
+    key = f"{RESERVATIONS}/gpu-gpu-node-0-0"
+    cached_uid = kube.pods[key]["metadata"]["uid"]
+    # The slot's reservation was deleted and made again (a replica killed mid-way, another's cycle):
+    # the API server holds a new incarnation that this replica's watch has not shown it yet.
+    kube.pods[key]["metadata"]["uid"] = "made-again"
+    gone = kube.jobs.pop("team-a/job")  # nothing wants the slot any more, as this replica sees it
+    loop._cache.drop_job(gone)
+    clock[0] = NOW + timedelta(seconds=61)  # and its reservation never reported: this replica deletes it
+    asyncio.run(_cycles(loop, cycles=1))
+    assert kube.pods[key]["metadata"]["uid"] == "made-again"  # not the incarnation it decided on
+    assert cached_uid not in {r.uid for r in loop._cache.reservations.values()}

@@ -90,9 +90,11 @@ class PodKube(FakeKube):
         stored["metadata"]["resourceVersion"] = str(next(self._versions))
         return copy.deepcopy(stored)
 
-    async def delete_pod(self, namespace: str, name: str, grace_period_s: int = 0) -> None:
+    async def delete_pod(
+        self, namespace: str, name: str, grace_period_s: int = 0, *, uid: str | None = None
+    ) -> None:
         self.managed.pop(f"{namespace}/{name}", None)
-        await super().delete_pod(namespace, name, grace_period_s)  # Horus's own: reservation pods
+        await super().delete_pod(namespace, name, grace_period_s, uid=uid)  # Horus's own: reservations
 
     async def post_event(
         self, involved: dict[str, Any], *, kind: str, reason: str, message: str, **_: Any
