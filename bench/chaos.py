@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -38,6 +39,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "out" / "chaos")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    # Killed by a timeout (SIGTERM), the run still stops its cluster (`finally` below): one left running
+    # would load the machine under the next run.
+    signal.signal(signal.SIGTERM, _interrupted)
     outcomes = []
     for name in args.scenario.split(","):
         scenario = chaos.SCENARIOS[name]
@@ -83,6 +87,10 @@ def main() -> None:
             "targets (0 lost / 0 duplicated / 0 oversubscribed / 0 doubled / none left, failover <= 15 s) "
             "missed by: " + ", ".join(missed)
         )
+
+
+def _interrupted(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _missed(outcome: chaos.Outcome) -> bool:
