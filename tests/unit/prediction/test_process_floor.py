@@ -17,6 +17,8 @@ from horus_operator.prediction.memory import MemoryModel
 REPO = Path(__file__).resolve().parents[3]
 TABLE = REPO / "horus_operator" / "prediction" / "data" / "process_floor.csv"
 MEMORY = REPO / "data" / "memory"
+# Loaded once: its hypothesis tests ask it for hundreds of predictions (0.2 s a load).
+SHIPPED = artifacts.load().memory
 
 
 def _rows() -> list[dict[str, str]]:
@@ -78,7 +80,7 @@ def test_the_floor_comes_on_top_of_the_overhead_where_the_model_has_one() -> Non
 def test_the_shipped_prediction_holds_the_floor_and_grows_with_the_batch(
     model: str, batch: int, gpu: str, precision: str
 ) -> None:
-    shipped = artifacts.load().memory
+    shipped = SHIPPED
     job, larger = catalog.lookup(model, batch), catalog.lookup(model, batch + 1)
     predicted = shipped.memory_mib(job, precision, gpu)
     assert predicted >= memory.process_floor_mib(gpu) + 2 * job["param_bytes"] / memory.MIB
