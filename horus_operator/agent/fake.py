@@ -56,6 +56,10 @@ class FakeInventory:
         """Stable per node and index, shaped like a real GPU UUID."""
         return f"GPU-{uuid.uuid5(uuid.NAMESPACE_DNS, f'{self.node}.gpu{index}.horus.dev')}"
 
+    def uuids(self) -> tuple[str, ...]:
+        """Every GPU's UUID, in index order."""
+        return tuple(self.uuid(index) for index in range(self.count))
+
 
 @dataclass(frozen=True)
 class _Demand:

@@ -1,7 +1,7 @@
 """The agent's only door to the API server (kubernetes client library): read its node and the pods
 bound to it, create its GPUNode and patch its status, (fake backend) publish its ResourceSlice, and
-annotate a reservation pod with its GPU (`horus reserve`; the fake agent on a local cluster).
-Errors surface as `ApiUnavailableError`."""
+annotate a reservation pod with its GPU (`horus reserve`; on a local cluster the fake agent, which lists
+and watches the reservation pods for that: `ReservationPods`). Errors surface as `ApiUnavailableError`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from horus_operator.agent import gpunode
+from horus_operator.agent.fakereserve import ReservationPod
 from horus_operator.agent.readings import PodInfo
 from horus_operator.api import keys
 
@@ -24,6 +25,11 @@ VISIBLE_DEVICES_ENV = "NVIDIA_VISIBLE_DEVICES"
 CDI_ANNOTATION_PREFIX = "cdi.k8s.io/"
 CDI_GPU_KIND = "nvidia.com/gpu"
 _ACTIVE_PHASES = ("Pending", "Running")  # bound pods that hold (or are about to hold) a GPU
+# A watch of the reservation pods ends after this long (and is resumed): the fake agent's reporter then
+# notices a stop and re-checks what it could not write. Short enough to stop promptly, long enough that
+# an idle watch costs next to nothing.
+RESERVATION_WATCH_SECONDS = 5
+_WATCH_EVENTS = ("ADDED", "MODIFIED", "DELETED")  # the others: BOOKMARK (a version only), ERROR (raised)
 
 
 class ApiUnavailableError(RuntimeError):
@@ -95,9 +101,6 @@ class NodeApi:
                 self._create()
                 self._patch_status(status)
 
-    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
-        annotate_pod(namespace, name, annotations, self._core.api_client)
-
     def publish_devices(self, body: Mapping[str, Any]) -> None:
         """Creates the node's ResourceSlice `body`, or replaces the stored one when it differs."""
         group, version, plural = keys.DRA_GROUP, keys.DRA_VERSION, keys.RESOURCE_SLICE_PLURAL
@@ -128,6 +131,54 @@ class NodeApi:
         )
 
 
+class ReservationPods:
+    """The `reserve` binding's reservation pods, of every node (agent/fakereserve.py): listed, then
+    watched from where the list or the last event left off."""
+
+    def __init__(
+        self, api_client: client.ApiClient | None = None, watch_seconds: int = RESERVATION_WATCH_SECONDS
+    ) -> None:
+        self._core = client.CoreV1Api(api_client)
+        self._watch_seconds = watch_seconds
+        self._resource_version: str | None = None
+
+    def list_pods(self) -> list[ReservationPod]:
+        # A consistent read, not one from the watch cache (resource_version="0"): a lagging list could
+        # miss a pod just told its GPU. Lists are rare: at start and after a failed watch.
+        with _translated_errors():
+            listed = self._core.list_namespaced_pod(
+                keys.RESERVATION_NAMESPACE, label_selector=keys.LABEL_RESERVATION_NODE
+            )
+        self._resource_version = listed.metadata.resource_version
+        return [_reservation_pod(p) for p in listed.items]
+
+    def watch_pods(self) -> Iterator[tuple[str, ReservationPod]]:
+        """The changes since the list or the last event, for `watch_seconds`. A version too old to resume
+        from (410 Gone) raises like any refusal: the caller lists again."""
+        events = watch.Watch().stream(
+            self._core.list_namespaced_pod,
+            keys.RESERVATION_NAMESPACE,
+            label_selector=keys.LABEL_RESERVATION_NODE,
+            resource_version=self._resource_version,
+            # Bookmarks move the version on while no reservation changes, so a resumed watch rarely
+            # finds it expired.
+            allow_watch_bookmarks=True,
+            timeout_seconds=self._watch_seconds,
+            # The server ends the watch; this only guards against a connection that went silent.
+            _request_timeout=(self._watch_seconds, 2 * self._watch_seconds),
+        )
+        with _translated_errors():
+            for event in events:
+                if event is None:  # the client's reading of a blank line
+                    continue
+                self._resource_version = event["raw_object"]["metadata"]["resourceVersion"]
+                if event["type"] in _WATCH_EVENTS:
+                    yield event["type"], _reservation_pod(event["object"])
+
+    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        annotate_pod(namespace, name, annotations, self._core.api_client)
+
+
 @contextlib.contextmanager
 def _translated_errors() -> Iterator[None]:
     try:
@@ -151,6 +202,14 @@ def _pod_info(pod: Any) -> PodInfo:
         labels=dict(meta.labels or {}),
         annotations=annotations,
         visible_devices=_cdi_gpus(annotations) or _visible_devices(pod.spec.containers or []),
+    )
+
+
+def _reservation_pod(pod: Any) -> ReservationPod:
+    return ReservationPod(
+        pod=_pod_info(pod),
+        node_name=pod.spec.node_name,
+        phase=pod.status.phase if pod.status else None,
     )
 
 

@@ -5,9 +5,9 @@ GPU alone. The program reads its UUID through NVML, writes it on its own pod
 (`reservation.horus.dev/gpu-uuid`), and holds the GPU until the pod is deleted. It never starts a CUDA
 context: the GPU's memory stays the jobs'.
 
-On a local cluster (kwok: no device plugin, no GPU) the fake agent plays this step instead
-(`reservations_to_report`): it picks, for each reservation pod on its node that has not reported, a GPU
-of the node's inventory no other reservation there reports.
+On a local cluster (kwok: no device plugin, no GPU) the fake agent plays this step instead, from a watch
+of the reservation pods (agent/fakereserve.py): `reservations_to_report` picks, for each reservation pod
+on a node that has not reported, a GPU of the node's inventory no other reservation there reports.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def reservations_to_report(
     """(namespace, name) -> the GPU to report, for the node's reservation pods that have reported none:
     `uuids` (the node's GPUs in index order) that no reservation holds yet, lowest index first.
     `reported`: pod UID -> the GPU this agent gave it. As a device plugin's, that choice stands for the
-    pod's life: a listing older than the agent's own annotation (the API server's watch cache may lag
-    behind it) shows the pod silent, and it must be neither given another GPU nor its GPU another pod."""
+    pod's life: a copy of the pod older than the agent's own annotation (a watch event sent before it
+    landed) shows it silent, and it must be neither given another GPU nor its GPU another pod."""
     given = reported or {}
     reservations = [p for p in pods if keys.LABEL_RESERVATION_NODE in p.labels]
     taken = {p.annotations.get(keys.ANNOTATION_RESERVED_GPU) or given.get(p.uid) for p in reservations}

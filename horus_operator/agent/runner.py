@@ -1,6 +1,7 @@
 """The agent loop: sample every `sample_interval`, publish a window summary every `publish_interval`
 (at once when GPU health changes), back off while the API server refuses. Never exits on NVML or API
-errors. One `step(now)` is one sampling pass, so tests drive it with their own clock."""
+errors. One `step(now)` is one sampling pass, so tests drive it with their own clock. (The fake backend's
+stand-in for the reservation pods' `horus reserve` runs beside it, from a watch: agent/fakereserve.py.)"""
 
 from __future__ import annotations
 
@@ -11,12 +12,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from horus_operator.agent import gpunode, reserve, summary
+from horus_operator.agent import gpunode, summary
 from horus_operator.agent.backend import NvmlBackend
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.agent.pacing import PublishPacer
 from horus_operator.agent.readings import GpuReading, NvmlUnavailableError, PodInfo, Sample
-from horus_operator.api import keys
 
 log = logging.getLogger(__name__)
 MAX_WINDOW_SAMPLES = 1000
@@ -31,8 +31,6 @@ class NodeApi(Protocol):
 
     def publish_devices(self, body: Mapping[str, Any]) -> None: ...
 
-    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
-
 
 @dataclass
 class Agent:
@@ -46,9 +44,6 @@ class Agent:
     # The node's GPUs as a ResourceSlice, kept published (the fake backend stands in for NVIDIA's DRA
     # driver on kwok nodes); None: the driver publishes them, or nobody does.
     devices: Mapping[str, Any] | None = None
-    # The node's GPU UUIDs, in index order, where the fake backend plays the reservation pods' NVML step
-    # (agent/reserve.py: kwok nodes have no device plugin); empty: the reservations report themselves.
-    reservable: tuple[str, ...] = ()
     _devices_published: bool = False
     _devices_error: str | None = None
     _pods: Sequence[PodInfo] = ()
@@ -57,7 +52,6 @@ class Agent:
     _window: deque[Sample] = field(default_factory=lambda: deque(maxlen=MAX_WINDOW_SAMPLES))
     _known_gpus: tuple[GpuReading, ...] = ()
     _nvml_error: str | None = None
-    _reported: dict[str, str] = field(default_factory=dict)  # fake backend: reservation UID -> GPU given
 
     def step(self, now: float) -> summary.NodeSummary:
         self._refresh_pods(now)
@@ -79,24 +73,9 @@ class Agent:
         try:
             self._pods = self.api.pods()
             self._pods_refreshed_at = now
-            self._report_reservations()
         except self.api_error as error:  # keep the last known pods and back off like a failed publish
             delay = self.pacer.failed(now)
             log.warning("listing pods on %s failed, retrying in %.1fs: %s", self.node, delay, error)
-
-    def _report_reservations(self) -> None:
-        """Fake backend: each reservation pod on the node that has not reported gets a free GPU's UUID."""
-        if not self.reservable:
-            return
-        uids = {(p.namespace, p.name): p.uid for p in self._pods if keys.LABEL_RESERVATION_NODE in p.labels}
-        live = set(uids.values())
-        self._reported = {uid: uuid for uid, uuid in self._reported.items() if uid in live}
-        told = reserve.reservations_to_report(self._pods, self.reservable, self._reported)
-        for (namespace, name), uuid in told.items():
-            self.api.annotate(namespace, name, {keys.ANNOTATION_RESERVED_GPU: uuid})
-            uid = uids[(namespace, name)]
-            self._reported[uid] = uuid
-            log.info("reservation %s/%s (%s) on %s reports GPU %s", namespace, name, uid, self.node, uuid)
 
     def _sample(self, now: float) -> summary.NodeSummary:
         try:

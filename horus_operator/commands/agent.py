@@ -15,7 +15,8 @@ import click
 
 from horus_operator.agent import kube, resourceslice
 from horus_operator.agent.backend import BACKENDS
-from horus_operator.agent.fake import FakeBackend, FakeOptions
+from horus_operator.agent.fake import FakeBackend, FakeInventory, FakeOptions
+from horus_operator.agent.fakereserve import ReservationReporter
 from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.agent.pacing import Backoff, PublishPacer
 from horus_operator.agent.runner import Agent
@@ -122,13 +123,16 @@ def agent(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     kube.load_config()
     stop = _stop_on_signals()
+    nodes = kube.gpu_node_names() if all_nodes else [node or ""]
+    if backend == "fake":
+        _start_reporting_reservations(nodes, stop)
     if all_nodes:
-        _run_all(kube.gpu_node_names(), settings, stop)
+        _run_all(nodes, settings, stop)
         return
     metrics = AgentMetrics()
     if metrics_port:
         metrics.serve(metrics_port)
-    run_node(node or "", settings, metrics, stop)
+    run_node(nodes[0], settings, metrics, stop)
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,6 @@ def run_node(
         pacer=PublishPacer(interval=settings.publish_interval, backoff=Backoff()),
         sample_interval=settings.sample_interval,
         devices=_fake_devices(backend, node_info),
-        reservable=_fake_gpus(backend),
     )
     log.info(
         "agent for %s: backend %s%s, sample every %ss, publish every %ss",
@@ -204,12 +207,25 @@ def _fake_devices(backend: object, node: kube.NodeInfo) -> dict[str, object] | N
     return resourceslice.fake_slice(backend.inventory, node.uid)
 
 
-def _fake_gpus(backend: object) -> tuple[str, ...]:
-    """The fake backend's GPU UUIDs: it reports them to reservation pods, as their `horus reserve` would."""
-    if not isinstance(backend, FakeBackend):
-        return ()
-    inventory = backend.inventory
-    return tuple(inventory.uuid(index) for index in range(inventory.count))
+def _start_reporting_reservations(nodes: list[str], stop: threading.Event) -> None:
+    """Fake backend: one thread for the whole process plays `horus reserve` for the reservation pods of
+    `nodes`, as soon as each is bound (kwok nodes have no device plugin to start the real one). A daemon:
+    it holds nothing a stopping process must finish."""
+    thread = threading.Thread(
+        target=_report_reservations, args=(nodes, stop), name="fake-reservations", daemon=True
+    )
+    thread.start()
+
+
+def _report_reservations(nodes: list[str], stop: threading.Event) -> None:
+    """Until `stop`. Each node's GPUs are the fake backend's: the inventory its GFD labels give."""
+    uuids: dict[str, tuple[str, ...]] = {}
+    for node in nodes:
+        info = _read_node_until_available(node, stop)
+        if info is None:  # stopped before the API server answered
+            return
+        uuids[node] = FakeInventory.from_node_labels(node, info.labels).uuids()
+    ReservationReporter(uuids, kube.ReservationPods(), kube.ApiUnavailableError).run_forever(stop)
 
 
 @agent.command("export-observations")

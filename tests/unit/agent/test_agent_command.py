@@ -1,8 +1,15 @@
+import threading
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from horus_operator.agent import kube
+from horus_operator.agent.fake import FakeBackend, FakeInventory
+from horus_operator.agent.fakereserve import ReservationReporter
+from horus_operator.api import keys
 from horus_operator.cli import main
+from horus_operator.commands import agent as agent_command
 
 
 def test_the_agent_needs_a_node_or_all_nodes_but_not_both() -> None:
@@ -52,3 +59,19 @@ def test_truth_is_only_for_the_fake_backend_and_must_be_a_measured_pairs_csv(tmp
     assert on_nvml.exit_code == malformed.exit_code == 2
     assert "--truth is for --backend fake" in on_nvml.output
     assert "--truth" in malformed.output and "not a measured-pairs CSV" in malformed.output
+
+
+def test_the_fake_agents_reservations_are_told_the_gpus_its_backend_reports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    labels = {keys.LABEL_GPU_COUNT: "2", keys.LABEL_GPU_PRODUCT: "Tesla-V100-SXM2-16GB"}
+    monkeypatch.setattr(kube, "read_node", lambda name: kube.NodeInfo(name, f"uid-{name}", labels))
+    reporters: list[ReservationReporter] = []
+    monkeypatch.setattr(ReservationReporter, "run_forever", lambda self, stop: reporters.append(self))
+
+    agent_command._report_reservations(["n1", "n2"], threading.Event())
+
+    (reporter,) = reporters
+    backend = FakeBackend(FakeInventory.from_node_labels("n1", labels))
+    assert [g.uuid for g in backend.sample([], 0.0).gpus] == list(reporter.uuids["n1"])
+    assert set(reporter.uuids) == {"n1", "n2"} and reporter.uuids["n1"] != reporter.uuids["n2"]

@@ -1,8 +1,14 @@
 """What the agent keeps of a pod the API server lists (kubernetes client models, no server)."""
 
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from horus_operator.agent import kube
+from horus_operator.api import keys
 
 
 def listed_pod(
@@ -48,3 +54,73 @@ def test_visible_devices_of_all_containers_are_merged_in_order_without_repeats()
         {"horus.dev/dljob": "j"},
         {},
     )
+
+
+def reservation_pod(name: str, *, node: str | None, phase: str, version: str) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(
+            uid=f"uid-{name}",
+            namespace=keys.RESERVATION_NAMESPACE,
+            name=name,
+            labels={keys.LABEL_RESERVATION_NODE: "node-a"},
+            resource_version=version,
+        ),
+        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="reserve")]),
+        status=client.V1PodStatus(phase=phase),
+    )
+
+
+class ScriptedWatch:
+    """`kubernetes.watch.Watch`: each stream plays the next of `rounds` (an exception: the watch fails)."""
+
+    def __init__(self, *rounds: list[dict[str, Any] | None] | Exception) -> None:
+        self.rounds = list(rounds)
+        self.calls: list[dict[str, Any]] = []
+
+    def stream(self, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any] | None]:
+        self.calls.append({"args": args, **kwargs})
+        events = self.rounds.pop(0)
+        if isinstance(events, Exception):
+            raise events
+        yield from events
+
+
+def event(kind: str, pod: client.V1Pod) -> dict[str, Any]:
+    raw = client.ApiClient().sanitize_for_serialization(pod)
+    return {"type": kind, "object": pod, "raw_object": raw}
+
+
+def test_reservation_pods_are_listed_then_watched_from_where_the_list_or_last_event_left_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pods = kube.ReservationPods()
+    listed = client.V1PodList(
+        metadata=client.V1ListMeta(resource_version="10"),
+        items=[reservation_pod("r0", node=None, phase="Pending", version="9")],
+    )
+    list_calls: list[tuple[Any, ...]] = []
+
+    def list_namespaced_pod(*args: Any, **kwargs: Any) -> client.V1PodList:
+        list_calls.append((args, kwargs))
+        return listed
+
+    monkeypatch.setattr(pods._core, "list_namespaced_pod", list_namespaced_pod)
+    bound = reservation_pod("r0", node="node-a", phase="Running", version="12")
+    bookmark = {"type": "BOOKMARK", "object": {}, "raw_object": {"metadata": {"resourceVersion": "15"}}}
+    scripted = ScriptedWatch([event("MODIFIED", bound), None, bookmark], [], ApiException(410, "Gone"))
+    monkeypatch.setattr(kube.watch, "Watch", lambda: scripted)
+
+    (r0,) = pods.list_pods()
+    first = list(pods.watch_pods())
+    assert list(pods.watch_pods()) == []
+    with pytest.raises(kube.ApiUnavailableError, match="Gone"):
+        list(pods.watch_pods())
+
+    assert list_calls == [((keys.RESERVATION_NAMESPACE,), {"label_selector": keys.LABEL_RESERVATION_NODE})]
+    assert (r0.pod.uid, r0.node_name, r0.phase, r0.slot_node) == ("uid-r0", None, "Pending", "node-a")
+    assert [(kind, r.node_name, r.phase, r.holds_gpu) for kind, r in first] == [
+        ("MODIFIED", "node-a", "Running", True)
+    ]
+    assert [c["resource_version"] for c in scripted.calls] == ["10", "15", "15"]
+    assert all(c["allow_watch_bookmarks"] and c["timeout_seconds"] for c in scripted.calls)
+    assert scripted.calls[0]["args"] == (keys.RESERVATION_NAMESPACE,)

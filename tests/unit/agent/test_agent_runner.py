@@ -14,7 +14,6 @@ from horus_operator.agent.metrics import AgentMetrics
 from horus_operator.agent.pacing import Backoff, PublishPacer
 from horus_operator.agent.readings import NvmlUnavailableError, PodInfo, Sample
 from horus_operator.agent.runner import Agent
-from horus_operator.api import keys
 
 
 class Refused(Exception):
@@ -28,7 +27,6 @@ class RecordingApi:
         self.devices: list[dict[str, Any]] = []
         self.refusing = False
         self.refusing_devices = False
-        self.annotated: list[tuple[str, str, dict[str, str]]] = []
 
     def pods(self) -> list[PodInfo]:
         if self.refusing:
@@ -45,9 +43,6 @@ class RecordingApi:
             raise Refused("resourceslices is forbidden")
         self.devices.append(body)
 
-    def annotate(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
-        self.annotated.append((namespace, name, annotations))
-
 
 class BreakableBackend(FakeBackend):
     broken = False
@@ -62,7 +57,6 @@ def make_agent(
     api: RecordingApi,
     backend: FakeBackend | None = None,
     devices: dict[str, Any] | None = None,
-    reservable: tuple[str, ...] = (),
 ) -> Agent:
     return Agent(
         node="node-a",
@@ -73,7 +67,6 @@ def make_agent(
         pacer=PublishPacer(interval=10.0, backoff=Backoff(base=1.0, cap=4.0, rng=random.Random(0))),
         sample_interval=1.0,
         devices=devices,
-        reservable=reservable,
     )
 
 
@@ -148,23 +141,3 @@ def test_without_devices_nothing_but_the_gpunode_is_published() -> None:
     make_agent(api).step(0.0)
 
     assert len(api.published) == 1 and api.devices == []
-
-
-def test_the_fake_agent_reports_each_reservation_once_whatever_a_lagging_listing_shows() -> None:
-    def reservation(name: str, uid: str) -> PodInfo:
-        labels = {keys.LABEL_RESERVATION_NODE: "node-a"}
-        return PodInfo(uid=uid, namespace=keys.RESERVATION_NAMESPACE, name=name, labels=labels)
-
-    api = RecordingApi([reservation("gpu-node-a-0", "uid-0")])
-    agent = make_agent(api, reservable=("GPU-a", "GPU-b"))  # lists the node's pods every 10 s
-    agent.step(0.0)
-    # A listing older than the agent's annotation of gpu-node-a-0 (the watch cache lags)
-    api.pod_list = [reservation("gpu-node-a-0", "uid-0"), reservation("gpu-node-a-1", "uid-1")]
-    agent.step(10.0)
-    assert [(name, a[keys.ANNOTATION_RESERVED_GPU]) for _, name, a in api.annotated] == [
-        ("gpu-node-a-0", "GPU-a"),
-        ("gpu-node-a-1", "GPU-b"),
-    ]
-    api.pod_list = [reservation("gpu-node-a-0", "uid-new")]  # deleted and made again: a new pod, told anew
-    agent.step(20.0)
-    assert api.annotated[-1][1:] == ("gpu-node-a-0", {keys.ANNOTATION_RESERVED_GPU: "GPU-a"})

@@ -1,0 +1,148 @@
+"""The fake agent's stand-in for `horus reserve` (agent/reserve.py) on a local cluster: kwok nodes have no
+device plugin and run no container, so nothing else would report a reservation pod's GPU.
+
+One `ReservationReporter` per `horus agent --backend fake` process covers every node the process runs. It
+lists the reservation pods (namespace `horus-reservation`, label `horus.dev/reservation-node`), then
+watches them, keeping its own copy by pod UID. On each change it looks at that pod's node again and tells
+each reservation bound there that has not reported a GPU of the node no other reservation holds
+(`reserve.reservations_to_report`): at once, as the real program reports as soon as its container runs,
+not at the agent's next publish. A refused annotation is retried on the node's next change and at the
+re-check after every watch round (a few seconds). A failed list or watch backs off and lists again; API
+errors never end it, `stop` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from horus_operator.agent import reserve
+from horus_operator.agent.pacing import Backoff
+from horus_operator.agent.readings import PodInfo
+from horus_operator.api import keys
+
+log = logging.getLogger(__name__)
+DELETED = "DELETED"  # a watch event's type; ADDED and MODIFIED both mean "the pod is now this"
+_ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class ReservationPod:
+    """A reservation pod as the API server shows it."""
+
+    pod: PodInfo
+    node_name: str | None  # spec.nodeName: None until the scheduler binds it
+    phase: str | None
+
+    @property
+    def slot_node(self) -> str:
+        """The node of its slot (its label), whether it is bound there yet or not."""
+        return self.pod.labels.get(keys.LABEL_RESERVATION_NODE, "")
+
+    @property
+    def holds_gpu(self) -> bool:
+        """Bound to its slot's node and not ended: it holds, or is about to hold, one of that node's GPUs
+        (a device plugin allocates at binding; an ended pod's GPU is free again)."""
+        return self.node_name == self.slot_node and self.phase not in _ENDED_PHASES
+
+
+class ReservationApi(Protocol):
+    """The reservation pods on the API server (`kube.ReservationPods` in production)."""
+
+    def list_pods(self) -> list[ReservationPod]:
+        """All of them now; the next `watch_pods` goes on from this list."""
+        ...
+
+    def watch_pods(self) -> Iterable[tuple[str, ReservationPod]]:
+        """(event type, pod) for each change since the list or the last event, for a few seconds."""
+        ...
+
+    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
+
+@dataclass
+class ReservationReporter:
+    """What one fake agent process tells the reservation pods of its nodes; one thread runs it."""
+
+    uuids: Mapping[str, Sequence[str]]  # each node this process runs -> its GPU UUIDs, in index order
+    api: ReservationApi
+    api_error: type[Exception]  # what `api` raises when the API server refuses
+    backoff: Backoff = field(default_factory=Backoff)
+    _pods: dict[str, ReservationPod] = field(default_factory=dict)  # by pod UID
+    # Pod UID -> the GPU this process gave it, for the pod's life: a copy older than our own annotation
+    # (an event sent before it landed) shows the pod silent, and it must not be told another GPU.
+    _reported: dict[str, str] = field(default_factory=dict)
+
+    def run_forever(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.replace(self.api.list_pods())
+                self._follow(stop)
+            except self.api_error as error:
+                delay = self.backoff.failed(time.monotonic())
+                log.warning("watching reservation pods failed, listing them again in %.1fs: %s", delay, error)
+                stop.wait(delay)
+
+    def replace(self, pods: Iterable[ReservationPod]) -> None:
+        """A fresh list: what a failed watch missed (a deletion, say) is caught up on; every node checked."""
+        self._pods = {r.pod.uid: r for r in pods}
+        self._reported = {uid: uuid for uid, uuid in self._reported.items() if uid in self._pods}
+        self.check_all()
+
+    def observe(self, event_type: str, reservation: ReservationPod) -> None:
+        """One watch event. Its node is checked again whatever the change: a deleted or ended reservation
+        frees a GPU that one waiting there can take."""
+        uid = reservation.pod.uid
+        if event_type == DELETED:
+            self._pods.pop(uid, None)
+            self._reported.pop(uid, None)  # a pod made again under the name is a new UID, told anew
+        else:
+            self._pods[uid] = reservation
+        self._check(reservation.slot_node)
+
+    def check_all(self) -> None:
+        holding = self._holding()
+        for node, uuids in self.uuids.items():
+            self._report(node, uuids, holding.get(node, []))
+
+    def _follow(self, stop: threading.Event) -> None:
+        """Watch rounds until `stop`. Each ends within seconds, so `stop` is noticed, and is followed by
+        a re-check of every node, so that refused annotations are retried even while nothing changes."""
+        while not stop.is_set():
+            for event_type, reservation in self.api.watch_pods():
+                self.observe(event_type, reservation)
+                if stop.is_set():
+                    return
+            self.backoff.succeeded()  # only a whole round: a list allowed and a watch refused still back off
+            self.check_all()
+
+    def _check(self, node: str) -> None:
+        uuids = self.uuids.get(node)
+        if uuids is not None:  # else a node this process does not run
+            self._report(node, uuids, self._holding().get(node, []))
+
+    def _holding(self) -> dict[str, list[PodInfo]]:
+        """Node -> the reservations that hold one of its GPUs."""
+        by_node: dict[str, list[PodInfo]] = {}
+        for reservation in self._pods.values():
+            if reservation.holds_gpu:
+                by_node.setdefault(reservation.slot_node, []).append(reservation.pod)
+        return by_node
+
+    def _report(self, node: str, uuids: Sequence[str], holding: Sequence[PodInfo]) -> None:
+        by_name = {(p.namespace, p.name): p for p in holding}
+        for key, uuid in reserve.reservations_to_report(holding, uuids, self._reported).items():
+            self._tell(by_name[key], node, uuid)
+
+    def _tell(self, pod: PodInfo, node: str, uuid: str) -> None:
+        try:
+            self.api.annotate(pod.namespace, pod.name, {keys.ANNOTATION_RESERVED_GPU: uuid})
+        except self.api_error as error:  # not remembered: told again on the next change or re-check
+            log.warning("telling %s/%s its GPU failed (retried): %s", pod.namespace, pod.name, error)
+            return
+        self._reported[pod.uid] = uuid
+        log.info("reservation %s/%s (%s) on %s reports GPU %s", pod.namespace, pod.name, pod.uid, node, uuid)
