@@ -338,20 +338,13 @@ class ChaosRun:
 
     def _start_agents(self) -> subprocess.Popen[bytes]:
         """`reserve`: the reservations' namespace as shipped, and the fake agents of every GPU node, which
-        report each reservation's GPU as the device plugin and `horus reserve` would."""
+        report each reservation's GPU as the device plugin and `horus reserve` would (from a watch, at
+        once), and publish at the product's default intervals: the load a cluster's agents put on the
+        operator, not five times more."""
         for manifest in ("namespace.yaml", "reservation.yaml"):
             self.cluster.kubectl("apply", "-f", str(REPO / "manifests" / manifest))
         argv = [sys.executable, "-c", "from horus_operator.cli import main; main()", "agent", "--backend"]
-        argv += [
-            "fake",
-            "--all-nodes",
-            "--metrics-port",
-            "0",
-            "--sample-interval",
-            "1",
-            "--publish-interval",
-            "2",
-        ]
+        argv += ["fake", "--all-nodes", "--metrics-port", "0"]
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
         with (self.log_dir / "agents.log").open("ab") as log:
             return subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
