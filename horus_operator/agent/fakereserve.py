@@ -6,17 +6,20 @@ lists the reservation pods (namespace `horus-reservation`, label `horus.dev/rese
 watches them, keeping its own copy by pod UID. On each change it looks at that pod's node again and tells
 each reservation bound there that has not reported a GPU of the node no other reservation holds
 (`reserve.reservations_to_report`): at once, as the real program reports as soon as its container runs,
-not at the agent's next publish. A refused annotation is retried on the node's next change and at the
-re-check after every watch round (a few seconds). A failed list or watch backs off and lists again; API
+not at the agent's next publish, the annotations on a pool of threads. A refused annotation is retried
+with the GPU chosen at the next event and at the re-check after every watch round (a few seconds); one
+whose pod is gone is dropped with the pod. A failed list or watch backs off and lists again; API
 errors never end it, `stop` does.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -28,6 +31,7 @@ from horus_operator.api import keys
 log = logging.getLogger(__name__)
 DELETED = "DELETED"  # a watch event's type; ADDED and MODIFIED both mean "the pod is now this"
 _ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+SENDERS = 16  # annotations in flight at once
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,10 @@ class ReservationApi(Protocol):
         """(event type, pod) for each change since the list or the last event, for a few seconds."""
         ...
 
-    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+    def annotate(self, pod: PodInfo, annotations: Mapping[str, str]) -> bool:
+        """Merge `annotations` into that pod, that incarnation only; False when it is gone (deleted, or
+        its name now another pod's)."""
+        ...
 
 
 @dataclass
@@ -72,10 +79,20 @@ class ReservationReporter:
     api: ReservationApi
     api_error: type[Exception]  # what `api` raises when the API server refuses
     backoff: Backoff = field(default_factory=Backoff)
+    # Runs each annotation: on a pool's threads, so that a burst's reservations are told together, as
+    # each node's own program tells its own, and the watch is followed meanwhile (one after another, each
+    # a round trip to a loaded API server, they fell minutes behind the events at 100 nodes). Tests run
+    # them at once.
+    send: Callable[[Callable[[], None]], object] = field(
+        default_factory=lambda: ThreadPoolExecutor(SENDERS, thread_name_prefix="fake-reserve").submit
+    )
     _pods: dict[str, ReservationPod] = field(default_factory=dict)  # by pod UID
-    # Pod UID -> the GPU this process gave it, for the pod's life: a copy older than our own annotation
-    # (an event sent before it landed) shows the pod silent, and it must not be told another GPU.
+    # Pod UID -> the GPU this process gave it, for the pod's life (a device plugin's allocation: made when
+    # chosen, whenever the annotation lands): a copy older than our own annotation (an event sent before
+    # it landed) shows the pod silent, and it must not be told another GPU.
     _reported: dict[str, str] = field(default_factory=dict)
+    # (pod UID, whether the pod is gone) of annotations that did not land, from the senders' threads
+    _unsent: queue.SimpleQueue[tuple[str, bool]] = field(default_factory=queue.SimpleQueue)
 
     def run_forever(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -96,6 +113,7 @@ class ReservationReporter:
     def observe(self, event_type: str, reservation: ReservationPod) -> None:
         """One watch event. Its node is checked again whatever the change: a deleted or ended reservation
         frees a GPU that one waiting there can take."""
+        self._retry_unsent()
         uid = reservation.pod.uid
         if event_type == DELETED:
             self._pods.pop(uid, None)
@@ -105,6 +123,7 @@ class ReservationReporter:
         self._check(reservation.slot_node)
 
     def check_all(self) -> None:
+        self._retry_unsent()
         holding = self._holding()
         for node, uuids in self.uuids.items():
             self._report(node, uuids, holding.get(node, []))
@@ -139,10 +158,30 @@ class ReservationReporter:
             self._tell(by_name[key], node, uuid)
 
     def _tell(self, pod: PodInfo, node: str, uuid: str) -> None:
-        try:
-            self.api.annotate(pod.namespace, pod.name, {keys.ANNOTATION_RESERVED_GPU: uuid})
-        except self.api_error as error:  # not remembered: told again on the next change or re-check
-            log.warning("telling %s/%s its GPU failed (retried): %s", pod.namespace, pod.name, error)
-            return
         self._reported[pod.uid] = uuid
+        self.send(lambda: self._annotate(pod, node, uuid))
+
+    def _annotate(self, pod: PodInfo, node: str, uuid: str) -> None:
+        """On a sender's thread: touches nothing but the API and `_unsent`."""
+        try:
+            landed = self.api.annotate(pod, {keys.ANNOTATION_RESERVED_GPU: uuid})
+        except self.api_error as error:
+            log.warning("telling %s/%s its GPU failed (retried): %s", pod.namespace, pod.name, error)
+            self._unsent.put((pod.uid, False))
+            return
+        if not landed:  # deleted before it was told: its GPU is free again, whatever the watch shows yet
+            self._unsent.put((pod.uid, True))
+            return
         log.info("reservation %s/%s (%s) on %s reports GPU %s", pod.namespace, pod.name, pod.uid, node, uuid)
+
+    def _retry_unsent(self) -> None:
+        """The annotations that did not land: sent again with the GPU chosen (the pod's for its life),
+        unless the pod is gone. Only those failed so far: one failing again waits for the next call."""
+        for _ in range(self._unsent.qsize()):
+            uid, gone = self._unsent.get()
+            reservation, uuid = self._pods.get(uid), self._reported.get(uid)
+            if gone or reservation is None or uuid is None:
+                self._pods.pop(uid, None)
+                self._reported.pop(uid, None)
+                continue
+            self._tell(reservation.pod, reservation.slot_node, uuid)

@@ -29,6 +29,9 @@ _ACTIVE_PHASES = ("Pending", "Running")  # bound pods that hold (or are about to
 # notices a stop and re-checks what it could not write. Short enough to stop promptly, long enough that
 # an idle watch costs next to nothing.
 RESERVATION_WATCH_SECONDS = 5
+# A patch naming a pod's uid: not found (deleted), or the name is another pod's now (a uid mismatch is
+# refused as a conflict or as a change of an immutable field).
+_GONE = frozenset({404, 409, 422})
 _WATCH_EVENTS = ("ADDED", "MODIFIED", "DELETED")  # the others: BOOKMARK (a version only), ERROR (raised)
 
 
@@ -175,8 +178,19 @@ class ReservationPods:
                 if event["type"] in _WATCH_EVENTS:
                     yield event["type"], _reservation_pod(event["object"])
 
-    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
-        annotate_pod(namespace, name, annotations, self._core.api_client)
+    def annotate(self, pod: PodInfo, annotations: Mapping[str, str]) -> bool:
+        """Merge `annotations` into `pod`, naming its uid: the API server refuses the patch where the
+        name is now another pod's, as a late telling of a deleted reservation would otherwise land on
+        the slot's next one. False where that pod is gone."""
+        body = {"metadata": {"uid": pod.uid, "annotations": dict(annotations)}}
+        try:
+            with _translated_errors():
+                self._core.patch_namespaced_pod(pod.name, pod.namespace, body)
+        except ApiUnavailableError as error:
+            if isinstance(error.__cause__, ApiException) and error.__cause__.status in _GONE:
+                return False
+            raise
+        return True
 
 
 @contextlib.contextmanager

@@ -8,6 +8,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from horus_operator.agent import kube
+from horus_operator.agent.readings import PodInfo
 from horus_operator.api import keys
 
 
@@ -124,3 +125,35 @@ def test_reservation_pods_are_listed_then_watched_from_where_the_list_or_last_ev
     assert [c["resource_version"] for c in scripted.calls] == ["10", "15", "15"]
     assert all(c["allow_watch_bookmarks"] and c["timeout_seconds"] for c in scripted.calls)
     assert scripted.calls[0]["args"] == (keys.RESERVATION_NAMESPACE,)
+
+
+@pytest.mark.parametrize(("status", "landed"), [(None, True), (404, False), (409, False), (422, False)])
+def test_a_reservation_is_told_its_gpu_naming_its_uid_and_a_pod_gone_is_said(
+    monkeypatch: pytest.MonkeyPatch, status: int | None, landed: bool
+) -> None:
+    pods = kube.ReservationPods()
+    patched: list[tuple[Any, ...]] = []
+
+    def patch_namespaced_pod(*args: Any) -> None:
+        patched.append(args)
+        if status is not None:  # deleted, or the name is another pod's (its uid refused)
+            raise ApiException(status, "refused")
+
+    monkeypatch.setattr(pods._core, "patch_namespaced_pod", patch_namespaced_pod)
+    pod = PodInfo(uid="uid-r0", namespace=keys.RESERVATION_NAMESPACE, name="r0")
+
+    assert pods.annotate(pod, {keys.ANNOTATION_RESERVED_GPU: "GPU-a"}) is landed
+    body = {"metadata": {"uid": "uid-r0", "annotations": {keys.ANNOTATION_RESERVED_GPU: "GPU-a"}}}
+    assert patched == [("r0", keys.RESERVATION_NAMESPACE, body)]
+
+
+def test_a_refused_telling_of_a_reservation_raises_to_be_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    pods = kube.ReservationPods()
+
+    def patch_namespaced_pod(*args: Any) -> None:
+        raise ApiException(500, "etcd leader changed")
+
+    monkeypatch.setattr(pods._core, "patch_namespaced_pod", patch_namespaced_pod)
+    pod = PodInfo(uid="uid-r0", namespace=keys.RESERVATION_NAMESPACE, name="r0")
+    with pytest.raises(kube.ApiUnavailableError, match="etcd leader changed"):
+        pods.annotate(pod, {keys.ANNOTATION_RESERVED_GPU: "GPU-a"})

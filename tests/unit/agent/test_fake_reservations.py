@@ -31,6 +31,7 @@ class ReservationApi:
         self.lists = 0
         self.rounds: list[list[tuple[str, ReservationPod]] | Exception] = []
         self.refusing = False
+        self.gone: set[str] = set()  # pod UIDs deleted on the API server before their telling landed
         self.annotated: list[tuple[str, str]] = []  # (pod name, GPU)
 
     def list_pods(self) -> list[ReservationPod]:
@@ -46,11 +47,14 @@ class ReservationApi:
             raise events
         yield from events
 
-    def annotate(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+    def annotate(self, pod: PodInfo, annotations: Mapping[str, str]) -> bool:
         if self.refusing:
             raise Refused("connection refused")
-        assert namespace == keys.RESERVATION_NAMESPACE
-        self.annotated.append((name, annotations[keys.ANNOTATION_RESERVED_GPU]))
+        if pod.uid in self.gone:
+            return False
+        assert pod.namespace == keys.RESERVATION_NAMESPACE
+        self.annotated.append((pod.name, annotations[keys.ANNOTATION_RESERVED_GPU]))
+        return True
 
 
 def reservation(
@@ -74,7 +78,8 @@ def reservation(
 
 def reporter(api: ReservationApi, uuids: Mapping[str, tuple[str, ...]] | None = None) -> ReservationReporter:
     backoff = Backoff(base=0.01, cap=0.02, rng=random.Random(0))
-    return ReservationReporter(uuids or {"node-a": GPUS}, api, Refused, backoff)
+    # Each annotation sent at once, in order (the product sends them on a pool's threads).
+    return ReservationReporter(uuids or {"node-a": GPUS}, api, Refused, backoff, send=lambda tell: tell())
 
 
 def test_a_bound_silent_reservation_is_told_a_gpu_at_once_on_its_event(
@@ -148,6 +153,29 @@ def test_a_refused_annotation_is_retried_on_the_next_check() -> None:
     reporting.check_all()
 
     assert api.annotated == [("r0", "GPU-a")]
+
+
+def test_a_refused_annotation_is_sent_again_with_the_gpu_chosen_not_another() -> None:
+    api = ReservationApi()
+    reporting = reporter(api)
+    api.refusing = True
+    reporting.observe("ADDED", reservation("r0"))
+    api.refusing = False
+
+    reporting.observe("ADDED", reservation("r1"))  # GPU-a stays r0's while its telling is retried
+
+    assert api.annotated == [("r0", "GPU-a"), ("r1", "GPU-b")]
+
+
+def test_a_reservation_gone_before_its_telling_landed_frees_its_gpu_before_the_watch_says_so() -> None:
+    api = ReservationApi()
+    reporting = reporter(api)
+    api.gone.add("uid-r0")  # deleted (or its name another pod's now): the patch naming its uid fails
+    reporting.observe("ADDED", reservation("r0"))
+    reporting.observe("ADDED", reservation("r1"))
+    reporting.observe("ADDED", reservation("r2"))
+
+    assert api.annotated == [("r1", "GPU-a"), ("r2", "GPU-b")]
 
 
 def test_reservations_on_nodes_this_process_does_not_run_are_left_alone() -> None:
