@@ -5,7 +5,7 @@ built from a config in code, torchaudio, or a module written in catalog/torch_mo
 reference repository the entry cites) exported by torch.onnx as a graph-only ONNX model (weights as
 shapes without data). The graphs are shipped in horus_operator/prediction/data/graphs/ and read from
 there, so generating and checking need no torch (`--from-torch` re-exports them, which does); each is
-profiled by the same `features.profile_onnx` that `horus features MODEL.onnx` runs. Where a parameter
+profiled by the same `graph_profile.profile_onnx` that `horus features MODEL.onnx` runs. Where a parameter
 count is published (torchvision's model tables, Hugging Face's model cards, Keras' applications) the
 generator checks the graph against it and refuses to write a catalog that disagrees.
 
@@ -29,7 +29,7 @@ from typing import Any
 from catalog import checks, crosscheck, docs, graph_files
 from catalog.entries import ENTRIES
 
-from horus_operator.prediction import features
+from horus_operator.prediction import features, graph_profile
 
 CATALOG_PATH = graph_files.REPO / "horus_operator/prediction/data/catalog.json"
 DOCS_PATH = graph_files.REPO / "docs/catalog.md"
@@ -38,6 +38,9 @@ CONVENTIONS = {
     "flops": "forward-pass FLOPs, a multiply-add counted as 2; " + FORWARD_ONLY,
     "profile": "batch-independent: *_per_sample scale with the batch size, everything else is per model; "
     "features.at_batch(profile, b) gives the features at batch size b",
+    # Names the function where it was when the shipped models were trained (now graph_profile.profile_onnx):
+    # catalog.json's bytes are in their metadata (catalog_sha256), so in the model identity that persisted
+    # online corrections are tied to. Rename it when the models are next retrained.
     "graphs": "graph-only ONNX profiled by features.profile_onnx: the torch.onnx export of the reference "
     "PyTorch module, shipped in data/graphs/",
 }
@@ -46,7 +49,7 @@ CONVENTIONS = {
 def build_catalog() -> dict[str, Any]:
     models: dict[str, dict[str, Any]] = {}
     for entry in ENTRIES:
-        profile = features.profile_onnx(entry.graph())
+        profile = graph_profile.profile_onnx(entry.graph())
         checks.published_params(entry, profile)
         models[entry.name] = {
             "aliases": list(entry.aliases),

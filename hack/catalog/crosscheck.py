@@ -8,7 +8,7 @@ import math
 import onnx
 
 from catalog.entries import Entry
-from horus_operator.prediction import features
+from horus_operator.prediction import graph_profile
 
 MATRIX_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul", "LSTM")
 # Graphs whose shapes onnx-tool's own shape inference gets wrong (onnx's is right): not comparable.
@@ -27,7 +27,7 @@ def run(entries: list[Entry]) -> int:
     worst = 0.0
     for entry in entries:
         model = entry.graph()
-        profile = features.profile_onnx(model)
+        profile = graph_profile.profile_onnx(model)
         ours = sum(profile[f"{part}_flops_per_sample"] for part in ("conv", "linear", "attention"))
         theirs = _onnx_tool_matrix_flops(model)
         difference = abs(theirs - ours) / ours

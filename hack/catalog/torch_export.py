@@ -2,14 +2,14 @@
 
 Only `python hack/gen_catalog.py --from-torch` imports this module. It exports with torch.onnx's
 dynamo exporter at opset 20 (Gelu and LayerNormalization are single ops there; no fused Attention
-op, so Q·Kᵀ and P·V stay MatMuls that features.py counts) and keeps the
-graph as the module computes it in training:
+op, so Q·Kᵀ and P·V stay MatMuls that graph_profile.py counts) and keeps the graph as the module
+computes it in training:
 
 - batch norm stays a BatchNormalization node (the exporter's default optimizer folds it into the
   preceding convolution, as for inference; training runs it);
 - nothing computed from a parameter is folded into a new initializer (a transposed weight stays a
   Transpose of the parameter), so the float initializers are exactly the module's parameters and
-  its batch-norm running statistics, and `features.profile_onnx` counts the parameters
+  its batch-norm running statistics, and `graph_profile.profile_onnx` counts the parameters
   `module.parameters()` holds: `export` checks that and refuses a graph that disagrees;
 - other float buffers (rotary frequencies, fixed position tables) become Constant nodes;
 - weights keep their shapes, not their values (external data in a file that is not shipped);
@@ -37,7 +37,7 @@ from onnxscript import rewriter
 from onnxscript.optimizer import _constant_folding
 from onnxscript.rewriter import _fuse_batchnorm
 
-from horus_operator.prediction import features
+from horus_operator.prediction import graph_profile
 
 OPSET = 20
 LARGE_CONSTANT = 1024  # elements
@@ -110,7 +110,7 @@ def export(
         del node.metadata_props[:]
     _lstm_weights_as_parameters(proto)
     _lstm_steps_from_input(proto.graph)
-    profile = features.profile_onnx(proto)
+    profile = graph_profile.profile_onnx(proto)
     if profile["params"] != params:
         raise ValueError(
             f"the exported graph holds {profile['params']:,.0f} parameters, the module {params:,}: "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from horus_operator.prediction import catalog
+from horus_operator.prediction import catalog, graph_profile
 from horus_operator.prediction import features as graph_features
 
 
@@ -34,7 +34,7 @@ def _features(model: str, batch_size: int) -> tuple[Mapping[str, float], str]:
     path = Path(model)
     if path.is_file():
         try:
-            return graph_features.from_onnx(path, batch_size), str(path)
+            return graph_profile.from_onnx(path, batch_size), str(path)
         except ValueError as error:
             raise click.ClickException(str(error)) from error
     try:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from horus_operator.operator.cache import ClusterCache
 from horus_operator.operator.config import OperatorConfig
 from horus_operator.operator.dra.claims import Sharing
-from horus_operator.operator.jobs.graphs import GraphReader
+from horus_operator.operator.jobs.graphs import GraphReader, onnx_features
 from horus_operator.operator.jobs.jobspec import WorkloadResolver
 from horus_operator.operator.kube import Kube, load_client
 from horus_operator.operator.leader import LeaderElector, LeaseConfig
@@ -25,7 +25,7 @@ from horus_operator.operator.telemetry.store import ObservationStore
 from horus_operator.operator.telemetry.updates import ObservedTelemetry, Recorder
 from horus_operator.placement.queueorder import QueueOrder
 from horus_operator.placement.registry import make_policy
-from horus_operator.prediction import catalog, features
+from horus_operator.prediction import catalog
 from horus_operator.prediction.api import Predictor
 from horus_operator.prediction.correction import CorrectedPredictor
 from horus_operator.prediction.predictor import load_predictor
@@ -111,7 +111,7 @@ def build(config: OperatorConfig, clock: Callable[[], datetime] = _wall_clock) -
         metrics=metrics,
         placement_reads=deciding,
     )
-    graph_reader = GraphReader(features.from_onnx)
+    graph_reader = GraphReader(onnx_features)
     resolver = WorkloadResolver(
         canonical_model=catalog.canonical,
         read_onnx=kube.read_config_map_file,

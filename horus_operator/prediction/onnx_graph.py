@@ -1,6 +1,6 @@
 """Loading an ONNX model for counting: weights dropped, the batch fixed, shapes inferred.
 
-`features` counts FLOPs, parameters and activation bytes over the `Graph` this module prepares. The
+`graph_profile` counts FLOPs, parameters and activation bytes over the `Graph` this module prepares. The
 preparation is its own step because it decides what the counts mean: which graph inputs are data and
 which are weights exported as inputs, what the batch size is, and which tensors derive from weights.
 """

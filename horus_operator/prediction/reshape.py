@@ -4,7 +4,7 @@ The catalog profiles each architecture at one input size (ImageNet's 224×224 cr
 block, …). A job that trains it on CIFAR-10's 32×32 images does a fiftieth of that work and holds a
 fiftieth of the activations; scaling the stored profile would be exact only for some nets and sizes,
 so the graph (shipped in `data/graphs/`, written by `hack/gen_catalog.py`) gets the job's per-sample
-shape on its data inputs, ONNX shape inference runs again, and `features.profile_onnx` counts it as
+shape on its data inputs, ONNX shape inference runs again, and `graph_profile.profile_onnx` counts it as
 it counts any graph.
 
 A shape the graph cannot take is refused (`ShapeError`) rather than counted wrong: shape inference
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import onnx
 import onnx.shape_inference
 
-from horus_operator.prediction import features, onnx_graph
+from horus_operator.prediction import graph_profile, onnx_graph
 
 
 class ShapeError(ValueError):
@@ -41,7 +41,7 @@ def profile_at(model: onnx.ModelProto, sample_shape: Sequence[int]) -> dict[str,
     reshaped = _with_sample_shape(model, tuple(sample_shape))
     _check_consistent(reshaped)
     try:
-        return features.profile_onnx(reshaped)
+        return graph_profile.profile_onnx(reshaped)
     except ValueError as error:
         raise ShapeError(str(error)) from error
 

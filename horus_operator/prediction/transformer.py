@@ -2,7 +2,7 @@
 
 Fine-tuning a Llama / Mistral / Qwen2-style decoder, GPT-2 or BERT is described by its config, a
 sequence length, an optimizer and optionally LoRA and gradient checkpointing. From those this module
-counts, with no torch and no graph, what `features.profile_onnx` would count on the graph Hugging Face
+counts, with no torch and no graph, what `graph_profile.profile_onnx` would count on the graph Hugging Face
 exports in eager mode (`attn_implementation="eager"`, as `hack/gen_catalog.py --from-torch` exports the
 catalog's transformers), node for node (`transformer_graph` lists the nodes of each module). The
 catalog's exported graphs check it (tests/unit/prediction/test_transformer.py): every profile entry

@@ -1,5 +1,6 @@
 """Training's libraries are an optional extra: without them `horus train` says which one and how to get
-it, and nothing else needs them."""
+it, and nothing else needs them. Nor does anything but reading an ONNX graph need `onnx`, which would
+cost every start of the operator, the agent and the simulator about a second."""
 
 from __future__ import annotations
 
@@ -28,10 +29,11 @@ def test_train_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch, tmp_p
     assert "pip install 'horus-operator[train]'" in result.output
 
 
-def test_the_operator_agent_and_simulator_load_without_pandas_or_xgboost() -> None:
+def test_the_operator_agent_and_simulator_load_without_pandas_xgboost_or_onnx() -> None:
     code = (
         "import sys\n"
-        "sys.modules.update(pandas=None, xgboost=None, scipy=None)\n"
+        "sys.modules.update(pandas=None, xgboost=None, scipy=None, onnx=None)\n"
+        "import horus_operator.commands.run, horus_operator.operator.entry\n"
         "import horus_operator.operator.runtime, horus_operator.operator.handlers\n"
         "import horus_operator.commands.agent, horus_operator.commands.simulate\n"
         "from horus_operator.prediction.predictor import load_predictor\n"

@@ -31,6 +31,15 @@ log = logging.getLogger(__name__)
 Features = Callable[[bytes, int], Mapping[str, float]]
 
 
+def onnx_features(data: bytes, batch_size: int) -> dict[str, float]:
+    """A `GraphReader`'s work, run in its worker process (top level, so that it pickles; in this light
+    module, so that the worker imports little). `graph_profile` imports onnx, about a second: imported
+    where a DLJob's own graph is read, not at the operator's start-up."""
+    from horus_operator.prediction import graph_profile
+
+    return graph_profile.from_onnx(data, batch_size)
+
+
 class GraphReader:
     """`onnx_features` for the `WorkloadResolver`: features computed in a worker process, remembered by
     content. Called from a thread (the resolver runs off the loop); blocks that thread only."""

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper, numpy_helper
 
 from horus_operator.commands.features import features as features_command
-from horus_operator.prediction import features
+from horus_operator.prediction import features, graph_profile
 
 
 def _model(nodes, inputs, initializers=(), outputs=("y",)) -> onnx.ModelProto:
@@ -49,7 +49,7 @@ CONV_PARAMS = 4 * 3 * 3 * 3 + 4  # weights + bias = 112
 
 
 def test_conv_flops_params_and_counts():
-    profile = features.profile_onnx(conv_model())
+    profile = graph_profile.profile_onnx(conv_model())
     assert profile["conv_flops_per_sample"] == CONV_FLOPS
     assert profile["flops_per_sample"] == CONV_FLOPS + 4 * 8 * 8
     assert profile["params"] == CONV_PARAMS
@@ -61,11 +61,12 @@ def test_conv_flops_params_and_counts():
 
 
 def test_fixed_and_symbolic_batch_give_the_same_per_sample_profile():
-    assert features.profile_onnx(conv_model(batch=8)) == features.profile_onnx(conv_model(batch="N"))
+    fixed, symbolic = (graph_profile.profile_onnx(conv_model(batch=batch)) for batch in (8, "N"))
+    assert fixed == symbolic
 
 
 def test_weights_exported_as_graph_inputs_are_parameters_not_data():
-    profile = features.profile_onnx(conv_model(weights_as_inputs=True))
+    profile = graph_profile.profile_onnx(conv_model(weights_as_inputs=True))
     assert profile["params"] == CONV_PARAMS
     assert profile["input_bytes_per_sample"] == 3 * 8 * 8 * 4
 
@@ -77,7 +78,7 @@ def test_gemm_linear_layer():
         [("x", TensorProto.FLOAT, ["N", 10])],
         [("w", (5, 10), np.float32), ("b", (5,), np.float32)],
     )
-    profile = features.profile_onnx(model)
+    profile = graph_profile.profile_onnx(model)
     assert profile["flops_per_sample"] == profile["linear_flops_per_sample"] == 100
     assert profile["params"] == 55
     assert profile["linear_ops"] == 1
@@ -94,7 +95,7 @@ def test_lstm_is_unrolled_per_time_step():
         [("x", TensorProto.FLOAT, [7, "batch", 3])],
         [("w", (1, 16, 3), np.float32), ("r", (1, 16, 4), np.float32), ("b", (1, 32), np.float32)],
     )
-    profile = features.profile_onnx(model)
+    profile = graph_profile.profile_onnx(model)
     assert profile["flops_per_sample"] == profile["linear_flops_per_sample"] == 1568
     assert profile["params"] == 144
     assert profile["linear_ops"] == 14
@@ -116,7 +117,7 @@ def test_transposed_convolution_counts_what_each_input_element_scatters():
         output_padding=[1, 1],
     )
     model = _model([node], [("x", TensorProto.FLOAT, ["N", 2, 3, 3])], [("w", (2, 4, 3, 3), np.float32)])
-    profile = features.profile_onnx(model)
+    profile = graph_profile.profile_onnx(model)
     assert profile["conv_flops_per_sample"] == 1296
     assert profile["activation_bytes_per_sample"] == 4 * 6 * 6 * 4
 
@@ -137,7 +138,7 @@ def attention_model() -> onnx.ModelProto:
 
 def test_attention_matmuls_are_told_apart_from_linear_layers():
     """Projections: 3 × 2·5·8·8 = 1,920. q·kᵀ: 2·5·5·8 = 400. p·v: 2·5·8·5 = 400. Softmax: 25."""
-    profile = features.profile_onnx(attention_model())
+    profile = graph_profile.profile_onnx(attention_model())
     assert profile["linear_flops_per_sample"] == 1920
     assert profile["attention_flops_per_sample"] == 800
     assert profile["flops_per_sample"] == 1920 + 800 + 25
@@ -155,7 +156,7 @@ def test_projection_through_a_transposed_tied_embedding_is_linear():
         [("x", TensorProto.FLOAT, ["N", 8])],
         [("table", (30, 8), np.float32)],
     )
-    profile = features.profile_onnx(model)
+    profile = graph_profile.profile_onnx(model)
     assert (profile["linear_ops"], profile["attention_ops"]) == (1, 0)
     assert profile["linear_flops_per_sample"] == 2 * 8 * 30
 
@@ -170,14 +171,14 @@ def test_batchnorm_statistics_and_integer_initializers_are_not_parameters():
         nodes, [("x", TensorProto.FLOAT, ["N", 3, 2, 2])], [*initializers, ("shape", (2,), np.int64)]
     )
     model.graph.initializer[-1].CopyFrom(numpy_helper.from_array(np.array([0, -1], np.int64), "shape"))
-    profile = features.profile_onnx(model)
+    profile = graph_profile.profile_onnx(model)
     assert profile["params"] == 6  # scale and shift, 3 channels each
     assert profile["norm_ops"] == 1
     assert profile["other_ops"] == 1
 
 
 def test_features_scale_with_batch_size():
-    one, many = features.from_onnx(conv_model(), 1), features.from_onnx(conv_model(), 32)
+    one, many = graph_profile.from_onnx(conv_model(), 1), graph_profile.from_onnx(conv_model(), 32)
     assert many["batch_size"] == 32
     assert many["flops_per_batch"] == 32 * one["flops_per_batch"] == 32 * one["flops_per_sample"]
     assert many["activation_bytes_per_batch"] == 32 * one["activation_bytes_per_sample"]
@@ -186,7 +187,7 @@ def test_features_scale_with_batch_size():
 
 
 def test_a_profile_written_before_recurrent_step_ops_existed_still_works():
-    profile = features.profile_onnx(conv_model())
+    profile = graph_profile.profile_onnx(conv_model())
     del profile["recurrent_step_ops"]
     assert features.at_batch(profile, 8)["recurrent_step_ops"] == 0.0
     del profile["recurrent_steps"]
@@ -197,20 +198,20 @@ def test_a_profile_written_before_recurrent_step_ops_existed_still_works():
 def test_from_onnx_reads_bytes_and_paths(tmp_path: Path):
     path = tmp_path / "conv.onnx"
     onnx.save(conv_model(), path)
-    from_bytes = features.from_onnx(conv_model().SerializeToString(), 4)
-    assert features.from_onnx(path, 4) == features.from_onnx(str(path), 4) == from_bytes
+    from_bytes = graph_profile.from_onnx(conv_model().SerializeToString(), 4)
+    assert graph_profile.from_onnx(path, 4) == graph_profile.from_onnx(str(path), 4) == from_bytes
 
 
 @pytest.mark.parametrize("unreadable", [b"certainly not protobuf \xff\xfe", b"", "/nonexistent/model.onnx"])
 def test_unreadable_onnx_is_a_value_error(unreadable):
     with pytest.raises(ValueError, match="ONNX"):
-        features.from_onnx(unreadable, 8)
+        graph_profile.from_onnx(unreadable, 8)
 
 
 def test_unknown_non_batch_dimension_is_a_value_error():
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [("x", TensorProto.FLOAT, ["N", "sequence"])])
     with pytest.raises(ValueError, match="symbolic"):
-        features.from_onnx(model, 8)
+        graph_profile.from_onnx(model, 8)
 
 
 def test_a_matmul_of_unknown_size_is_a_value_error_not_a_silent_zero():
@@ -221,12 +222,12 @@ def test_a_matmul_of_unknown_size_is_a_value_error_not_a_silent_zero():
         [("w", (4, 3), np.float32)],
     )
     with pytest.raises(ValueError, match="unknown"):
-        features.from_onnx(model, 8)
+        graph_profile.from_onnx(model, 8)
 
 
 def test_batch_size_must_be_positive():
     with pytest.raises(ValueError, match="batch size"):
-        features.from_onnx(conv_model(), 0)
+        graph_profile.from_onnx(conv_model(), 0)
 
 
 # ---- horus features ----

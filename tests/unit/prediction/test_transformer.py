@@ -46,7 +46,7 @@ def _describe(config: dict[str, Any], tokens: int, **training: Any) -> transform
 
 @pytest.mark.parametrize("name", sorted(EXPORTED))
 def test_the_count_equals_the_profile_of_the_graph_hugging_face_exports(name: str) -> None:
-    # The catalog's profile of these entries is features.profile_onnx over the graph torch.onnx exported
+    # The catalog's profile of these entries is graph_profile.profile_onnx over the graph torch.onnx exported
     # from transformers (the shipped data/graphs/): every entry, op counts and activation bytes included.
     config, tokens = EXPORTED[name]
     counted = _describe(config, tokens).profile
