@@ -171,7 +171,10 @@ class ReserveBinder:
         view = self._cache.node_views.get(slot[0])
         if view is None:
             return
-        stored, _ = await self._kube.create_pod(reservations.body(slot, view.hostname, self._settings))
+        stored, created = await self._kube.create_pod(reservations.body(slot, view.hostname, self._settings))
+        if created:  # logged as its deletion is, by uid: which incarnation a slot had when
+            uid = stored["metadata"].get("uid")
+            log.info("made reservation pod %s/%s, uid %s", RESERVATIONS, reservations.name(slot), uid)
         self._cache.put_reservation(stored)
 
     async def _delete(self, reservation: reservations.ReservationView) -> None:
