@@ -86,6 +86,10 @@ class ReservationReporter:
     send: Callable[[Callable[[], None]], object] = field(
         default_factory=lambda: ThreadPoolExecutor(SENDERS, thread_name_prefix="fake-reserve").submit
     )
+    # Seconds between lists, whatever the watch says: a chaos run's watch, resumed every 5 s without an
+    # error, delivered no event for 5 minutes until the version it resumed from expired (410), while the
+    # operator made reservations there that were never told; a list heals that within this long.
+    relist_every: float = 30.0
     _pods: dict[str, ReservationPod] = field(default_factory=dict)  # by pod UID
     # Pod UID -> the GPU this process gave it, for the pod's life (a device plugin's allocation: made when
     # chosen, whenever the annotation lands): a copy older than our own annotation (an event sent before
@@ -98,7 +102,7 @@ class ReservationReporter:
         while not stop.is_set():
             try:
                 self.replace(self.api.list_pods())
-                self._follow(stop)
+                self._follow(stop, until=time.monotonic() + self.relist_every)
             except self.api_error as error:
                 delay = self.backoff.failed(time.monotonic())
                 log.warning("watching reservation pods failed, listing them again in %.1fs: %s", delay, error)
@@ -106,7 +110,12 @@ class ReservationReporter:
 
     def replace(self, pods: Iterable[ReservationPod]) -> None:
         """A fresh list: what a failed watch missed (a deletion, say) is caught up on; every node checked."""
-        self._pods = {r.pod.uid: r for r in pods}
+        listed = {r.pod.uid: r for r in pods}
+        missed, gone = listed.keys() - self._pods.keys(), self._pods.keys() - listed.keys()
+        if self._pods and (missed or gone):
+            shown = (len(missed), len(gone))
+            log.info("listed: %d reservations the watch had not shown, %d gone it had not", *shown)
+        self._pods = listed
         self._reported = {uid: uuid for uid, uuid in self._reported.items() if uid in self._pods}
         self.check_all()
 
@@ -128,9 +137,10 @@ class ReservationReporter:
         for node, uuids in self.uuids.items():
             self._report(node, uuids, holding.get(node, []))
 
-    def _follow(self, stop: threading.Event) -> None:
-        """Watch rounds until `stop`. Each ends within seconds, so `stop` is noticed, and is followed by
-        a re-check of every node, so that refused annotations are retried even while nothing changes."""
+    def _follow(self, stop: threading.Event, until: float) -> None:
+        """Watch rounds until `stop`, or `until` (monotonic): then the caller lists again. Each round ends
+        within seconds, so `stop` is noticed, and is followed by a re-check of every node, so that refused
+        annotations are retried even while nothing changes."""
         while not stop.is_set():
             for event_type, reservation in self.api.watch_pods():
                 self.observe(event_type, reservation)
@@ -138,6 +148,8 @@ class ReservationReporter:
                     return
             self.backoff.succeeded()  # only a whole round: a list allowed and a watch refused still back off
             self.check_all()
+            if time.monotonic() >= until:
+                return
 
     def _check(self, node: str) -> None:
         uuids = self.uuids.get(node)

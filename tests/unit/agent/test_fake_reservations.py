@@ -202,3 +202,18 @@ def test_it_lists_then_follows_the_watch_and_lists_again_after_a_failed_watch() 
 
     assert api.lists == 2  # a quiet round is resumed, not listed again
     assert api.annotated == [("r0", "GPU-a"), ("b0", "GPU-c"), ("r1", "GPU-b")]
+
+
+def test_it_lists_again_on_its_period_what_a_quiet_watch_did_not_show() -> None:
+    stop = threading.Event()
+    api = ReservationApi(stop)
+    # A reservation made while the watch, resumed without an error, showed nothing: the next list has it.
+    api.listings = [[], [reservation("r0")]]
+    api.rounds = [[], []]
+    reporting = reporter(api)
+    reporting.relist_every = 0.0  # after every round
+
+    reporting.run_forever(stop)
+
+    assert api.lists == 3  # at the start and after each of the two rounds
+    assert api.annotated == [("r0", "GPU-a")]
