@@ -19,13 +19,12 @@ VERSIONS_FILE = REPO_ROOT / "hack" / "control-plane.env"
 HORUS_STAGES_FILE = REPO_ROOT / "hack" / "kwok" / "bare-pod-stages.yaml"
 
 # kwok's stock stages, relative to the copy the build script keeps in `<dir>/kwok-stages/`:
-# nodes become Ready at once and keep their lease fresh; pods go Running at once; a pod marked
-# for deletion is removed. Pods end only through HORUS_STAGES_FILE.
+# nodes become Ready at once and keep their lease fresh; pods go Running at once. Pods end, and a
+# pod marked for deletion is removed, only through HORUS_STAGES_FILE.
 STOCK_STAGES = (
     "node/fast/node-initialize.yaml",
     "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
     "pod/fast/pod-ready.yaml",
-    "pod/fast/pod-delete.yaml",
 )
 
 
