@@ -1,5 +1,6 @@
 """What the agent keeps of a pod the API server lists (kubernetes client models, no server)."""
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,74 +58,97 @@ def test_visible_devices_of_all_containers_are_merged_in_order_without_repeats()
     )
 
 
-def reservation_pod(name: str, *, node: str | None, phase: str, version: str) -> client.V1Pod:
-    return client.V1Pod(
-        metadata=client.V1ObjectMeta(
-            uid=f"uid-{name}",
-            namespace=keys.RESERVATION_NAMESPACE,
-            name=name,
-            labels={keys.LABEL_RESERVATION_NODE: "node-a"},
-            resource_version=version,
-        ),
-        spec=client.V1PodSpec(node_name=node, containers=[client.V1Container(name="reserve")]),
-        status=client.V1PodStatus(phase=phase),
-    )
+def reservation_pod(name: str, *, node: str | None, phase: str, version: str) -> dict[str, Any]:
+    """A reservation pod's JSON, as the API server sends it."""
+    meta = {
+        "uid": f"uid-{name}",
+        "namespace": keys.RESERVATION_NAMESPACE,
+        "name": name,
+        "labels": {keys.LABEL_RESERVATION_NODE: "node-a"},
+        "resourceVersion": version,
+    }
+    spec = {"containers": [{"name": "reserve"}], **({"nodeName": node} if node else {})}
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
-class ScriptedWatch:
-    """`kubernetes.watch.Watch`: each stream plays the next of `rounds` (an exception: the watch fails)."""
+class Response:
+    """An unread HTTP response (`_preload_content=False`): its body whole, or as the lines of a watch."""
 
-    def __init__(self, *rounds: list[dict[str, Any] | None] | Exception) -> None:
-        self.rounds = list(rounds)
-        self.calls: list[dict[str, Any]] = []
+    def __init__(self, body: bytes) -> None:
+        self.data = body
+        self.released = False
 
-    def stream(self, func: Any, *args: Any, **kwargs: Any) -> Iterator[dict[str, Any] | None]:
-        self.calls.append({"args": args, **kwargs})
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        yield from (self.data[i : i + 7] for i in range(0, len(self.data), 7))  # chunks cut mid-line
+
+    def release_conn(self) -> None:
+        self.released = True
+
+
+class ScriptedPods:
+    """`CoreV1Api.list_namespaced_pod`: a list answers `listing`; each watch plays the next of `rounds`
+    (events as JSON lines; an exception: the request fails)."""
+
+    def __init__(self, listing: dict[str, Any], *rounds: list[dict[str, Any]] | Exception) -> None:
+        self.listing, self.rounds = listing, list(rounds)
+        self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.responses: list[Response] = []
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Response:
+        self.calls.append((args, kwargs))
+        if not kwargs.get("watch"):
+            return Response(json.dumps(self.listing).encode())
         events = self.rounds.pop(0)
         if isinstance(events, Exception):
             raise events
-        yield from events
-
-
-def event(kind: str, pod: client.V1Pod) -> dict[str, Any]:
-    raw = client.ApiClient().sanitize_for_serialization(pod)
-    return {"type": kind, "object": pod, "raw_object": raw}
+        lines = b"".join(json.dumps(e).encode() + b"\n" for e in events) + b"\n"
+        self.responses.append(Response(lines))
+        return self.responses[-1]
 
 
 def test_reservation_pods_are_listed_then_watched_from_where_the_list_or_last_event_left_off(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pods = kube.ReservationPods()
-    listed = client.V1PodList(
-        metadata=client.V1ListMeta(resource_version="10"),
-        items=[reservation_pod("r0", node=None, phase="Pending", version="9")],
-    )
-    list_calls: list[tuple[Any, ...]] = []
-
-    def list_namespaced_pod(*args: Any, **kwargs: Any) -> client.V1PodList:
-        list_calls.append((args, kwargs))
-        return listed
-
-    monkeypatch.setattr(pods._core, "list_namespaced_pod", list_namespaced_pod)
+    listing = {
+        "metadata": {"resourceVersion": "10"},
+        "items": [reservation_pod("r0", node=None, phase="Pending", version="9")],
+    }
     bound = reservation_pod("r0", node="node-a", phase="Running", version="12")
-    bookmark = {"type": "BOOKMARK", "object": {}, "raw_object": {"metadata": {"resourceVersion": "15"}}}
-    scripted = ScriptedWatch([event("MODIFIED", bound), None, bookmark], [], ApiException(410, "Gone"))
-    monkeypatch.setattr(kube.watch, "Watch", lambda: scripted)
+    bookmark = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}}
+    gone = {"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old resource version"}}
+    scripted = ScriptedPods(listing, [{"type": "MODIFIED", "object": bound}, bookmark], [], [gone])
+    monkeypatch.setattr(pods._core, "list_namespaced_pod", scripted)
 
     (r0,) = pods.list_pods()
     first = list(pods.watch_pods())
     assert list(pods.watch_pods()) == []
-    with pytest.raises(kube.ApiUnavailableError, match="Gone"):
+    with pytest.raises(kube.ApiUnavailableError, match="410"):
         list(pods.watch_pods())
 
-    assert list_calls == [((keys.RESERVATION_NAMESPACE,), {"label_selector": keys.LABEL_RESERVATION_NODE})]
     assert (r0.pod.uid, r0.node_name, r0.phase, r0.slot_node) == ("uid-r0", None, "Pending", "node-a")
     assert [(kind, r.node_name, r.phase, r.holds_gpu) for kind, r in first] == [
         ("MODIFIED", "node-a", "Running", True)
     ]
-    assert [c["resource_version"] for c in scripted.calls] == ["10", "15", "15"]
-    assert all(c["allow_watch_bookmarks"] and c["timeout_seconds"] for c in scripted.calls)
-    assert scripted.calls[0]["args"] == (keys.RESERVATION_NAMESPACE,)
+    list_call, *watches = scripted.calls
+    assert list_call[0] == (keys.RESERVATION_NAMESPACE,)
+    assert list_call[1]["label_selector"] == keys.LABEL_RESERVATION_NODE and not list_call[1].get("watch")
+    assert [kwargs["resource_version"] for _, kwargs in watches] == ["10", "15", "15"]
+    assert all(kwargs["allow_watch_bookmarks"] and kwargs["timeout_seconds"] for _, kwargs in watches)
+    assert all(response.released for response in scripted.responses)
+
+
+def test_a_refused_watch_of_the_reservation_pods_raises_to_be_listed_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pods = kube.ReservationPods()
+    scripted = ScriptedPods(
+        {"metadata": {"resourceVersion": "1"}, "items": []}, ApiException(403, "Forbidden")
+    )
+    monkeypatch.setattr(pods._core, "list_namespaced_pod", scripted)
+    pods.list_pods()
+    with pytest.raises(kube.ApiUnavailableError, match="Forbidden"):
+        list(pods.watch_pods())
 
 
 @pytest.mark.parametrize(("status", "landed"), [(None, True), (404, False), (409, False), (422, False)])
