@@ -357,8 +357,21 @@ class ChaosRun:
                 "get", "pods", "-n", keys.RESERVATION_NAMESPACE, "-o", "name", check=False
             ).stdout.split()
             if not found or time.monotonic() > deadline:
+                if found:  # what each was, for the operator's and the agents' logs to say why it stayed
+                    self._describe_left()
                 return len(found)
             time.sleep(2.0)
+
+    def _describe_left(self) -> None:
+        columns = (
+            "NAME:.metadata.name,UID:.metadata.uid,NODE:.spec.nodeName,PHASE:.status.phase,"
+            "DELETING:.metadata.deletionTimestamp,CREATED:.metadata.creationTimestamp,"
+            f"GPU:.metadata.annotations.{keys.ANNOTATION_RESERVED_GPU.replace('.', chr(92) + '.')}"
+        )
+        listing = self.cluster.kubectl(
+            "get", "pods", "-n", keys.RESERVATION_NAMESPACE, "-o", f"custom-columns={columns}", check=False
+        )
+        self.log(f"reservation pods left:\n{listing.stdout}")
 
     def _get(self, *what: str) -> list[dict[str, Any]]:
         """The objects, or [] while the API server does not answer (it may be restarting)."""
