@@ -142,20 +142,7 @@ def test_a_deleted_or_ended_reservations_gpu_goes_to_one_waiting_for_it() -> Non
     assert api.annotated[2:] == [("r2", "GPU-a"), ("r0", "GPU-b")]
 
 
-def test_a_refused_annotation_is_retried_on_the_next_check() -> None:
-    api = ReservationApi()
-    reporting = reporter(api)
-    api.refusing = True
-
-    reporting.observe("ADDED", reservation("r0"))
-    api.refusing = False
-    reporting.check_all()  # the re-check after a watch round
-    reporting.check_all()
-
-    assert api.annotated == [("r0", "GPU-a")]
-
-
-def test_a_refused_annotation_is_sent_again_with_the_gpu_chosen_not_another() -> None:
+def test_a_refused_annotation_is_sent_again_with_the_gpu_chosen_and_once_landed_not_again() -> None:
     api = ReservationApi()
     reporting = reporter(api)
     api.refusing = True
@@ -163,6 +150,8 @@ def test_a_refused_annotation_is_sent_again_with_the_gpu_chosen_not_another() ->
     api.refusing = False
 
     reporting.observe("ADDED", reservation("r1"))  # GPU-a stays r0's while its telling is retried
+    reporting.check_all()  # the re-checks after watch rounds
+    reporting.check_all()
 
     assert api.annotated == [("r0", "GPU-a"), ("r1", "GPU-b")]
 
